@@ -1,0 +1,66 @@
+"""madohub_nb: route AI coding agents in tmux panes to each other, from Jupyter.
+
+The pipeline of one round, one module each::
+
+    watchers → triggers → extraction (transcripts) → transforms → delivery → log
+                 (routes / protection decide when)      (rounds runs one)
+
+``Hub`` (hub.py) owns tiles (tiles.py), routes (routes.py), the round log
+(log.py) and the asyncio engine (engine.py). ``%load_ext madohub_nb`` adds the
+``%madohub`` magics (magics.py) and widgets (widgets.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import (
+    DeliveryError,
+    LogError,
+    MadohubError,
+    MadohubValueError,
+    TileError,
+    TmuxError,
+    TransformError,
+)
+from .hub import Hub, get_hub
+from .log import RoundLog, RoundRecord
+from .routes import Route
+from .tiles import Tile
+from .transcripts import Extraction, cwd_to_project_dir, read_last_response
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DeliveryError",
+    "Extraction",
+    "Hub",
+    "LogError",
+    "MadohubError",
+    "MadohubValueError",
+    "Route",
+    "RoundLog",
+    "RoundRecord",
+    "Tile",
+    "TileError",
+    "TmuxError",
+    "TransformError",
+    "cwd_to_project_dir",
+    "get_hub",
+    "load_ipython_extension",
+    "read_last_response",
+    "unload_ipython_extension",
+]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext madohub_nb``: register the ``%madohub`` magics and the ``MadoHub`` config."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .magics import unload_ipython_extension as unload
+
+    unload(ipython)

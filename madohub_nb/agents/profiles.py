@@ -1,0 +1,365 @@
+"""Agent profiles: what the toolkit knows about each kind of agent, in one table.
+
+How to recognise the agent's process, what its screen looks like when it is
+busy, idle or waiting for a permission, which parts of the screen are chrome,
+and how it wants input submitted. The facts come from REAL-AGENTS.md and the
+captured screens in ``fixtures/real/screens/``; Amp and OpenCode facts come
+from public tools and are not observed here. Nothing else in the package
+should branch on an agent's kind: read the profile instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from .. import settings
+from ..errors import MadohubValueError
+from ..screen import clean_screen
+
+Pattern = re.Pattern[str]
+
+SCREEN_STATES: Final = ("busy", "waiting", "idle", "unknown")
+"""What :func:`screen_state` can answer (a subset of ``settings.TILE_STATES``)."""
+
+EXTRACTORS: Final = ("jsonl", "rollout", "terminal")
+
+SHELL_COMMANDS: Final = ("bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash")
+"""Command names of interactive shells (``#{pane_current_command}``, process names)."""
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """Everything agent-specific: process names, screen markers, chrome, submit keys, extractor.
+
+    Screen markers are regexes (``re.MULTILINE``) over the last
+    ``marker_tail_lines`` non-blank lines of the ANSI-stripped screen, joined
+    by newlines. Chrome patterns are substituted away, in order, over the
+    whole cleaned screen (blank lines kept).
+    """
+
+    kind: str
+    process_tokens: tuple[str, ...]
+    """Words that identify the agent's process by its command name (``claude``, ``codex``…)."""
+    busy_markers: tuple[Pattern, ...]
+    idle_markers: tuple[Pattern, ...]
+    waiting_markers: tuple[Pattern, ...]
+    """A permission or choice prompt that needs a person (or a route) to answer."""
+    title_busy_markers: tuple[Pattern, ...]
+    """Busy signs in the pane title (``#{pane_title}``), e.g. Amp's Braille spinner."""
+    no_marker_state: str
+    """The state when no marker matches a non-empty screen."""
+    idle_commands: tuple[str, ...]
+    """If not empty: idle only while the pane's foreground command is one of these."""
+    marker_tail_lines: int
+    """How many non-blank lines from the bottom the markers look at."""
+    chrome_patterns: tuple[Pattern, ...]
+    answer_start: Pattern | None
+    """First line of an answer block on screen (the reply bullet); None: no bullets."""
+    answer_exclude: Pattern | None
+    """First lines of bullet blocks that are tool calls or status, not answers."""
+    tool_output: Pattern | None
+    """Lines that mark a bullet block as a tool call (its output lines)."""
+    input_line: Pattern | None
+    """The input box over the cleaned screen; group ``text`` holds what is typed in it."""
+    input_placeholders: tuple[Pattern, ...]
+    """Texts shown in an empty input box (full match)."""
+    submit_keys: tuple[str, ...]
+    """Keys for ``tmux send-keys`` after the content: ``\\r`` is Enter, ``\\n`` is Ctrl-J."""
+    pre_submit_delay_ms: int
+    """Pause between the last typed line and the first submit key."""
+    between_submit_keys_ms: int
+    newline_key: str | None
+    """tmux key that inserts a line break without submitting; None: every line is submitted."""
+    uses_bracketed_paste: bool
+    """``paste-buffer -p`` inserts multi-line text without submitting it."""
+    executes_input: bool
+    """Typed text runs as commands (a shell): routes must opt in."""
+    extractor: str
+    """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
+
+    @property
+    def has_transcript(self) -> bool:
+        """True when the agent writes a transcript file the extractor can read."""
+        return self.extractor != "terminal"
+
+    @property
+    def submits_each_line(self) -> bool:
+        """True when a line break in typed text submits that line (no newline key)."""
+        return self.newline_key is None
+
+
+def _rx(pattern: str, flags: int = 0) -> Pattern:
+    """A marker regex: ``^`` and ``$`` work per line."""
+    return re.compile(pattern, re.MULTILINE | flags)
+
+
+def _line(pattern: str) -> Pattern:
+    """Chrome that is one whole line matching ``pattern``; the line goes with its newline."""
+    return re.compile(rf"^(?:{pattern})$\n?", re.MULTILINE)
+
+
+def _from_line_to_end(pattern: str) -> Pattern:
+    """Chrome from the first line matching ``pattern`` down to the bottom of the screen."""
+    return re.compile(rf"^(?:{pattern})[\s\S]*\Z", re.MULTILINE)
+
+
+# --- Claude Code ------------------------------------------------------------
+# Screens: fixtures/real/screens/0*.txt (2.1.197; 08 is 2.1.332).
+_RULE = r"─{4,}"
+_CLAUDE_GLYPHS = "·✢✳✶✻✽"
+_CLAUDE_BULLET = "[●⏺]"
+_CLAUDE_MENU_QUESTION = r"(?:Do you want to|Do you trust|Would you like to)"
+
+CLAUDE: Final = AgentProfile(
+    kind="claude",
+    process_tokens=("claude",),
+    busy_markers=(
+        # "esc to interrupt" in the footer, i.e. below the last rule (02, 04, 05).
+        _rx(rf"^[ \t]*esc to interrupt\b(?![\s\S]*^{_RULE})"),
+        # Present-tense spinner "✽ Moseying…"; the past-tense "✻ Crunched for 6s" has no "…".
+        _rx(rf"^[{_CLAUDE_GLYPHS}] [^\n…]{{1,80}}…"),
+    ),
+    idle_markers=(
+        # The ❯ input line between two rules; the footer differs by version (01, 03, 07, 08).
+        _rx(rf"^{_RULE}\n❯[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"),
+    ),
+    waiting_markers=(
+        # "Do you want to proceed?" over a "❯ 1. Yes" menu (06).
+        _rx(rf"^[ \t]*{_CLAUDE_MENU_QUESTION}[^\n]*\?[ \t]*\n(?:[^\n]*\n){{0,3}}?[ \t]*❯ \d+\. "),
+    ),
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=20,
+    chrome_patterns=(
+        _from_line_to_end(_RULE),  # input box, footer, permission dialog
+        re.compile(r"^[^\n]*Claude Code v\d[^\n]*(?:\n[^\n]*){0,2}\n?", re.MULTILINE),  # logo banner
+        _line(r"▎[^\n]*"),  # notices under the banner (08)
+        _line(rf"[{_CLAUDE_GLYPHS}] [^\n]*"),  # spinner and "✻ Crunched for 6s"
+        _line(r"[ \t]+⎿[^\S\n]+Tip: [^\n]*"),  # tips under the spinner (04, 05; an NBSP follows ⎿)
+        _line(r"[^\n]*· /effort"),  # effort indicator above the box (08)
+        _line(r"[ \t]*(?:\? for shortcuts|esc to interrupt|⏵⏵ )[^\n]*"),
+    ),
+    answer_start=_rx(rf"^{_CLAUDE_BULLET} "),
+    # "● Bash(…)", "● mcp - tool (MCP)(…)", "● Read 2 files (ctrl+o to expand)".
+    answer_exclude=_rx(
+        rf"^{_CLAUDE_BULLET} (?:[\w.:-]+(?: - [^\n(]+)?(?: \(MCP\))?\(|[^\n]*\(ctrl\+o to expand\))"
+    ),
+    tool_output=_rx(r"^[ \t]+⎿"),
+    input_line=_rx(rf"^{_RULE}\n❯[ \xa0]?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(_rx(r"Press up to edit queued messages"), _rx(r'Try "[^\n]*"')),
+    submit_keys=("\r", "\r"),
+    pre_submit_delay_ms=500,
+    between_submit_keys_ms=0,
+    newline_key="C-j",
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="jsonl",
+)
+
+# --- Codex CLI --------------------------------------------------------------
+# Screens: fixtures/real/screens/codex_*.txt (0.171.0).
+_CODEX_PROMPT = "[›»]"
+# The composer is the last prompt line with no reply bullet below it: only the footer follows.
+_CODEX_COMPOSER_TO_END = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+# "• Working (2s • esc to interrupt)", or a reasoning header in its place.
+_CODEX_STATUS = r"• [^\n]*\(\d[^\n]*esc to interrupt\)"
+
+CODEX: Final = AgentProfile(
+    kind="codex",
+    process_tokens=("codex",),
+    busy_markers=(_rx(rf"^{_CODEX_STATUS}"),),
+    # Not "? for shortcuts": it stays visible while busy (codex_03). The placeholder text
+    # rotates between versions and runs, and a draft replaces it (codex_01), so the
+    # composer is recognised by its place above the footer.
+    idle_markers=(_rx(_CODEX_COMPOSER_TO_END),),
+    waiting_markers=(
+        _rx(
+            r"^[ \t]*(?:Would you like to|Do you want to|Do you trust|Allow )[^\n]*\?[ \t]*\n"
+            rf"(?:[^\n]*\n){{0,8}}?[ \t]*{_CODEX_PROMPT} \d+\. "
+        ),
+    ),
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        re.compile(_CODEX_COMPOSER_TO_END, re.MULTILINE),  # composer, model line, footer
+        re.compile(r"^[ \t]*>_ OpenAI Codex[^\n]*(?:\n[ \t]{3,}\S[^\n]*)?\n?", re.MULTILINE),
+        _line(r"[╭╰│][^\n]*"),  # boxed session header of other versions
+        _line(_CODEX_STATUS),
+        _line(r"[ \t]*Worked for \S+ • \d{1,2}:\d{2}[^\n]*|─+ Worked for [^\n]*"),
+    ),
+    answer_start=_rx(r"^• "),
+    answer_exclude=_rx(r"^• Working\b"),
+    tool_output=_rx(r"^[ \t]+└"),  # "• Ran ls" / "  └ a b"
+    input_line=_rx(
+        rf"^{_CODEX_PROMPT} (?P<text>[^\n]*(?:\n[ \t]+\S[^\n]*)*)(?:\n(?!• )[^\n]*)*\Z"
+    ),
+    input_placeholders=tuple(
+        _rx(re.escape(text))
+        for text in (
+            "Ask Codex to do anything",
+            "Explain this codebase",
+            "Summarize recent commits",
+            "Implement {feature}",
+            "Find and fix a bug in @filename",
+            "Write tests for @filename",
+            "Improve documentation in @filename",
+            "Run /review on my current changes",
+            "Use /skills to list available skills",
+        )
+    ),
+    submit_keys=("\r", "\r"),
+    # An Enter right after typed text is swallowed as part of a paste burst (REAL-AGENTS.md).
+    pre_submit_delay_ms=800,
+    between_submit_keys_ms=200,
+    newline_key="C-j",
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="rollout",
+)
+
+# --- Amp (public tools; not observed here) ----------------------------------
+AMP: Final = AgentProfile(
+    kind="amp",
+    process_tokens=("amp",),
+    busy_markers=(_rx(r"esc to cancel", re.IGNORECASE),),
+    idle_markers=(),
+    waiting_markers=(_rx(r"waiting for approval", re.IGNORECASE),),
+    title_busy_markers=(re.compile("[\u2801-\u28ff]"),),  # Braille spinner in the pane title
+    # Amp has no known idle marker: its turn is over when the busy signs are gone.
+    no_marker_state="idle",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(),
+    answer_start=None,
+    answer_exclude=None,
+    tool_output=None,
+    input_line=None,
+    input_placeholders=(),
+    submit_keys=("\r", "\r"),
+    pre_submit_delay_ms=500,
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # assumed like the other TUIs; not observed
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="terminal",
+)
+
+# --- OpenCode (public tools; not observed here) -----------------------------
+OPENCODE: Final = AgentProfile(
+    kind="opencode",
+    process_tokens=("opencode",),
+    busy_markers=(_rx(r"esc interrupt"),),
+    idle_markers=(_rx(r"Ask anything"),),
+    waiting_markers=(_rx(r"△ Permission required"),),
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(),
+    answer_start=None,
+    answer_exclude=None,
+    tool_output=None,
+    input_line=None,
+    input_placeholders=(),
+    submit_keys=("\r", "\r"),
+    pre_submit_delay_ms=500,
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # OpenCode's input_newline default includes ctrl+j
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="terminal",
+)
+
+# --- A plain shell ------------------------------------------------------------
+SHELL: Final = AgentProfile(
+    kind="shell",
+    process_tokens=(),
+    busy_markers=(),
+    # The last line ends with a prompt ("$ ", "# ", "% ", "> "; trailing spaces are stripped).
+    idle_markers=(re.compile(r"[$#%>❯»]\Z"),),
+    waiting_markers=(),
+    title_busy_markers=(),
+    no_marker_state="busy",
+    idle_commands=SHELL_COMMANDS,
+    marker_tail_lines=1,
+    chrome_patterns=(),
+    answer_start=None,
+    answer_exclude=None,
+    tool_output=None,
+    input_line=None,
+    input_placeholders=(),
+    submit_keys=("\n",),
+    pre_submit_delay_ms=0,
+    between_submit_keys_ms=0,
+    newline_key=None,
+    uses_bracketed_paste=False,  # depends on the shell and its readline settings
+    executes_input=True,
+    extractor="terminal",
+)
+
+PROFILES: Final[dict[str, AgentProfile]] = {
+    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL)
+}
+"""The one table of agent profiles, by kind (the keys are ``settings.AGENT_KINDS``)."""
+
+
+def get_profile(kind: str) -> AgentProfile:
+    """The profile of ``kind``; a teaching error for an unknown kind."""
+    profile = PROFILES.get(kind) if isinstance(kind, str) else None
+    if profile is None:
+        raise MadohubValueError(
+            f"unknown agent kind {kind!r}; allowed: {', '.join(settings.AGENT_KINDS)}"
+        )
+    return profile
+
+
+def screen_tail(profile: AgentProfile, screen: str) -> str:
+    """The last ``profile.marker_tail_lines`` non-blank lines of the cleaned screen."""
+    lines = [line for line in clean_screen(screen).split("\n") if line.strip()]
+    return "\n".join(lines[-profile.marker_tail_lines :])
+
+
+def _command_name(command: str) -> str:
+    """``-bash`` (a login shell) and ``/bin/bash`` both read as ``bash``."""
+    return command.strip().rsplit("/", 1)[-1].lstrip("-")
+
+
+def screen_state(
+    profile: AgentProfile,
+    screen: str,
+    *,
+    current_command: str | None = None,
+    pane_title: str | None = None,
+) -> str:
+    """``busy``, ``waiting``, ``idle`` or ``unknown`` as the screen shows it.
+
+    Waiting beats busy beats idle: a permission prompt needs an answer whatever
+    else is drawn, and Claude keeps its input box visible while busy. Markers
+    are looked for only near the bottom of the screen, so a prompt or answer
+    higher up that quotes them does not count. ``current_command`` (tmux
+    ``#{pane_current_command}``) and ``pane_title`` refine the answer for
+    profiles that use them (the shell; Amp's title spinner).
+    """
+    tail = screen_tail(profile, screen)
+    if not tail:
+        return "unknown"
+    if any(p.search(tail) for p in profile.waiting_markers):
+        return "waiting"
+    if any(p.search(tail) for p in profile.busy_markers):
+        return "busy"
+    if pane_title and any(p.search(pane_title) for p in profile.title_busy_markers):
+        return "busy"
+    if (
+        profile.idle_commands
+        and current_command is not None
+        and _command_name(current_command) not in profile.idle_commands
+    ):
+        return "busy"
+    if any(p.search(tail) for p in profile.idle_markers):
+        return "idle"
+    return profile.no_marker_state

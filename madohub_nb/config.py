@@ -1,0 +1,206 @@
+"""The ``MadoHub`` settings and the kernel's hub made from them.
+
+``MadoHub`` is a traitlets ``Configurable`` with one trait per ``Hub(...)``
+keyword, so ``%config MadoHub.idle_delay_ms = 2000`` and ``c.MadoHub.… = …``
+in ``ipython_config.py`` both work. ``get_hub()`` builds the kernel's hub from
+these settings on first use; later changes reach the live hub where they can
+and say so where they cannot.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from traitlets import Enum, Int, TraitError, Unicode, observe, validate
+from traitlets.config import SingletonConfigurable
+
+from .settings import DELIVERY_MODES, IDLE_DELAY_MS
+
+if TYPE_CHECKING:
+    from traitlets import TraitType
+
+    from .hub import Hub
+
+HUB_SETTINGS: Final = (
+    "socket_name",
+    "idle_delay_ms",
+    "log_path",
+    "api_key",
+    "base_url",
+    "model",
+    "claude_home",
+)
+"""The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
+
+LIVE_SETTINGS: Final = ("idle_delay_ms", "api_key", "base_url", "model", "claude_home")
+"""Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
+
+FIXED_SETTINGS: Final = ("socket_name", "log_path")
+"""Settings fixed when the hub is made: a change waits for the next hub."""
+
+
+class MadoHub(SingletonConfigurable):
+    """Settings of the kernel's hub; one trait per ``Hub(...)`` keyword."""
+
+    socket_name = Unicode(
+        None,
+        allow_none=True,
+        help="tmux socket name (tmux -L NAME) for the tiles the hub creates; None: the default server.",
+    ).tag(config=True)
+    idle_delay_ms = Int(
+        IDLE_DELAY_MS,
+        help="Silence (ms) after an agent's completion marker before an on-idle route fires.",
+    ).tag(config=True)
+    log_path = Unicode(
+        None,
+        allow_none=True,
+        help="SQLite file of the round log; None: the toolkit's default location.",
+    ).tag(config=True)
+    api_key = Unicode(
+        None,
+        allow_none=True,
+        help="Anthropic API key for the AI transforms; None: ANTHROPIC_API_KEY from the environment.",
+    ).tag(config=True)
+    base_url = Unicode(
+        None, allow_none=True, help="Anthropic API base URL; None: the client's default."
+    ).tag(config=True)
+    model = Unicode(
+        None, allow_none=True, help="Model of the AI transforms; None: the toolkit's default."
+    ).tag(config=True)
+    claude_home = Unicode(
+        None,
+        allow_none=True,
+        help="Claude config directory used when an agent's own cannot be read; None: ~/.claude.",
+    ).tag(config=True)
+    delivery = Enum(
+        DELIVERY_MODES,
+        default_value="typed",
+        help="Default delivery of %madohub connect: typed line by line, or a bracketed paste.",
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._hub: Hub | None = None
+
+    def __repr__(self) -> str:
+        parts = [f"{name}={self._shown(name)}" for name in (*HUB_SETTINGS, "delivery")]
+        return f"MadoHub({', '.join(parts)})"
+
+    def _shown(self, name: str) -> str:
+        value = getattr(self, name)
+        if name == "api_key" and value is not None:
+            return "<set>"
+        return repr(value)
+
+    @classmethod
+    def class_get_trait_help(
+        cls,
+        trait: TraitType[Any, Any],
+        inst: Any = None,
+        helptext: str | None = None,
+    ) -> str:
+        """Trait help for ``%config MadoHub``, never printing the API key."""
+        if trait.name == "api_key" and inst is not None:
+            state = "<set>" if inst.api_key is not None else "None"
+            text = super().class_get_trait_help(trait, None, helptext)
+            return f"{text}\n    Current: {state}"
+        return super().class_get_trait_help(trait, inst, helptext)
+
+    @validate("idle_delay_ms")
+    def _check_idle_delay(self, proposal: dict[str, Any]) -> int:
+        value = int(proposal["value"])
+        if value < 0:
+            raise TraitError(f"MadoHub.idle_delay_ms must be 0 or more milliseconds, got {value}")
+        return value
+
+    # The live hub ------------------------------------------------------------
+
+    @property
+    def hub(self) -> Hub | None:
+        """The hub made from these settings, if one is open."""
+        if self._hub is not None and getattr(self._hub, "closed", False):
+            self._hub = None
+        return self._hub
+
+    def hub_kwargs(self) -> dict[str, Any]:
+        """The keywords ``Hub(...)`` is called with."""
+        return {name: getattr(self, name) for name in HUB_SETTINGS}
+
+    def get_hub(self) -> Hub:
+        """The hub made from these settings, created on first use."""
+        hub = self.hub
+        if hub is None:
+            from .hub import Hub
+
+            hub = Hub(**self.hub_kwargs())
+            self._hub = hub
+        return hub
+
+    def forget_hub(self) -> None:
+        """Drop the reference to the current hub (it is not closed)."""
+        self._hub = None
+
+    @observe(*LIVE_SETTINGS)
+    def _apply_live(self, change: dict[str, Any]) -> None:
+        hub = self.hub
+        if hub is not None:
+            setattr(hub, change["name"], change["new"])
+
+    @observe(*FIXED_SETTINGS)
+    def _explain_fixed(self, change: dict[str, Any]) -> None:
+        hub = self.hub
+        if hub is None:
+            return
+        current = getattr(hub, change["name"], change["old"])
+        print(
+            f"MadoHub.{change['name']} = {change['new']!r} applies to the next hub only; "
+            f"the running hub and its tiles keep {current!r} (hub.close() then get_hub() to switch)."
+        )
+
+
+def settings(shell: Any = None) -> MadoHub:
+    """The one ``MadoHub`` of this process, configured from IPython when it runs.
+
+    The first call inside IPython takes the shell's config (``ipython_config.py``,
+    earlier ``%config`` lines) and registers the settings with the shell.
+    """
+    if shell is None:
+        shell = _running_shell()
+    if not MadoHub.initialized():
+        if shell is not None:
+            MadoHub.instance(parent=shell)
+        else:
+            MadoHub.instance()
+    current = MadoHub.instance()
+    if shell is not None:
+        register(shell, current)
+    return current
+
+
+def register(shell: Any, current: MadoHub | None = None) -> None:
+    """Make ``%config MadoHub…`` and ``shell.config`` reach the settings."""
+    current = current if current is not None else settings(shell)
+    configurables: list[Any] = shell.configurables
+    if any(c is current for c in configurables):
+        return
+    if current.parent is not shell:
+        current.update_config(shell.config)
+    configurables.append(current)
+
+
+def unregister(shell: Any) -> None:
+    """Take the settings off the shell's configurables (the hub stays open)."""
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, MadoHub)]
+
+
+def get_hub() -> Hub:
+    """The kernel's hub, made from the ``MadoHub`` settings on first use."""
+    return settings().get_hub()
+
+
+def _running_shell() -> Any:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return None
+    return get_ipython()

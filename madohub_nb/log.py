@@ -1,0 +1,696 @@
+"""The round log: a durable, append-only SQLite record of every round.
+
+One row per round (trigger → extract → transform → deliver), committed as soon
+as the round ends, so a killed kernel loses no finished round and a later hub
+on the same file sees every earlier round. ``RoundLog.df`` is the pandas view.
+
+Durability: the file is in WAL mode with ``synchronous=NORMAL``. A commit is
+in the WAL file (the OS page cache) before ``append`` returns, which survives
+the process being killed (SIGKILL, a crashed kernel); only an OS crash or
+power loss may drop the last rounds. Each append is its own transaction, so a
+round is either wholly in the log or not at all.
+
+Threads and processes: one connection per ``RoundLog`` opened with
+``check_same_thread=False`` and guarded by a lock. The engine thread appends
+while the kernel thread reads; a single connection that ``close()`` can shut
+from any thread is simpler than a connection per thread, and every operation
+holds the lock only for one short statement. Several ``RoundLog`` objects (in
+several processes) may share one file: WAL lets readers run beside the writer,
+and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
+
+No secret reaches the file: every text field is scrubbed of API-key-like
+strings and of registered secrets before it is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+from urllib.parse import quote
+
+import pandas as pd
+
+from .errors import LogError, MadohubValueError
+from .settings import (
+    DELIVERY_MODES,
+    EXTRACTION_METHODS,
+    LOG_BUSY_TIMEOUT_MS,
+    ROUND_STATUSES,
+    check_choice,
+    check_range,
+)
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 1
+APP_NAME: Final = "madohub_nb"
+APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
+MEMORY: Final = ":memory:"
+REDACTED: Final = "[redacted]"
+MIN_SECRET_CHARS: Final = 8
+SECRET_ENV_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
+"""Environment variables whose values are registered as secrets automatically."""
+
+MIN_FREE_BYTES: Final = 1 << 20
+"""``ensure_writable`` refuses when the log's file system has less free space."""
+
+_PROBE_BYTES: Final = 16 * 1024  # a generous round; makes the write probe allocate pages
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+_SECRET_PATTERNS: Final = (
+    re.compile(r"sk-ant-[A-Za-z0-9_\-]+"),
+    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"),
+)
+
+
+@dataclass(kw_only=True)
+class RoundRecord:
+    """One round as stored in the log; the fields are the log's columns, in order."""
+
+    round_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    route_id: str
+    source: str
+    target: str
+    round: int
+    """1-based count within the route; 0 for a hand ``send``."""
+    trigger: str
+    transform: str
+    dispatch: str
+    fired_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    extracted: str | None = None
+    extraction_method: str | None = None
+    extraction_path: str | None = None
+    prompt: str | None = None
+    delivered_at: datetime | None = None
+    status: str
+    error: str | None = None
+    extract_ms: float | None = None
+    transform_ms: float | None = None
+    deliver_ms: float | None = None
+    latency_ms: float | None = None
+    """From the trigger firing to the prompt submitted in the target."""
+    replay_of: str | None = None
+    """``round_id`` of the original round when this row is a replay."""
+    delivery_mode: str | None = None
+    template: str | None = None
+    session_id: str | None = None
+    """The hub session that wrote the row."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+ROUND_COLUMNS: Final = tuple(f.name for f in dataclasses.fields(RoundRecord))
+"""The log's columns, in the stable order of ``RoundLog.df``."""
+
+_TIME_COLUMNS: Final = ("fired_at", "delivered_at")
+_FLOAT_COLUMNS: Final = ("extract_ms", "transform_ms", "deliver_ms", "latency_ms")
+_INT_COLUMNS: Final = ("round",)
+_TEXT_COLUMNS: Final = tuple(
+    c for c in ROUND_COLUMNS if c not in (*_TIME_COLUMNS, *_FLOAT_COLUMNS, *_INT_COLUMNS, "meta")
+)
+_REQUIRED_TEXT: Final = (
+    "round_id",
+    "route_id",
+    "source",
+    "target",
+    "trigger",
+    "transform",
+    "dispatch",
+    "status",
+)
+_NON_EMPTY_TEXT: Final = ("round_id", "status")
+TIME_DTYPE: Final = "datetime64[us, UTC]"
+
+_SQL_TYPES: Final = {
+    **{c: "TEXT" for c in _TEXT_COLUMNS},
+    **{c: "TEXT" for c in _TIME_COLUMNS},  # ISO 8601 UTC, readable in the sqlite3 shell
+    **{c: "REAL" for c in _FLOAT_COLUMNS},
+    "round": "INTEGER",
+    "meta": "TEXT",  # JSON object
+}
+_NOT_NULL: Final = {*_REQUIRED_TEXT, "round", "fired_at", "meta"}
+_COLUMN_SQL: Final = ", ".join(f'"{c}"' for c in ROUND_COLUMNS)
+_SCHEMA: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE rounds (seq INTEGER PRIMARY KEY, "
+    + ", ".join(
+        f'"{c}" {_SQL_TYPES[c]}'
+        + (" NOT NULL" if c in _NOT_NULL else "")
+        + (" UNIQUE" if c == "round_id" else "")
+        for c in ROUND_COLUMNS
+    )
+    + ")",
+    "CREATE TABLE write_probe (x BLOB)",  # ensure_writable writes here, then rolls back
+)
+_INSERT: Final = (
+    f"INSERT INTO rounds ({_COLUMN_SQL}) VALUES ({', '.join('?' for _ in ROUND_COLUMNS)})"
+)
+_SELECT: Final = f"SELECT {_COLUMN_SQL} FROM rounds"
+
+
+def default_log_path() -> Path:
+    """Where a hub logs when given no path: ``$MADOHUB_LOG``, else the XDG data folder.
+
+    ``$XDG_DATA_HOME/madohub_nb/rounds.sqlite3``, falling back to
+    ``~/.local/share/madohub_nb/rounds.sqlite3``.
+    """
+    explicit = os.environ.get("MADOHUB_LOG", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME", "").strip()
+    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+    base = Path(data_home) if data_home and Path(data_home).is_absolute() else None
+    if base is None:
+        base = Path.home() / ".local" / "share"
+    return base / APP_NAME / "rounds.sqlite3"
+
+
+def scrub_secrets(text: str, secrets: Iterable[str] = ()) -> str:
+    """Replace API-key-like strings and each of ``secrets`` in ``text`` by ``[redacted]``."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(REDACTED, text)
+    return text
+
+
+def _advice(message: str, busy_timeout_ms: int) -> str:
+    low = message.lower()
+    if "full" in low:
+        return "the disk (or the log's max_bytes cap) is full: free some space or pass another log_path"
+    if "readonly" in low or "read-only" in low or "read only" in low:
+        return "the log file or its folder is read-only: make it writable or pass another log_path"
+    if "locked" in low or "busy" in low:
+        return (
+            f"another process held the log locked for over {busy_timeout_ms} ms: "
+            "close other hubs writing to it, or pass another log_path"
+        )
+    if "unable to open" in low:
+        return "the file cannot be opened or created: check its folder exists and is writable"
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return (
+            "the file is damaged or not a madohub round log: it was left untouched; "
+            "move it aside or pass another log_path"
+        )
+    if "i/o" in low:
+        return "the disk reported an I/O error: check the drive and its free space"
+    return "check the file and its folder, or pass another log_path"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(timezone.utc).isoformat("T", "microseconds")
+
+
+def _float_or_none(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+class RoundLog:
+    """The durable, append-only log of rounds in one SQLite file.
+
+    ``path=None`` uses ``default_log_path()``; ``":memory:"`` keeps the log in
+    memory (tests). ``read_only=True`` opens an existing log for analysis
+    (SQLite ``mode=ro``): appends then fail with ``LogError``. ``max_bytes``
+    caps the file size; appends beyond it fail like a full disk. ``secrets``
+    (and the values of ``SECRET_ENV_VARS``) are redacted from every row. A
+    write waits up to ``busy_timeout_ms`` for another writer's lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        secrets: Iterable[str] = (),
+        read_only: bool = False,
+        max_bytes: int | None = None,
+        busy_timeout_ms: int = LOG_BUSY_TIMEOUT_MS,
+    ) -> None:
+        self.read_only: Final = read_only
+        self.in_memory: Final = str(path) == MEMORY
+        self.path: Final = Path(MEMORY) if self.in_memory else self._resolve(path)
+        self._secrets: set[str] = set()
+        self._subscribers: list[Callable[[RoundRecord], object]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.busy_timeout_ms: Final = check_range(
+            "busy_timeout_ms", busy_timeout_ms, (0, 600_000), " ms"
+        )
+        for secret in secrets:
+            self.register_secret(secret)
+        for var in SECRET_ENV_VARS:
+            value = os.environ.get(var, "")
+            if len(value) >= MIN_SECRET_CHARS:
+                self._secrets.add(value)
+        self._conn = self._connect()
+        try:
+            self._open_schema()
+            if max_bytes is not None:
+                self._cap_size(max_bytes)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # Opening -----------------------------------------------------------------
+
+    @staticmethod
+    def _resolve(path: str | os.PathLike[str] | None) -> Path:
+        if path is None:
+            return default_log_path().absolute()
+        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+            raise MadohubValueError(
+                f"log path must be a file path, ':memory:' or None (the default), got {path!r}"
+            )
+        return Path(path).expanduser().absolute()
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the file after checking it looks like SQLite; never write to a stranger's file."""
+        if self.in_memory:
+            target, uri = MEMORY, False
+        else:
+            self._check_file()
+            mode = "ro" if self.read_only else "rwc"
+            target, uri = f"file:{quote(str(self.path))}?mode={mode}", True
+        try:
+            conn = sqlite3.connect(
+                target,
+                uri=uri,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self._error("open", exc) from exc
+        return conn
+
+    def _check_file(self) -> None:
+        path = self.path
+        if path.is_dir():
+            raise LogError(
+                f"round log path {path} is a folder; give a file path such as {path / 'rounds.sqlite3'}"
+            )
+        if not path.exists():
+            if self.read_only:
+                raise LogError(f"cannot open round log {path} read-only: the file does not exist")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LogError(
+                    f"cannot create the folder for round log {path}: {exc.strerror or exc}; "
+                    "make the folder writable or pass another log_path"
+                ) from exc
+            return
+        try:
+            with path.open("rb") as f:
+                header = f.read(len(_SQLITE_HEADER))
+        except OSError as exc:
+            raise LogError(f"cannot read round log {path}: {exc.strerror or exc}") from exc
+        if header and header != _SQLITE_HEADER:
+            raise LogError(
+                f"{path} is not a madohub round log (not an SQLite file); it was left untouched: "
+                "move it aside or pass another log_path"
+            )
+
+    def _open_schema(self) -> None:
+        """Check the file is our log at a schema we read; create the schema in a new file."""
+        conn = self._conn
+        try:
+            if self._is_our_log():
+                self._set_wal()
+                return
+            if self.read_only:
+                raise LogError(
+                    f"{self.path} is an empty SQLite file, not a round log (opened read-only)"
+                )
+            conn.execute("BEGIN IMMEDIATE")  # another process may be creating it right now
+            try:
+                if not self._is_our_log():
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    conn.executemany(
+                        "INSERT INTO meta (key, value) VALUES (?, ?)",
+                        [("app", APP_NAME), ("schema_version", str(SCHEMA_VERSION))],
+                    )
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+            self._set_wal()
+        except sqlite3.Error as exc:
+            raise self._error("open", exc) from exc
+
+    def _is_our_log(self) -> bool:
+        """True for a madohub log we can read, False for an empty file; else LogError."""
+        tables = {
+            row[0]
+            for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables:
+            return False
+        info = dict(self._conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
+        if info.get("app") != APP_NAME or "rounds" not in tables:
+            raise LogError(
+                f"{self.path} is an SQLite file of something else, not a madohub round log "
+                f"(tables: {', '.join(sorted(tables))}); it was left untouched: pass another log_path"
+            )
+        try:
+            version = int(info.get("schema_version", ""))
+        except ValueError:
+            raise LogError(
+                f"round log {self.path} has no readable schema_version in its meta table; "
+                "it was left untouched: move it aside or pass another log_path"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise LogError(
+                f"round log {self.path} was written by a newer madohub_nb (schema {version}; "
+                f"this version reads up to {SCHEMA_VERSION}): upgrade madohub_nb or pass another log_path"
+            )
+        return True
+
+    def _set_wal(self) -> None:
+        if not self.in_memory and not self.read_only:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _cap_size(self, max_bytes: int) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+            raise MadohubValueError(
+                f"max_bytes must be a positive whole number of bytes, got {max_bytes!r}"
+            )
+        page_size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+        self._conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
+
+    # Writing -----------------------------------------------------------------
+
+    def register_secret(self, secret: str) -> None:
+        """Redact ``secret`` (e.g. an API key) from every row appended from now on."""
+        if not isinstance(secret, str) or len(secret.strip()) < MIN_SECRET_CHARS:
+            raise MadohubValueError(
+                f"a secret to redact must be a string of at least {MIN_SECRET_CHARS} characters "
+                "(shorter ones would redact ordinary words)"
+            )
+        self._secrets.add(secret)
+
+    def append(self, rec: RoundRecord) -> None:
+        """Write one round and commit it before returning; then tell the subscribers."""
+        stored = self._scrubbed(self._validated(rec))
+        row = self._row(stored)
+        with self._lock:
+            conn = self._open_conn()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(_INSERT, row)
+                conn.execute("COMMIT")
+            except sqlite3.IntegrityError as exc:
+                self._rollback()
+                raise LogError(
+                    f"round {stored.round_id!r} is already in round log {self.path}; "
+                    "every round needs a new round_id"
+                ) from exc
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise self._error("append a round to", exc) from exc
+        self._notify(stored)
+
+    def ensure_writable(self) -> None:
+        """Raise ``LogError`` unless the log can take a round right now.
+
+        The engine calls this before typing a round, so routing pauses rather
+        than running unlogged. It takes the write lock and writes a round-sized
+        blob that is rolled back (catching locks, read-only files and a full
+        size cap), and checks the file system still has ``MIN_FREE_BYTES``.
+        """
+        if not self.in_memory:
+            try:
+                free = shutil.disk_usage(self.path.parent).free
+            except OSError as exc:
+                raise LogError(f"cannot check free space for round log {self.path}: {exc}") from exc
+            if free < MIN_FREE_BYTES:
+                raise LogError(
+                    f"cannot write round log {self.path}: only {free} bytes free on its disk; "
+                    "free some space or pass another log_path"
+                )
+        with self._lock:
+            conn = self._open_conn()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("INSERT INTO write_probe VALUES (zeroblob(?))", (_PROBE_BYTES,))
+            except sqlite3.Error as exc:
+                raise self._error("write", exc) from exc
+            finally:
+                self._rollback()
+
+    def _validated(self, rec: RoundRecord) -> RoundRecord:
+        if not isinstance(rec, RoundRecord):
+            raise MadohubValueError(f"append takes a RoundRecord, got {type(rec).__name__}")
+        for name in _REQUIRED_TEXT:
+            value = getattr(rec, name)
+            if not isinstance(value, str) or (name in _NON_EMPTY_TEXT and not value):
+                kind = "a non-empty string" if name in _NON_EMPTY_TEXT else "a string"
+                raise MadohubValueError(f"round {name} must be {kind}, got {value!r}")
+        check_choice("round status", rec.status, ROUND_STATUSES)
+        if rec.extraction_method is not None:
+            check_choice("extraction method", rec.extraction_method, EXTRACTION_METHODS)
+        if rec.delivery_mode is not None:
+            check_choice("delivery mode", rec.delivery_mode, DELIVERY_MODES)
+        if isinstance(rec.round, bool) or not isinstance(rec.round, int) or rec.round < 0:
+            raise MadohubValueError(
+                f"round number must be a whole number >= 0 (0 for a hand send), got {rec.round!r}"
+            )
+        for name in _TIME_COLUMNS:
+            value = getattr(rec, name)
+            if value is None and name == "delivered_at":
+                continue
+            if not isinstance(value, datetime) or value.utcoffset() is None:
+                raise MadohubValueError(
+                    f"round {name} must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {value!r}"
+                )
+        for name in _FLOAT_COLUMNS:
+            value = getattr(rec, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+            ):
+                raise MadohubValueError(
+                    f"round {name} must be a number of milliseconds or None, got {value!r}"
+                )
+        if not isinstance(rec.meta, dict):
+            raise MadohubValueError(f"round meta must be a dict, got {type(rec.meta).__name__}")
+        return rec
+
+    def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
+        """A copy of ``rec`` with every secret replaced in text fields and meta."""
+        secrets = tuple(self._secrets)
+        changes: dict[str, Any] = {
+            name: scrub_secrets(value, secrets)
+            for name in _TEXT_COLUMNS
+            if isinstance(value := getattr(rec, name), str)
+        }
+        changes["meta"] = _scrub_json(rec.meta, secrets)
+        return dataclasses.replace(rec, **changes)
+
+    @staticmethod
+    def _row(rec: RoundRecord) -> tuple[object, ...]:
+        meta = json.dumps(rec.meta, ensure_ascii=False)
+        values: dict[str, object] = {
+            **{name: getattr(rec, name) for name in (*_TEXT_COLUMNS, *_INT_COLUMNS)},
+            **{name: _iso(getattr(rec, name)) for name in _TIME_COLUMNS},
+            **{name: _float_or_none(getattr(rec, name)) for name in _FLOAT_COLUMNS},
+            "meta": meta,
+        }
+        return tuple(values[name] for name in ROUND_COLUMNS)
+
+    # Listening ---------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[RoundRecord], object]) -> Callable[[], None]:
+        """Call ``callback(record)`` after each append through this object; returns an unsubscribe.
+
+        Only appends made in this process, through this ``RoundLog``, are
+        seen; other writers' rounds show up in ``since``/``df``. A callback
+        that raises is logged and does not affect the append or other callbacks.
+        """
+        if not callable(callback):
+            raise MadohubValueError(f"subscribe takes a callable, got {callback!r}")
+        with self._lock:
+            self._subscribers.append(callback)
+        return lambda: self.unsubscribe(callback)
+
+    def unsubscribe(self, callback: Callable[[RoundRecord], object]) -> None:
+        """Stop calling ``callback``; a no-op if it is not subscribed."""
+        with self._lock:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+    def _notify(self, rec: RoundRecord) -> None:
+        with self._lock:
+            callbacks = list(self._subscribers)
+        for callback in callbacks:
+            try:
+                callback(rec)
+            except Exception:
+                logger.exception(
+                    "round log subscriber %r failed on round %s", callback, rec.round_id
+                )
+
+    # Reading -----------------------------------------------------------------
+
+    @property
+    def df(self) -> pd.DataFrame:
+        """Every round as a DataFrame, in append order, columns in ``ROUND_COLUMNS`` order.
+
+        Text columns use pandas' string dtype (missing: NaN), ``round`` is
+        int64, ``fired_at``/``delivered_at`` are ``datetime64[us, UTC]``
+        (missing: NaT), timings are float64 ms (missing: NaN), ``meta`` holds
+        dicts. Row ``i`` is the round with rowid ``i + 1``.
+        """
+        return rounds_frame(self._fetch(f"{_SELECT} ORDER BY seq"))
+
+    def __len__(self) -> int:
+        return self.last_rowid
+
+    @property
+    def last_rowid(self) -> int:
+        """The rowid of the newest round (0 when empty).
+
+        Rowids count rounds from 1 without gaps (the log is append-only), so
+        this is also the number of rounds, and a reader that has seen
+        ``since(n)`` knows the next cursor is ``n + len(result)``.
+        """
+        return int(self._fetch("SELECT coalesce(max(seq), 0) FROM rounds")[0][0])
+
+    def since(self, rowid: int, limit: int | None = None) -> list[RoundRecord]:
+        """The rounds after rowid ``rowid`` (oldest first), at most ``limit`` of them."""
+        _check_count("rowid", rowid)
+        if limit is not None:
+            _check_count("limit", limit)
+        rows = self._fetch(
+            f"{_SELECT} WHERE seq > ? ORDER BY seq LIMIT ?", (rowid, -1 if limit is None else limit)
+        )
+        return [_record(row) for row in rows]
+
+    def tail(self, n: int = 10) -> list[RoundRecord]:
+        """The newest ``n`` rounds, oldest first."""
+        _check_count("n", n)
+        rows = self._fetch(f"{_SELECT} ORDER BY seq DESC LIMIT ?", (n,))
+        return [_record(row) for row in reversed(rows)]
+
+    def get(self, round_id: str) -> RoundRecord:
+        """The round with this id; ``MadohubValueError`` if the log has none."""
+        rows = self._fetch(f"{_SELECT} WHERE round_id = ?", (round_id,))
+        if not rows:
+            raise MadohubValueError(
+                f"no round {round_id!r} in round log {self.path}; the ids are in log.df.round_id"
+            )
+        return _record(rows[0])
+
+    def _fetch(self, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._open_conn().execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._error("read", exc) from exc
+
+    # Lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file (idempotent); later calls raise ``LogError``."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` has run."""
+        return self._closed
+
+    def __enter__(self) -> RoundLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"RoundLog({str(self.path)!r}, closed)"
+        mode = ", read_only" if self.read_only else ""
+        return f"RoundLog({str(self.path)!r}, rounds={len(self)}{mode})"
+
+    def _open_conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise LogError(f"round log {self.path} is closed; open a new RoundLog to use it")
+        return self._conn
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                logger.warning("rollback failed on round log %s", self.path, exc_info=True)
+
+    def _error(self, action: str, exc: sqlite3.Error) -> LogError:
+        message = str(exc)
+        return LogError(
+            f"cannot {action} round log {self.path}: {message}; {_advice(message, self.busy_timeout_ms)}"
+        )
+
+
+def rounds_frame(rows: list[Any]) -> pd.DataFrame:
+    """Build the log's DataFrame from rows in ``ROUND_COLUMNS`` order (vectorised conversions)."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in ROUND_COLUMNS]
+    data: dict[str, Any] = {}
+    loads = json.loads
+    for name, values in zip(ROUND_COLUMNS, columns, strict=True):
+        if name in _TIME_COLUMNS:
+            raw = pd.Series(values, dtype=object)
+            data[name] = pd.to_datetime(raw, format="ISO8601", utc=True).astype(TIME_DTYPE)
+        elif name in _FLOAT_COLUMNS:
+            data[name] = pd.Series(values, dtype="float64")
+        elif name in _INT_COLUMNS:
+            data[name] = pd.Series(values, dtype="int64")
+        elif name == "meta":
+            data[name] = pd.Series([{} if v == "{}" else loads(v) for v in values], dtype=object)
+        else:
+            data[name] = pd.Series(values, dtype="str")
+    return pd.DataFrame(data, columns=list(ROUND_COLUMNS))
+
+
+def _record(row: tuple[Any, ...]) -> RoundRecord:
+    values = dict(zip(ROUND_COLUMNS, row, strict=True))
+    for name in _TIME_COLUMNS:
+        if values[name] is not None:
+            values[name] = datetime.fromisoformat(values[name])
+    values["meta"] = json.loads(values["meta"])
+    return RoundRecord(**values)
+
+
+def _scrub_json(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` as JSON-ready data with secrets scrubbed; other objects become their ``str``."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {_scrub_json(str(k), secrets): _scrub_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub_json(v, secrets) for v in value]
+    return scrub_secrets(value if isinstance(value, str) else str(value), secrets)
+
+
+def _check_count(what: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MadohubValueError(f"{what} must be a whole number >= 0, got {value!r}")

@@ -1,0 +1,181 @@
+"""Screen text: strip escape codes, remove an agent's TUI chrome, make routed text safe to type.
+
+Pure functions over strings. The agent-specific patterns (rules, footers,
+spinners, answer bullets) come from :mod:`madohub_nb.agents.profiles`, the one
+table of agent facts; this module only applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from . import settings
+from .errors import MadohubValueError
+
+if TYPE_CHECKING:
+    from .agents.profiles import AgentProfile
+
+# ESC-introduced sequences (ECMA-48), in the order they must be tried.
+_ESCAPE_SEQUENCE = re.compile(
+    r"""
+      \x1b\[ [0-?]* [ -/]* [@-~]                    # CSI: colours, cursor moves, bracketed-paste marks
+    | \x1b\] [^\x07\x1b]* (?:\x07|\x1b\\|(?=\x1b)|\Z)  # OSC: titles, links, clipboard (BEL or ST)
+    | \x1b[PX^_] [\s\S]*? (?:\x1b\\|\x07|\Z)        # DCS, SOS, PM, APC strings up to ST
+    | \x1b [ -/]+ [0-~]                             # nF: charset selects ESC ( B, ESC % G, ESC # 8
+    | \x1b [0-~]                                    # single-character: ESC 7, ESC =, ESC M, ESC c
+    | \x1b                                          # a lone or cut-off ESC
+    """,
+    re.VERBOSE,
+)
+
+# The same sequences introduced by 8-bit C1 controls (CSI 0x9b, OSC 0x9d, DCS 0x90, ...).
+_C1_SEQUENCE = re.compile(
+    r"""
+      \x9b [0-?]* [ -/]* [@-~]
+    | \x9d [^\x07\x1b\x9c]* (?:\x07|\x9c|\x1b\\|\Z)
+    | [\x90\x98\x9e\x9f] [\s\S]*? (?:\x9c|\x1b\\|\Z)
+    """,
+    re.VERBOSE,
+)
+
+# BEL and shift-out/shift-in (charset switching) carry no text.
+_STRAY_CONTROLS = re.compile(r"[\x07\x0e\x0f]")
+
+# Every control character except newline and tab: C0, DEL and C1.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+# Bracketed-paste markers whose ESC was removed elsewhere ("[200~" starts a paste, "[201~" ends it).
+_PASTE_MARK_REMNANT = re.compile(r"\[20[01]~")
+
+_BLANK_RUN = re.compile(r"\n{3,}")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal escape sequences (CSI, OSC, DCS/SOS/PM/APC, ESC x, charsets); keep the text."""
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = _C1_SEQUENCE.sub("", text)
+    return _STRAY_CONTROLS.sub("", text)
+
+
+def clean_screen(text: str) -> str:
+    """Screen text as a person reads it: no escape codes, no trailing spaces or blank lines."""
+    text = strip_ansi(text).replace("\r\n", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _tidy(text: str) -> str:
+    """Collapse runs of blank lines to one and trim blank lines at both ends."""
+    return _BLANK_RUN.sub("\n\n", text).strip("\n")
+
+
+def remove_chrome(screen: str, profile: AgentProfile) -> str:
+    """The conversation part of a screen: the profile's banners, input box, footers, spinners removed."""
+    text = clean_screen(screen)
+    for pattern in profile.chrome_patterns:
+        text = pattern.sub("", text)
+    return _tidy("\n".join(line.rstrip() for line in text.split("\n")))
+
+
+def _answer_blocks(lines: list[str], start: re.Pattern[str]) -> list[list[str]]:
+    """Blocks that begin with an answer bullet and go on with indented or blank lines."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in lines:
+        if start.match(line):
+            current = [line]
+            blocks.append(current)
+        elif current is not None and (not line or line[0] in " \t"):
+            current.append(line)
+        else:
+            current = None
+    return blocks
+
+
+def _is_answer(block: list[str], profile: AgentProfile) -> bool:
+    """False for tool calls and status blocks (by their first line or their tool-output lines)."""
+    if profile.answer_exclude is not None and profile.answer_exclude.match(block[0]):
+        return False
+    tool_output = profile.tool_output
+    return tool_output is None or not any(tool_output.match(line) for line in block[1:])
+
+
+def _block_text(block: list[str], start: re.Pattern[str]) -> str:
+    """The block's text: bullet removed, continuation lines dedented by the bullet's width."""
+    match = start.match(block[0])
+    width = match.end() if match else 0
+    lines = [block[0][width:]]
+    for line in block[1:]:
+        indent = len(line) - len(line.lstrip(" "))
+        lines.append(line[min(indent, width) :])
+    return _tidy("\n".join(lines))
+
+
+def terminal_last_response(
+    screen: str, profile: AgentProfile, max_lines: int = settings.FULL_OUTPUT_LINES
+) -> str:
+    """The agent's last answer as read from the screen ("" when none is visible).
+
+    For agents with answer bullets (Claude ``● ``, Codex ``• ``) it is the last
+    bullet block that is not a tool call or status line; for the others (shell,
+    unknown TUIs) the last ``max_lines`` lines of the screen without chrome.
+    """
+    text = remove_chrome(screen, profile)
+    start = profile.answer_start
+    if start is None:
+        return _tidy("\n".join(text.split("\n")[-max_lines:]))
+    answers = [b for b in _answer_blocks(text.split("\n"), start) if _is_answer(b, profile)]
+    return _block_text(answers[-1], start) if answers else ""
+
+
+def input_text(screen: str, profile: AgentProfile) -> str | None:
+    """What is typed in the agent's input box: "" when empty, None when no box is recognised.
+
+    Delivery uses it to see whether a prompt really left the input line. A
+    placeholder the agent shows in an empty box counts as empty.
+    """
+    if profile.input_line is None:
+        return None
+    matches = list(profile.input_line.finditer(clean_screen(screen)))
+    if not matches:
+        return None
+    first, *rest = matches[-1].group("text").split("\n")
+    text = "\n".join([first, *(line[2:] if line.startswith("  ") else line for line in rest)])
+    text = text.strip()
+    if any(p.fullmatch(text) for p in profile.input_placeholders):
+        return ""
+    return text
+
+
+def sanitize_for_typing(text: str | bytes) -> str:
+    """Routed content made safe to type into a pane: only printable text, newlines and tabs.
+
+    Removes escape sequences of every kind (colours, titles, clipboard writes,
+    bracketed-paste markers and their ESC-less remnants), C0 and C1 controls
+    (^C, ^D, ^Z, ESC, BEL, ...) and DEL; CRLF and CR become LF. Bytes are
+    decoded as UTF-8 with invalid sequences replaced.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = _C1_SEQUENCE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _CONTROL_CHARS.sub("", text)
+    # Removing one marker can join the pieces of another ("[20[200~0~"): repeat until none is left.
+    previous = None
+    while previous != text:
+        previous, text = text, _PASTE_MARK_REMNANT.sub("", text)
+    return text
+
+
+def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
+    """``text`` cut to its first ``max_chars`` characters, with a visible marker when cut."""
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+        raise MadohubValueError(f"max_chars must be a whole number of at least 1, got {max_chars!r}")
+    if len(text) <= max_chars:
+        return text
+    cut = len(text) - max_chars
+    return f"{text[:max_chars]}\n[… madohub_nb: cut {cut} characters …]"

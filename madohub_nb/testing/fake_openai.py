@@ -1,0 +1,514 @@
+"""A local stand-in for the OpenAI Responses API, as the real Codex CLI uses it.
+
+Codex 0.171.0 pointed at a custom provider (``wire_api = "responses"``) calls
+only ``POST /v1/responses`` with ``stream: true`` (REAL-AGENTS.md); this fake
+answers it with the SSE events Codex reads (``response.created``,
+``response.output_item.added``, ``response.output_text.delta``/``.done``,
+``response.output_item.done``, ``response.completed`` with usage), including its
+side request for a thread title (a ``json_schema`` text format asking for
+``{"title": ...}``), which is answered but not counted as a prompt. For other
+OpenAI-compatible clients it also answers ``POST /v1/chat/completions`` (JSON or
+SSE chunks) and ``GET /v1/models``. It binds 127.0.0.1 only.
+
+The model is scripted like :mod:`madohub_nb.testing.fake_anthropic`: the default
+answer is ``Done: <first 40 characters of the last user input text>``, and a
+``[[sleep N]]`` marker in the prompt makes the reply start at once and pause N
+seconds before its text (a slow model). ``fail_next`` injects HTTP errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from madohub_nb.testing.fake_anthropic import default_answer
+
+Reply = str | Callable[[dict[str, Any]], "str | None"]
+"""A fixed answer text, or ``f(request_body) -> text | None`` (None: the default answer)."""
+
+DEFAULT_MODEL = "fake-model"
+"""What ``GET /v1/models`` lists and responses name when the request names no model."""
+
+STREAM_CHUNKS = 3
+"""Number of text deltas one answer is split into."""
+
+TITLE_PROMPT_MARKER = "User prompt:"
+"""Codex's title request quotes the user's prompt after this line."""
+
+TITLE_MAX_CHARS = 36
+
+_SLEEP_RE = re.compile(r"\[\[sleep\s+([0-9]+(?:\.[0-9]+)?)\]\]")
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+def _text_of(content: object) -> list[str]:
+    """The text parts of a Responses or Chat Completions message ``content``."""
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part.get("type") in ("input_text", "text", "output_text")
+    ]
+
+
+def _user_texts(body: dict[str, Any]) -> list[str]:
+    """Every user text in a request, oldest first (``input`` or ``messages``)."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return [items]
+    if not isinstance(items, list):
+        items = body.get("messages")
+    if not isinstance(items, list):
+        return []
+    texts: list[str] = []
+    for item in items:
+        if isinstance(item, dict) and item.get("role") == "user":
+            texts.extend(_text_of(item.get("content")))
+    return texts
+
+
+def prompt_text(body: dict[str, Any]) -> str | None:
+    """The user's prompt in a request: the last user input text that is not context.
+
+    Codex sends its environment and AGENTS.md as extra user messages wrapped in
+    ``<environment_context>``-style tags (or starting ``# AGENTS.md``); those are
+    skipped unless nothing else is there.
+    """
+    texts = [t for t in _user_texts(body) if t.strip()]
+    if not texts:
+        return None
+    real = [t for t in texts if not t.lstrip().startswith(("<", "# AGENTS.md"))]
+    return (real or texts)[-1]
+
+
+def is_title_request(body: dict[str, Any]) -> bool:
+    """Whether this is Codex's side request for a thread title (JSON ``{"title": ...}``)."""
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return False
+    schema = fmt.get("schema")
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return isinstance(properties, dict) and "title" in properties
+
+
+def title_for(body: dict[str, Any]) -> str:
+    """A short title (at most 36 characters, as Codex's schema asks) from the user's words."""
+    text = prompt_text(body) or ""
+    _, marker, after = text.rpartition(TITLE_PROMPT_MARKER)
+    words = " ".join((after if marker else text).split()[:5])
+    return (words or "Fake task")[:TITLE_MAX_CHARS]
+
+
+def sleep_seconds(text: str) -> float:
+    """The pause a ``[[sleep N]]`` marker asks for (0 without one)."""
+    match = _SLEEP_RE.search(text)
+    return float(match.group(1)) if match else 0.0
+
+
+def _chunks(text: str, count: int = STREAM_CHUNKS) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(prompt: str, text: str) -> dict[str, Any]:
+    input_tokens = max(1, len(prompt.split()))
+    output_tokens = max(1, len(text.split()))
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def response_object(model: str, text: str, prompt: str, *, status: str) -> dict[str, Any]:
+    """A Responses API ``response`` object holding one assistant message (or none yet)."""
+    output: list[dict[str, Any]] = []
+    if status == "completed":
+        output = [_message_item(_new_id("msg_fake_"), text, "completed")]
+    return {
+        "id": _new_id("resp_fake_"),
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": _usage(prompt, text) if status == "completed" else None,
+    }
+
+
+def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def responses_events(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
+    """The ``/v1/responses`` stream events that spell out one assistant message, in order.
+
+    The first two events come before any text, so a pause after them looks
+    like a model that is thinking.
+    """
+    response = response_object(model, text, prompt, status="in_progress")
+    response_id = response["id"]
+    item_id = _new_id("msg_fake_")
+    yield {"type": "response.created", "response": response}
+    yield {"type": "response.in_progress", "response": response}
+    yield {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": _message_item(item_id, "", "in_progress"),
+    }
+    part = {"type": "output_text", "text": "", "annotations": []}
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    yield {"type": "response.content_part.added", **where, "part": part}
+    for delta in _chunks(text):
+        yield {"type": "response.output_text.delta", **where, "delta": delta}
+    yield {"type": "response.output_text.done", **where, "text": text}
+    yield {"type": "response.content_part.done", **where, "part": {**part, "text": text}}
+    item = _message_item(item_id, text, "completed")
+    yield {"type": "response.output_item.done", "output_index": 0, "item": item}
+    done = {**response, "status": "completed", "output": [item], "usage": _usage(prompt, text)}
+    done["id"] = response_id
+    yield {"type": "response.completed", "response": done}
+
+
+def chat_completion(model: str, text: str, prompt: str) -> dict[str, Any]:
+    """A non-streaming ``/v1/chat/completions`` answer."""
+    usage = _usage(prompt, text)
+    return {
+        "id": _new_id("chatcmpl-fake"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage["input_tokens"],
+            "completion_tokens": usage["output_tokens"],
+            "total_tokens": usage["total_tokens"],
+        },
+    }
+
+
+def chat_chunks(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
+    """The ``/v1/chat/completions`` stream chunks for one answer (before ``[DONE]``)."""
+    base = {
+        "id": _new_id("chatcmpl-fake"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    yield {
+        **base,
+        "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        ],
+    }
+    for delta in _chunks(text):
+        yield {
+            **base,
+            "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}],
+        }
+    final = chat_completion(model, text, prompt)
+    yield {
+        **base,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": final["usage"],
+    }
+
+
+class FakeOpenAIResponses:
+    """A scripted OpenAI Responses API on ``127.0.0.1``, served from a daemon thread.
+
+    Use as a context manager (or ``start()``/``stop()``). Point Codex at
+    ``base_url`` (it ends in ``/v1``). ``requests`` holds every request received
+    (``method``, ``path``, ``headers``, ``body``), ``prompts`` the prompt text of
+    every model request, and ``unknown_paths`` the paths it answered 404.
+    """
+
+    def __init__(self, reply: Reply | None = None, *, port: int = 0, model: str | None = None):
+        self.reply = reply
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.prompts: list[str] = []
+        self.unknown_paths: list[str] = []
+        self._port = port
+        self._lock = threading.Condition()
+        self._faults: deque[int] = deque()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle ---------------------------------------------------------------
+    def start(self) -> FakeOpenAIResponses:
+        """Bind and serve in a daemon thread; returns self."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name=f"fake-openai-{self.port}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake paused handlers and close open connections."""
+        server = self._server
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeOpenAIResponses:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The TCP port served (0 before ``start()``)."""
+        return self._server.server_address[1] if self._server else 0
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: what a provider's ``base_url`` takes."""
+        if self._server is None:
+            raise RuntimeError("FakeOpenAIResponses is not started; use start() or a with block")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # scripting ---------------------------------------------------------------
+    def fail_next(self, status: int, times: int = 1) -> None:
+        """Answer the next ``times`` model requests with HTTP ``status`` and an error body."""
+        if not 400 <= status <= 599:
+            raise ValueError(f"status must be an HTTP error status from 400 to 599, got {status}")
+        with self._lock:
+            self._faults.extend(status for _ in range(times))
+
+    def wait_for_prompts(self, count: int, timeout_s: float = 10.0) -> list[str]:
+        """Block until ``count`` prompts arrived; return them. TimeoutError otherwise."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: len(self.prompts) >= count, timeout_s):
+                raise TimeoutError(
+                    f"FakeOpenAIResponses got {len(self.prompts)} of {count} prompts in "
+                    f"{timeout_s}s: {self.prompts!r}"
+                )
+            return list(self.prompts)
+
+    # request handling (called from handler threads) -----------------------------
+    def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> None:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
+            self._lock.notify_all()
+
+    def _unknown(self, path: str) -> None:
+        with self._lock:
+            self.unknown_paths.append(path)
+
+    def _take_fault(self) -> int | None:
+        with self._lock:
+            return self._faults.popleft() if self._faults else None
+
+    def _pause(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[str, str, str, float]:
+        """``(model, reply text, prompt, pause seconds)`` for one model request."""
+        model = self.model or str(body.get("model") or DEFAULT_MODEL)
+        if is_title_request(body):
+            return model, json.dumps({"title": title_for(body)}), "", 0.0
+        prompt = prompt_text(body)
+        with self._lock:
+            if prompt is not None:
+                self.prompts.append(prompt)
+            self._lock.notify_all()
+        scripted: str | None = None
+        if isinstance(self.reply, str):
+            scripted = self.reply
+        elif self.reply is not None:
+            scripted = self.reply(body)
+        text = scripted if scripted is not None else default_answer(prompt or "")
+        return model, text, prompt or "", sleep_seconds(prompt or "")
+
+
+def _error_body(status: int, message: str) -> str:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+
+def _make_handler(fake: FakeOpenAIResponses) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "FakeOpenAI/1"
+
+        def setup(self) -> None:
+            super().setup()
+            with fake._lock:
+                fake._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with fake._lock:
+                fake._connections.discard(self.connection)
+            try:
+                super().finish()
+            except OSError:
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            """Quiet: tests read ``fake.requests`` instead of a log."""
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path.rstrip("/")
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            fake._record("GET", self.path, headers, None)
+            if path == "/v1/models":
+                model = fake.model or DEFAULT_MODEL
+                listing = {
+                    "object": "list",
+                    "data": [{"id": model, "object": "model", "created": 0, "owned_by": "fake"}],
+                }
+                self._send_json(200, json.dumps(listing))
+                return
+            fake._unknown(path)
+            self._send_json(404, _error_body(404, f"no route for GET {path}"))
+
+        def do_POST(self) -> None:
+            try:
+                self._post()
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                self.close_connection = True
+
+        def _post(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            path = urlsplit(self.path).path.rstrip("/")
+            try:
+                body: Any = json.loads(raw) if raw else {}
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            fake._record("POST", self.path, headers, body)
+
+            if path not in ("/v1/responses", "/v1/chat/completions"):
+                fake._unknown(path)
+                self._send_json(404, _error_body(404, f"no route for POST {path}"))
+                return
+            if not isinstance(body, dict):
+                self._send_json(400, _error_body(400, "request body is not a JSON object"))
+                return
+            status = fake._take_fault()
+            if status is not None:
+                self._send_json(status, _error_body(status, f"fake error (HTTP {status})"))
+                return
+
+            model, text, prompt, sleep_s = fake._answer(body)
+            if path == "/v1/responses":
+                if body.get("stream"):
+                    self._stream_responses(model, text, prompt, sleep_s)
+                else:
+                    fake._pause(sleep_s)
+                    done = response_object(model, text, prompt, status="completed")
+                    self._send_json(200, json.dumps(done))
+            elif body.get("stream"):
+                self._stream_chat(model, text, prompt, sleep_s)
+            else:
+                fake._pause(sleep_s)
+                self._send_json(200, json.dumps(chat_completion(model, text, prompt)))
+
+        def _stream_responses(self, model: str, text: str, prompt: str, sleep_s: float) -> None:
+            self._start_stream()
+            for seq, event in enumerate(responses_events(model, text, prompt)):
+                data = {**event, "sequence_number": seq}
+                self._chunk(f"event: {event['type']}\ndata: {json.dumps(data)}\n\n".encode())
+                if event["type"] == "response.in_progress" and sleep_s:
+                    fake._pause(sleep_s)
+            self._end_stream()
+
+        def _stream_chat(self, model: str, text: str, prompt: str, sleep_s: float) -> None:
+            self._start_stream()
+            for index, chunk in enumerate(chat_chunks(model, text, prompt)):
+                self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                if index == 0 and sleep_s:
+                    fake._pause(sleep_s)
+            self._chunk(b"data: [DONE]\n\n")
+            self._end_stream()
+
+        def _start_stream(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("x-request-id", _new_id("req_fake_"))
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+
+        def _end_stream(self) -> None:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _send_json(self, status: int, text: str) -> None:
+            data = text.encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("x-request-id", _new_id("req_fake_"))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    return Handler

@@ -1,0 +1,145 @@
+"""Tiles: tmux panes known by a short name, each running one agent.
+
+A tile answers three questions about its pane, always fresh from tmux and
+the agent's own files: what is on screen, what state the agent is in, and
+what its last response was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import psutil
+
+from . import extraction
+from .agents.claude import claude_config_dir, read_session_file
+from .agents.detect import find_agent_process
+from .agents.profiles import AgentProfile, get_profile, screen_state
+from .errors import TmuxError
+from .screen import strip_ansi
+from .tmux import PaneInfo, Tmux
+
+if TYPE_CHECKING:
+    from .transcripts import Extraction
+
+SHELL_COMMANDS = frozenset({"bash", "zsh", "sh", "dash", "fish", "ksh", "tcsh", "csh"})
+
+
+class Tile:
+    """One named pane. Created by :meth:`Hub.tile`; do not construct directly."""
+
+    def __init__(
+        self,
+        name: str,
+        pane_id: str,
+        agent: str,
+        tmux: Tmux,
+        *,
+        session: str,
+        created: bool,
+        claude_home: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self.pane_id = pane_id
+        self.agent = agent
+        self.session = session
+        self.created = created
+        self._tmux = tmux
+        self._claude_home = claude_home
+        self._agent_pid: int | None = None
+        self._seen_agent = False
+        self.last_state = "unknown"
+
+    @property
+    def profile(self) -> AgentProfile:
+        return get_profile(self.agent)
+
+    # facts from tmux ----------------------------------------------------
+    def pane_info(self) -> PaneInfo | None:
+        try:
+            return self._tmux.pane_info(self.pane_id)
+        except TmuxError:
+            return None
+
+    def screen(self, ansi: bool = False) -> str:
+        """The visible screen; ANSI codes stripped unless ``ansi=True``. Empty if the pane is gone."""
+        try:
+            text = self._tmux.capture(self.pane_id, ansi=ansi)
+        except TmuxError:
+            return ""
+        return text if ansi else strip_ansi(text)
+
+    def history(self, lines: int = 200) -> str:
+        """Screen plus ``lines`` of scrollback, ANSI stripped (for terminal transforms)."""
+        try:
+            return strip_ansi(self._tmux.capture(self.pane_id, history_lines=lines))
+        except TmuxError:
+            return ""
+
+    def agent_process(self) -> psutil.Process | None:
+        """The agent's own process (first match breadth-first from the pane's pid), if running."""
+        if self._agent_pid is not None:
+            try:
+                proc = psutil.Process(self._agent_pid)
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    return proc
+            except psutil.Error:
+                pass
+            self._agent_pid = None
+        info = self.pane_info()
+        if info is None or info.dead or self.agent == "shell":
+            return None
+        found = find_agent_process(info.pid)
+        if found is None:
+            return None
+        _, proc = found
+        self._agent_pid = proc.pid
+        self._seen_agent = True
+        return proc
+
+    @property
+    def state(self) -> str:
+        """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown``, read fresh."""
+        self.last_state = self._read_state()
+        return self.last_state
+
+    def _read_state(self) -> str:
+        info = self.pane_info()
+        if info is None or info.dead:
+            return "exited"
+        profile = self.profile
+        if self.agent == "shell":
+            if info.current_command not in SHELL_COMMANDS:
+                return "busy"
+            return screen_state(profile, self.screen())
+        proc = self.agent_process()
+        if proc is None:
+            # The agent was running and is gone (the pane fell back to its shell).
+            return "exited" if self._seen_agent else "unknown"
+        if profile.kind == "claude":
+            session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
+            if session is not None and session.status in ("idle", "busy", "waiting"):
+                return session.status
+        return screen_state(profile, self.screen())
+
+    def last_response(self) -> Extraction | None:
+        """The agent's last answer: from its transcript where possible, else from the screen."""
+        return extraction.extract(self)
+
+    async def astate(self) -> str:
+        return await asyncio.to_thread(lambda: self.state)
+
+    # display ------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Tile {self.name!r} agent={self.agent} pane={self.pane_id} state={self.last_state}>"
+
+    def _repr_html_(self) -> str:
+        screen = html.escape(self.screen())
+        return (
+            f"<div><b>{html.escape(self.name)}</b> · {self.agent} · {self.pane_id} · "
+            f"<i>{self.last_state}</i><pre style='font-size:11px;max-height:24em;overflow:auto'>"
+            f"{screen}</pre></div>"
+        )

@@ -1,0 +1,327 @@
+"""The tmux adapter: every tmux command the toolkit runs goes through here.
+
+Two channels:
+- commands (``capture-pane``, ``send-keys``, ``new-window`` …) run as short
+  ``tmux -L <socket>`` client processes, synchronously or in a worker thread;
+- output is *pushed*: one control-mode client (``tmux -C attach``) per tmux
+  session streams ``%output`` events for every pane in it, so watching idle
+  panes costs nothing and silence is measured from the bytes themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .errors import MadohubValueError, TmuxError
+
+PANE_ID_RE = re.compile(r"^%\d+$")
+TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
+
+_PANE_FORMAT = "\t".join(
+    [
+        "#{pane_id}",
+        "#{pane_pid}",
+        "#{pane_dead}",
+        "#{pane_current_command}",
+        "#{session_name}",
+        "#{pane_in_mode}",
+        "#{pane_width}",
+        "#{pane_height}",
+        "#{pane_current_path}",
+        "#{pane_dead_status}",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    """What tmux says about one pane right now."""
+
+    pane_id: str
+    pid: int
+    dead: bool
+    current_command: str
+    session: str
+    in_mode: bool
+    width: int
+    height: int
+    current_path: str
+    dead_status: int | None
+
+
+def _parse_pane_info(line: str) -> PaneInfo | None:
+    parts = line.split("\t")
+    if len(parts) != 10 or not parts[1].isdigit():
+        return None
+    return PaneInfo(
+        pane_id=parts[0],
+        pid=int(parts[1]),
+        dead=parts[2] == "1",
+        current_command=parts[3],
+        session=parts[4],
+        in_mode=parts[5] == "1",
+        width=int(parts[6] or 0),
+        height=int(parts[7] or 0),
+        current_path=parts[8],
+        dead_status=int(parts[9]) if parts[9].lstrip("-").isdigit() else None,
+    )
+
+
+class Tmux:
+    """One tmux server, addressed by socket name (``tmux -L``); None is the default server."""
+
+    def __init__(self, socket_name: str | None = None) -> None:
+        if shutil.which("tmux") is None:
+            raise TmuxError("tmux is not installed; install it (e.g. `apt-get install tmux`)")
+        self.socket_name = socket_name
+
+    def argv(self, *args: str) -> list[str]:
+        """The full command line for a tmux command on this server."""
+        base = ["tmux"]
+        if self.socket_name:
+            base += ["-L", self.socket_name]
+        return [*base, *args]
+
+    def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        """Run one tmux command and return its stdout; raise TmuxError when it fails."""
+        try:
+            proc = subprocess.run(
+                self.argv(*args),
+                input=input,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=15,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise TmuxError(f"tmux {args[0]} did not answer within 15 s") from exc
+        if check and proc.returncode != 0:
+            raise TmuxError(f"tmux {' '.join(args[:3])} failed: {proc.stderr.strip() or proc.returncode}")
+        return proc.stdout
+
+    async def arun(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        """:meth:`run` in a worker thread, so the event loop never waits on tmux."""
+        return await asyncio.to_thread(self.run, *args, input=input, check=check)
+
+    # server and sessions ------------------------------------------------
+    def server_pid(self) -> int | None:
+        out = self.run("display-message", "-p", "#{pid}", check=False).strip()
+        return int(out) if out.isdigit() else None
+
+    def has_session(self, name: str) -> bool:
+        proc = subprocess.run(self.argv("has-session", "-t", f"={name}"), capture_output=True)
+        return proc.returncode == 0
+
+    def new_pane(
+        self,
+        session: str,
+        command: str | None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        window_name: str | None = None,
+        width: int = 200,
+        height: int = 50,
+    ) -> str:
+        """Start ``command`` in a new window of ``session`` (created if needed); return its pane id.
+
+        Each tile gets a window of its own so that panes keep a stable size.
+        """
+        opts: list[str] = ["-P", "-F", "#{pane_id}"]
+        if cwd:
+            opts += ["-c", cwd]
+        for key, value in (env or {}).items():
+            opts += ["-e", f"{key}={value}"]
+        if window_name:
+            opts += ["-n", window_name]
+        cmd = [command] if command else []
+        if not self.has_session(session):
+            out = self.run(
+                "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), *opts, *cmd
+            )
+            pane_id = out.strip()
+            self.run("set-option", "-g", "focus-events", "on", check=False)
+            # Keep a pane whose program exited, so its state reads `exited` and its last
+            # screen stays readable instead of the pane vanishing.
+            self.run("set-option", "-t", session, "remain-on-exit", "on", check=False)
+            self.run("set-option", "-t", session, "window-size", "manual", check=False)
+            self.run("set-option", "-t", session, "status", "off", check=False)
+            return pane_id
+        out = self.run("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
+        pane_id = out.strip()
+        self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
+        return pane_id
+
+    def kill_session(self, name: str) -> None:
+        self.run("kill-session", "-t", f"={name}", check=False)
+
+    def kill_pane(self, pane_id: str) -> None:
+        self.run("kill-pane", "-t", pane_id, check=False)
+
+    # panes --------------------------------------------------------------
+    def pane_info(self, target: str) -> PaneInfo | None:
+        """Facts about a pane (by ``%N`` id or ``session:window.pane`` target); None if gone."""
+        out = self.run("display-message", "-p", "-t", target, _PANE_FORMAT, check=False)
+        line = out.strip()
+        if not line:
+            return None
+        info = _parse_pane_info(line)
+        if info is None or (PANE_ID_RE.match(target) and info.pane_id != target):
+            # display-message falls back to the current pane for unknown ids.
+            return None
+        return info
+
+    def list_panes(self) -> list[PaneInfo]:
+        out = self.run("list-panes", "-a", "-F", _PANE_FORMAT, check=False)
+        return [p for p in (_parse_pane_info(line) for line in out.splitlines()) if p]
+
+    def capture(self, pane_id: str, ansi: bool = False, history_lines: int = 0) -> str:
+        """The pane's visible screen (plus ``history_lines`` of scrollback)."""
+        args = ["capture-pane", "-p", "-J", "-t", pane_id]
+        if ansi:
+            args.append("-e")
+        if history_lines:
+            args += ["-S", str(-history_lines)]
+        return self.run(*args)
+
+    def send_literal(self, pane_id: str, text: str) -> None:
+        """Type ``text`` literally (no key-name lookup)."""
+        if text:
+            self.run("send-keys", "-t", pane_id, "-l", "--", text)
+
+    def send_keys(self, pane_id: str, *keys: str) -> None:
+        """Press tmux keys by name (``Enter``, ``C-j``) or as literal characters like ``\\r``."""
+        names = [_KEY_NAMES.get(k, k) for k in keys]
+        self.run("send-keys", "-t", pane_id, *names)
+
+    def cancel_copy_mode(self, pane_id: str) -> None:
+        self.run("send-keys", "-t", pane_id, "-X", "cancel", check=False)
+
+    def paste(self, pane_id: str, text: str, bracketed: bool = True) -> None:
+        """Paste ``text`` through a uniquely named buffer (buffers are server-wide)."""
+        name = f"madohub-{uuid.uuid4().hex}"
+        self.run("load-buffer", "-b", name, "-", input=text)
+        args = ["paste-buffer", "-d", "-b", name, "-t", pane_id]
+        if bracketed:
+            args.insert(1, "-p")
+        try:
+            self.run(*args)
+        finally:
+            self.run("delete-buffer", "-b", name, check=False)
+
+    def resolve_pane(self, pane: str) -> PaneInfo:
+        """Check an adopted pane reference and return its info, or raise a teaching error."""
+        if not isinstance(pane, str) or not (PANE_ID_RE.match(pane) or TARGET_RE.match(pane)):
+            raise MadohubValueError(
+                f"pane {pane!r} is not a tmux pane reference; use a pane id like '%3' "
+                "or a target like 'session:window.pane'"
+            )
+        info = self.pane_info(pane)
+        if info is None:
+            where = f"tmux server {self.socket_name!r}" if self.socket_name else "the default tmux server"
+            raise MadohubValueError(f"pane {pane!r} does not exist on {where}; list panes with `tmux list-panes -a`")
+        return info
+
+
+_KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
+
+
+_OCTAL_RE = re.compile(rb"\\([0-7]{3})|\\\\")
+
+
+def decode_control_output(data: bytes) -> bytes:
+    """Undo tmux control mode's octal escaping of ``%output`` data."""
+
+    def repl(m: re.Match[bytes]) -> bytes:
+        return bytes([int(m.group(1), 8)]) if m.group(1) else b"\\"
+
+    return _OCTAL_RE.sub(repl, data)
+
+
+OutputCallback = Callable[[str, bytes], None]
+
+
+class ControlClient:
+    """A ``tmux -C attach`` client for one session: streams ``%output`` events.
+
+    ``on_output(pane_id, data)`` and ``on_exit()`` are called on the event loop.
+    The client never sends commands, so it cannot change window sizes.
+    """
+
+    def __init__(
+        self,
+        tmux: Tmux,
+        session: str,
+        on_output: OutputCallback,
+        on_exit: Callable[[], None],
+    ) -> None:
+        self.tmux = tmux
+        self.session = session
+        self._on_output = on_output
+        self._on_exit = on_exit
+        self._proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def start(self) -> None:
+        argv = self.tmux.argv("-C", "attach-session", "-t", f"={self.session}")
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "TMUX": ""},
+            limit=16 * 1024 * 1024,
+        )
+        self._task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        stdout = self._proc.stdout
+        try:
+            while True:
+                line = await stdout.readline()
+                if not line:
+                    break
+                if line.startswith(b"%output "):
+                    body = line[len(b"%output ") :].rstrip(b"\r\n")
+                    pane_id, _, data = body.partition(b" ")
+                    self._on_output(pane_id.decode(), decode_control_output(data))
+                elif line.startswith(b"%exit"):
+                    break
+        except asyncio.CancelledError:
+            return
+        except ValueError:  # a line over the stream limit; the stream is unusable
+            pass
+        if not self._stopping:
+            self._on_exit()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None

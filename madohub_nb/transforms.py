@@ -1,0 +1,480 @@
+"""The transform stage: turn a source agent's output into the target's prompt.
+
+Five transforms (``settings.TRANSFORMS``):
+
+- ``prompt-wrap``: a user template with ``{output}``, ``{round}``, ``{maxRounds}``,
+  ``{source}`` and ``{target}``; ``{{``/``}}`` are literal braces.
+- ``full-output`` / ``raw``: the last 30 / 10 lines of the terminal, as they are.
+- ``ai-routing``: an Anthropic model writes a context-aware prompt for the target.
+- ``summary``: an Anthropic model summarises the output; the summary is the prompt.
+
+Templates are checked when the spec is made (a route is created), so a typo is
+an error then, not a failed round later. Rendering substitutes placeholders in
+one pass and never interprets what it inserts: an agent's output containing
+``{round}`` or ``{__class__}`` comes out verbatim.
+
+The AI transforms call the real ``anthropic.AsyncAnthropic`` client. Every API
+failure becomes a ``TransformError`` naming the reason; the API key never
+appears in a message or a repr.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import anthropic
+
+from . import settings
+from .errors import MadohubValueError, TransformError
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+DEFAULT_TEMPLATE = (
+    "Here is the latest output from {source} (round {round} of {maxRounds}):\n"
+    "\n"
+    "{output}\n"
+    "\n"
+    "Please review it and reply."
+)
+"""What ``prompt-wrap`` uses when no template is given."""
+
+ROUTING_INSTRUCTION = (
+    "Write the next prompt for {target} so that it can act on this output from {source}."
+)
+SUMMARY_INSTRUCTION = "Summarise this output from {source} for {target}."
+
+ROUTING_SYSTEM = (
+    "You relay work between AI coding agents that run in terminals. The agent "
+    "{source!r} has just finished a turn; its output is given below. Your reply is "
+    "typed verbatim into the agent {target!r} (a {target_kind} agent) as its next "
+    "prompt. This is hand-off {round} of at most {max_rounds}. Write a clear, "
+    "self-contained prompt that tells {target!r} what to do next, keeping file names, "
+    "commands, errors and decisions it needs. Reply with the prompt only: no preamble, "
+    "no quotes, no commentary about the hand-off."
+)
+SUMMARY_SYSTEM = (
+    "You summarise the output of the AI coding agent {source!r} so that the agent "
+    "{target!r} (a {target_kind} agent) can act on it; your reply is typed into "
+    "{target!r} verbatim (hand-off {round} of at most {max_rounds}). Keep results, "
+    "decisions, file names, commands, errors and open questions; drop chatter. "
+    "Reply with the summary only."
+)
+
+_CUT_MARKER = "[… {count} earlier characters cut …]\n"
+
+# A key-shaped token, scrubbed from messages even when it is not the configured key.
+_KEY_SHAPED = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+
+
+# Templates --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """A ``{name}`` slot in a template."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Template:
+    """A template parsed once into literal text and placeholders."""
+
+    text: str
+    parts: tuple[str | Placeholder, ...]
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The placeholder names the template uses."""
+        return frozenset(p.name for p in self.parts if isinstance(p, Placeholder))
+
+    def render(self, values: Mapping[str, str]) -> str:
+        """Substitute every placeholder once; inserted values are never re-read."""
+        return "".join(p if isinstance(p, str) else values[p.name] for p in self.parts)
+
+
+def _allowed_text() -> str:
+    names = ", ".join("{" + n + "}" for n in settings.TEMPLATE_PLACEHOLDERS)
+    return f"allowed placeholders: {names}; write {{{{ and }}}} for literal braces"
+
+
+def _bad_placeholder(template: str, inner: str) -> MadohubValueError:
+    slot = "{" + inner + "}"
+    name = re.split(r"[!:.\[]", inner, maxsplit=1)[0]
+    if name in settings.TEMPLATE_PLACEHOLDERS:
+        why = f"{slot}: conversions (!r), format specs (:>10), attributes and indexes are not supported"
+    elif not inner.strip():
+        why = "empty placeholder {}"
+    else:
+        why = f"unknown placeholder {slot}"
+        close = difflib.get_close_matches(name, settings.TEMPLATE_PLACEHOLDERS, n=1)
+        if close:
+            why += f" (did you mean {{{close[0]}}}?)"
+    return MadohubValueError(f"bad template {template!r}: {why}; {_allowed_text()}")
+
+
+def parse_template(text: str) -> Template:
+    """Parse ``text`` into a ``Template``; raise MadohubValueError on any bad placeholder."""
+    if not isinstance(text, str):
+        raise MadohubValueError(f"template must be a string, got {type(text).__name__}")
+    parts: list[str | Placeholder] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in "{}" and text.startswith(char * 2, i):
+            literal.append(char)
+            i += 2
+        elif char == "}":
+            raise MadohubValueError(
+                f"bad template {text!r}: single '}}' at position {i}; {_allowed_text()}"
+            )
+        elif char == "{":
+            end = text.find("}", i + 1)
+            if end < 0:
+                raise MadohubValueError(
+                    f"bad template {text!r}: '{{' at position {i} is never closed; {_allowed_text()}"
+                )
+            inner = text[i + 1 : end]
+            if inner not in settings.TEMPLATE_PLACEHOLDERS:
+                raise _bad_placeholder(text, inner)
+            if literal:
+                parts.append("".join(literal))
+                literal = []
+            parts.append(Placeholder(inner))
+            i = end + 1
+        else:
+            literal.append(char)
+            i += 1
+    if literal:
+        parts.append("".join(literal))
+    return Template(text, tuple(parts))
+
+
+# Specs and contexts -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """A validated transform choice: its name, template and (for AI transforms) model.
+
+    ``template`` is the prompt-wrap template, or the custom instruction of an AI
+    transform; ``full-output`` and ``raw`` take none. ``model`` only matters to
+    AI transforms (None: the client config's model).
+    """
+
+    name: str
+    template: str | None = None
+    model: str | None = None
+    parsed: Template | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        settings.check_choice("transform", self.name, settings.TRANSFORMS)
+        if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
+            raise MadohubValueError(f"model must be a non-empty string or None, got {self.model!r}")
+        text = self.template
+        if text is None and self.name == "prompt-wrap":
+            text = DEFAULT_TEMPLATE
+        if text is None:
+            return
+        if self.name in ("full-output", "raw"):
+            raise MadohubValueError(
+                f"transform {self.name!r} takes no template (it passes terminal lines as they are); "
+                "use transform='prompt-wrap' to wrap the output in a template"
+            )
+        parsed = parse_template(text)
+        if not text.strip():
+            raise MadohubValueError(
+                f"template for {self.name!r} is empty; give some text or leave it out for the default"
+            )
+        object.__setattr__(self, "parsed", parsed)
+
+    @property
+    def is_ai(self) -> bool:
+        """Whether this transform calls the Anthropic API."""
+        return self.name in settings.AI_TRANSFORMS
+
+
+def make_transform_spec(
+    name: str, template: str | None = None, model: str | None = None
+) -> TransformSpec:
+    """Validate and build a ``TransformSpec`` (MadohubValueError on a bad name or template)."""
+    return TransformSpec(name, template, model)
+
+
+@dataclass
+class TransformContext:
+    """What a transform may use for one round.
+
+    ``output`` is the extracted answer; ``screen_lines`` the terminal output
+    (ANSI already stripped), used by ``full-output`` and ``raw``.
+    """
+
+    output: str
+    screen_lines: list[str]
+    round: int
+    max_rounds: int
+    source: str
+    target: str
+    target_kind: str
+
+    def values(self) -> dict[str, str]:
+        """Placeholder values for template rendering."""
+        return {
+            "output": self.output,
+            "round": str(self.round),
+            "maxRounds": str(self.max_rounds),
+            "source": self.source,
+            "target": self.target,
+        }
+
+
+# API key and client config ------------------------------------------------------
+
+
+def resolve_api_key(explicit: str | None) -> str | None:
+    """The API key to use: ``explicit`` if set, else ``$ANTHROPIC_API_KEY``, else None."""
+    if explicit is not None and explicit.strip():
+        return explicit.strip()
+    env = os.environ.get(API_KEY_ENV, "").strip()
+    return env or None
+
+
+def _missing_key_hint() -> str:
+    return (
+        "set one with Hub(api_key=...), %config MadoHub.api_key = '...', "
+        f"or the {API_KEY_ENV} environment variable"
+    )
+
+
+def require_ai_key(transform_name: str, api_key: str | None) -> str | None:
+    """Refuse an AI transform with no API key anywhere; return the key that will be used.
+
+    Called when a route is made, so the missing key is reported then rather
+    than as a failed round. Non-AI transforms need no key (returns the key or None).
+    """
+    key = resolve_api_key(api_key)
+    if transform_name in settings.AI_TRANSFORMS and key is None:
+        raise MadohubValueError(
+            f"transform {transform_name!r} calls the Anthropic API but no API key is set; "
+            + _missing_key_hint()
+        )
+    return key
+
+
+@dataclass(frozen=True)
+class AIClientConfig:
+    """How to reach the Anthropic API. The key is resolved (env fallback) at call time.
+
+    ``base_url`` None means the SDK's default (which honours ``ANTHROPIC_BASE_URL``).
+    """
+
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str = settings.DEFAULT_MODEL
+    timeout_s: float = settings.AI_TIMEOUT_S
+    max_retries: int = settings.AI_MAX_RETRIES
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise MadohubValueError(f"model must be a non-empty string, got {self.model!r}")
+        if (
+            isinstance(self.timeout_s, bool)
+            or not isinstance(self.timeout_s, int | float)
+            or not self.timeout_s > 0
+        ):
+            raise MadohubValueError(
+                f"timeout_s must be a number of seconds above 0, got {self.timeout_s!r}"
+            )
+        settings.check_range("max_retries", self.max_retries, settings.AI_MAX_RETRIES_RANGE)
+
+    def __repr__(self) -> str:
+        key = "set" if resolve_api_key(self.api_key) else "unset"
+        return (
+            f"AIClientConfig(api_key={key}, base_url={self.base_url!r}, model={self.model!r}, "
+            f"timeout_s={self.timeout_s!r}, max_retries={self.max_retries!r})"
+        )
+
+    __str__ = __repr__
+
+
+# Running transforms --------------------------------------------------------------
+
+
+def _tail(lines: list[str], count: int) -> list[str]:
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    return lines[max(0, end - count) : end]
+
+
+def _terminal_tail(ctx: TransformContext, count: int, name: str) -> str:
+    lines = ctx.screen_lines or ctx.output.splitlines()
+    tail = _tail(lines, count)
+    if not tail:
+        raise TransformError(
+            f"nothing to transform: the terminal output of {ctx.source!r} is empty ({name})"
+        )
+    return "\n".join(tail)
+
+
+def apply_sync(spec: TransformSpec, ctx: TransformContext) -> str:
+    """Run a non-AI transform (``prompt-wrap``, ``full-output``, ``raw``) and return the prompt.
+
+    An empty output still renders through ``prompt-wrap``; ``full-output`` and
+    ``raw`` fall back to the output's lines when there are no screen lines, and
+    raise TransformError when there is nothing at all.
+    """
+    if spec.name == "prompt-wrap":
+        assert spec.parsed is not None  # set by TransformSpec for prompt-wrap
+        return spec.parsed.render(ctx.values())
+    if spec.name == "full-output":
+        return _terminal_tail(ctx, settings.FULL_OUTPUT_LINES, spec.name)
+    if spec.name == "raw":
+        return _terminal_tail(ctx, settings.RAW_LINES, spec.name)
+    raise MadohubValueError(
+        f"transform {spec.name!r} calls the Anthropic API; use 'await apply(spec, ctx, ai=...)'"
+    )
+
+
+def _cut(text: str, limit: int = settings.MAX_ROUTED_CHARS) -> str:
+    """Keep the last ``limit`` characters (the end of an answer matters most)."""
+    if len(text) <= limit:
+        return text
+    return _CUT_MARKER.format(count=len(text) - limit) + text[-limit:]
+
+
+def build_ai_request(spec: TransformSpec, ctx: TransformContext) -> tuple[str, str]:
+    """The ``(system, user message)`` an AI transform sends, without calling anything.
+
+    The instruction is the rendered custom template, or a default one. When the
+    template places ``{output}`` itself, the rendered template is the whole
+    message; otherwise the output follows it in a ``<source_output>`` block.
+    """
+    system_text = ROUTING_SYSTEM if spec.name == "ai-routing" else SUMMARY_SYSTEM
+    system = system_text.format(
+        source=ctx.source,
+        target=ctx.target,
+        target_kind=ctx.target_kind,
+        round=ctx.round,
+        max_rounds=ctx.max_rounds,
+    )
+    values = {**ctx.values(), "output": _cut(ctx.output)}
+    template = spec.parsed
+    if template is None:
+        default = ROUTING_INSTRUCTION if spec.name == "ai-routing" else SUMMARY_INSTRUCTION
+        template = parse_template(default)
+    message = template.render(values)
+    if "output" not in template.placeholders:
+        message = f"{message}\n\n<source_output>\n{values['output']}\n</source_output>"
+    return system, message
+
+
+def scrub(text: str, api_key: str | None) -> str:
+    """``text`` with the API key (and anything key-shaped) replaced by ``[api key]``."""
+    if api_key:
+        text = text.replace(api_key, "[api key]")
+    return _KEY_SHAPED.sub("[api key]", text)
+
+
+def _has_cause(err: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _describe_api_error(err: Exception, config: AIClientConfig, base_url: str) -> str:
+    attempts = f"{config.max_retries + 1} attempt{'s' if config.max_retries else ''}"
+    if isinstance(err, anthropic.APITimeoutError):
+        return f"timed out after {config.timeout_s:g}s ({attempts}) waiting for {base_url}"
+    if isinstance(err, anthropic.APIConnectionError):
+        if _has_cause(err, ConnectionRefusedError):
+            return f"connection refused to {base_url} ({attempts})"
+        cause = err.__cause__
+        return f"could not reach {base_url} ({attempts}): {cause or err}"
+    if isinstance(err, anthropic.APIStatusError):
+        kind = f" {err.type}" if isinstance(err.type, str) else ""
+        detail = err.api_message if isinstance(err.api_message, str) else str(err.body)[:300]
+        hint = {
+            401: "; check the API key",
+            403: "; the API key may not have access to this model",
+            404: f"; check the model name {config.model!r} and the base URL",
+            429: f"; still rate limited after {attempts}",
+            529: f"; the API is overloaded (after {attempts})",
+        }.get(err.status_code, f" (after {attempts})" if err.status_code >= 500 else "")
+        return f"API error {err.status_code}{kind}: {detail}{hint}"
+    if isinstance(err, anthropic.APIResponseValidationError | ValueError):
+        return f"malformed response from {base_url}: {err}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _reply_text(message: object) -> str:
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        raise TypeError("the response has no content list")
+    return "".join(
+        str(getattr(block, "text", "")) for block in content if getattr(block, "type", "") == "text"
+    )
+
+
+async def _call_model(spec: TransformSpec, ctx: TransformContext, config: AIClientConfig) -> str:
+    api_key = resolve_api_key(config.api_key)
+    if api_key is None:
+        raise TransformError(
+            f"transform {spec.name!r} needs an Anthropic API key; " + _missing_key_hint()
+        )
+    system, message = build_ai_request(spec, ctx)
+    model = spec.model or config.model
+    client = anthropic.AsyncAnthropic(
+        api_key=api_key,
+        base_url=config.base_url,
+        timeout=config.timeout_s,
+        max_retries=config.max_retries,
+    )
+    base_url = str(client.base_url).rstrip("/")
+    try:
+        async with client:
+            response = await client.messages.create(
+                model=model,
+                max_tokens=settings.AI_MAX_TOKENS,
+                system=system,
+                messages=[{"role": "user", "content": message}],
+            )
+            text = _reply_text(response)
+    except (anthropic.AnthropicError, ValueError, TypeError) as err:
+        reason = scrub(_describe_api_error(err, config, base_url), api_key)
+        # "from None": the SDK's exception chain may carry request headers.
+        raise TransformError(f"{spec.name} transform failed (model {model}): {reason}") from None
+    if not text.strip():
+        stop = getattr(response, "stop_reason", None)
+        raise TransformError(
+            f"{spec.name} transform failed (model {model}): the model returned no text "
+            f"(stop_reason {stop!r})"
+        )
+    return text.strip()
+
+
+async def apply(
+    spec: TransformSpec, ctx: TransformContext, *, ai: AIClientConfig | None = None
+) -> str:
+    """Run any transform and return the prompt for the target.
+
+    AI transforms use ``ai`` (None: defaults, key from the environment) and
+    refuse an empty output with TransformError ("nothing to transform").
+    """
+    if not spec.is_ai:
+        return apply_sync(spec, ctx)
+    if not ctx.output.strip():
+        raise TransformError(
+            f"nothing to transform: the output of {ctx.source!r} is empty ({spec.name})"
+        )
+    return await _call_model(spec, ctx, ai or AIClientConfig())

@@ -1,0 +1,136 @@
+"""Triggers: when does a route fire? Pure state machines, time passed in (ms).
+
+- ``on-idle`` / ``on-complete``: the source shows completion evidence (its
+  profile's idle marker or its own status signal) and has been silent for
+  ``idle_delay_ms``; a finished turn fires once (its turn key must be new).
+- ``on-keyword``: a regex matches output that arrived since the last firing.
+- ``always``: every batch of new output (ANSI stripped) is streamed.
+
+The engine feeds output and state in; these classes say fire, check or wait.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import MadohubValueError
+from .settings import TRIGGERS, check_choice
+
+RECHECK_MS = 2000
+"""How soon to look at the state again when silence held but the agent was not idle."""
+
+KEYWORD_WINDOW_CHARS = 4096
+"""Output kept for keyword matching across chunk boundaries."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the engine should do next: ``fire``, ``check`` the state at ``at_ms``, or ``wait`` for output."""
+
+    action: Literal["fire", "check", "wait"]
+    at_ms: float | None = None
+    text: str = ""
+
+
+class IdleTrigger:
+    """``on-idle``/``on-complete``: completion evidence, then ``idle_delay_ms`` of silence."""
+
+    def __init__(self, idle_delay_ms: int) -> None:
+        self.idle_delay_ms = idle_delay_ms
+        self.last_output_ms: float | None = None
+        self.last_turn_key: str | None = None
+        self._recheck_at_ms: float | None = None
+
+    def baseline(self, turn_key: str | None) -> None:
+        """The turn already finished when the route was made: never fire for it."""
+        self.last_turn_key = turn_key
+
+    def output(self, now_ms: float, text: str = "") -> None:
+        self.last_output_ms = now_ms
+        self._recheck_at_ms = None
+
+    def next_check_ms(self) -> float | None:
+        """When silence will have lasted ``idle_delay_ms`` (or a recheck is due); None: wait for output."""
+        if self.last_output_ms is None:
+            return None
+        due = self.last_output_ms + self.idle_delay_ms
+        return max(due, self._recheck_at_ms) if self._recheck_at_ms is not None else due
+
+    def evaluate(self, now_ms: float, state: str) -> Decision:
+        """Called at or after :meth:`next_check_ms` with the source's state."""
+        due = self.next_check_ms()
+        if due is None:
+            return Decision("wait")
+        if now_ms < due:
+            return Decision("check", due)
+        if state != "idle":
+            # Silent but not idle (thinking silently, a permission prompt): look again later.
+            self._recheck_at_ms = now_ms + RECHECK_MS
+            return Decision("check", self._recheck_at_ms)
+        return Decision("fire")
+
+    def accept(self, turn_key: str | None) -> bool:
+        """After a ``fire`` decision: is this a new turn? Records it; one turn fires once."""
+        if turn_key is None or turn_key == self.last_turn_key:
+            self.last_output_ms = None  # nothing new: wait for the next output
+            self._recheck_at_ms = None
+            return False
+        self.last_turn_key = turn_key
+        self.last_output_ms = None
+        self._recheck_at_ms = None
+        return True
+
+
+class KeywordTrigger:
+    """``on-keyword``: fire when ``pattern`` matches output that arrived since the last firing."""
+
+    def __init__(self, pattern: str) -> None:
+        self.regex = compile_pattern(pattern)
+        self._window = ""
+
+    def output(self, now_ms: float, text: str) -> Decision:
+        self._window = (self._window + text)[-KEYWORD_WINDOW_CHARS:]
+        match = self.regex.search(self._window)
+        if match is None:
+            return Decision("wait")
+        self._window = self._window[match.end() :]
+        return Decision("fire", text=match.group(0))
+
+
+class StreamTrigger:
+    """``always``: every batch of new output is a round (batched while cooldown runs)."""
+
+    def __init__(self, max_chars: int = 200_000) -> None:
+        self.max_chars = max_chars
+        self._pending = ""
+
+    def output(self, now_ms: float, text: str) -> Decision:
+        if text:
+            self._pending = (self._pending + text)[-self.max_chars :]
+        return Decision("fire") if self._pending.strip() else Decision("wait")
+
+    def take(self) -> str:
+        text, self._pending = self._pending, ""
+        return text
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern[str]:
+    """Compile an ``on-keyword`` pattern, or say what is wrong with it."""
+    if not pattern:
+        raise MadohubValueError("trigger 'on-keyword' needs pattern=<regex>, e.g. pattern=r'DONE|LGTM'")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise MadohubValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
+
+def check_trigger(trigger: str, pattern: str | None) -> str:
+    """Validate a trigger name (and its pattern) when a route is made."""
+    check_choice("trigger", trigger, TRIGGERS)
+    if trigger == "on-keyword":
+        compile_pattern(pattern)
+    elif pattern is not None:
+        raise MadohubValueError(f"pattern= is only used by trigger 'on-keyword', not {trigger!r}")
+    return trigger

@@ -1,0 +1,136 @@
+"""Output watching: tmux pushes every pane's bytes to us; nothing is polled.
+
+One control-mode client per tmux session (see :class:`~madohub_nb.tmux.ControlClient`)
+feeds :class:`PaneStream` objects; each route listening to a tile gets a
+:class:`Listener` with its own wake-up event and a bounded buffer of new output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from .tmux import ControlClient, Tmux
+
+LISTENER_BUFFER_BYTES = 256 * 1024
+"""New output a listener keeps between two reads (the oldest bytes are dropped)."""
+
+
+class Listener:
+    """One consumer's view of a pane's output: a wake-up event and the bytes since its last read."""
+
+    def __init__(self, stream: PaneStream) -> None:
+        self.stream = stream
+        self.event = asyncio.Event()
+        self._buffer = bytearray()
+        self.closed = False
+
+    def push(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) > LISTENER_BUFFER_BYTES:
+            del self._buffer[: len(self._buffer) - LISTENER_BUFFER_BYTES]
+        self.event.set()
+
+    def take(self) -> bytes:
+        """The output that arrived since the last call (and clear the wake-up)."""
+        data, self._buffer = bytes(self._buffer), bytearray()
+        self.event.clear()
+        return data
+
+    async def wait(self, timeout_s: float | None) -> bool:
+        """Wait for new output (or the stream ending); False on timeout."""
+        if self.event.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self.stream.listeners.discard(self)
+
+
+class PaneStream:
+    """The live output of one pane: when it last spoke, how much, and who listens."""
+
+    def __init__(self, pane_id: str, session: str) -> None:
+        self.pane_id = pane_id
+        self.session = session
+        self.last_output_mono: float | None = None
+        self.bytes_total = 0
+        self.ended = False
+        self.listeners: set[Listener] = set()
+
+    def listen(self) -> Listener:
+        listener = Listener(self)
+        self.listeners.add(listener)
+        return listener
+
+    def feed(self, data: bytes, now_mono: float) -> None:
+        self.last_output_mono = now_mono
+        self.bytes_total += len(data)
+        for listener in self.listeners:
+            listener.push(data)
+
+    def end(self) -> None:
+        """The server or session went away: wake everyone so they can notice."""
+        self.ended = True
+        for listener in self.listeners:
+            listener.event.set()
+
+
+class OutputWatcher:
+    """Streams output of watched panes; starts one control client per tmux session."""
+
+    def __init__(self, tmux: Tmux, on_output: Callable[[str, int], None] | None = None) -> None:
+        self.tmux = tmux
+        self.streams: dict[str, PaneStream] = {}
+        self._clients: dict[str, ControlClient] = {}
+        self._on_output = on_output
+        self._lock = asyncio.Lock()
+
+    async def watch(self, pane_id: str, session: str) -> PaneStream:
+        """Make sure ``pane_id`` (in ``session``) is streamed; must run on the engine loop."""
+        stream = self.streams.get(pane_id)
+        if stream is None:
+            stream = self.streams[pane_id] = PaneStream(pane_id, session)
+        async with self._lock:
+            if session not in self._clients:
+                client = ControlClient(
+                    self.tmux, session, self._feed, lambda s=session: self._client_exited(s)
+                )
+                await client.start()
+                self._clients[session] = client
+        return stream
+
+    def client_pids(self) -> list[int]:
+        return [pid for c in self._clients.values() if (pid := c.pid) is not None]
+
+    def _feed(self, pane_id: str, data: bytes) -> None:
+        stream = self.streams.get(pane_id)
+        if stream is None:
+            return
+        stream.feed(data, time.monotonic())
+        if self._on_output is not None:
+            self._on_output(pane_id, len(data))
+
+    def _client_exited(self, session: str) -> None:
+        self._clients.pop(session, None)
+        for stream in self.streams.values():
+            if stream.session == session:
+                stream.end()
+
+    def forget(self, pane_id: str) -> None:
+        stream = self.streams.pop(pane_id, None)
+        if stream is not None:
+            stream.end()
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.stop()
+        for stream in self.streams.values():
+            stream.end()

@@ -1,0 +1,535 @@
+"""Run the REAL Claude Code and Codex CLIs in tmux panes, offline, against local fake APIs.
+
+The CLIs come from npm, pinned, installed once into a cache (``install.py``); a missing npm or
+a failed install FAILS the tests (CI must notice), it never skips them.
+
+Layers, for the tests here and for later ones that route real agents through hubs:
+
+- screen rules: :func:`claude_is_idle`, :func:`codex_is_idle`;
+- files that skip first-run screens: :func:`write_claude_config`, :func:`write_codex_config`;
+- environments: :func:`claude_env`, :func:`codex_env`;
+- :func:`start_agent_pane` starts any command in a new tmux session on a private socket and
+  returns a :class:`RealPane` (type, press, read the screen, find the agent's process, stop);
+- fixtures: ``agent_bin`` (install-on-demand), ``fake_anthropic``, ``fake_openai``, and the
+  factories ``real_claude_pane(version, ...)`` / ``real_codex_pane(version, ...)`` that start
+  an agent, wait for its idle screen and clean everything up by pid afterwards
+  (including the ``codex app-server`` daemon Codex leaves behind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import kill_tree, wait_until
+
+from madohub_nb.testing.fake_anthropic import FakeAnthropic
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses
+
+from .install import AgentInstallError, ensure_agent
+
+CLAUDE_VERSIONS = ("2.1.197", "2.1.332")
+CODEX_VERSION = "0.171.0"
+
+DEFAULT_API_KEY = "sk-test-madohub-real-agents-0123456789abcdefghij"
+"""Long enough that its last 20 characters (what ``.claude.json`` approves) are unique."""
+
+CODEX_KEY_ENV = "FAKE_OPENAI_KEY"
+CODEX_MODEL = "fake-model"
+
+PANE_WIDTH = 160
+PANE_HEIGHT = 50
+STARTUP_TIMEOUT_S = 60.0
+REPLY_TIMEOUT_S = 60.0
+
+CODEX_ENTER_DELAY_S = 0.8
+"""Codex swallows an Enter that follows typed text at once (a paste burst; REAL-AGENTS.md)."""
+
+CLAUDE_QUIET_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+LEAKY_ENV = (
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "TMUX",
+    "TMUX_PANE",
+)
+"""Variables of the calling process that would point an agent somewhere else: removed."""
+
+SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "fish"})
+RULE = "────"
+BUSY_MARKER = "esc to interrupt"
+CODEX_IDLE_MARKER = "› Ask Codex to do anything"
+
+
+# --------------------------------------------------------------------------- screen rules
+
+
+def claude_is_idle(screen: str) -> bool:
+    """Claude Code's idle screen: a ``❯`` input line between two ``────`` rules, not busy.
+
+    The footer differs between versions (REAL-AGENTS.md), so it is not used.
+    """
+    if BUSY_MARKER in screen:
+        return False
+    lines = screen.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("❯") or i == 0 or not lines[i - 1].startswith(RULE):
+            continue
+        if any(later.startswith(RULE) for later in lines[i + 1 : i + 6]):
+            return True
+    return False
+
+
+def codex_is_idle(screen: str) -> bool:
+    """Codex's idle screen: the ``› Ask Codex to do anything`` placeholder and no busy line.
+
+    At start-up the placeholder shows while the header still says ``loading`` (in
+    place of the cwd): that is not ready yet.
+    """
+    if CODEX_IDLE_MARKER not in screen or BUSY_MARKER in screen:
+        return False
+    return not any(line.strip() == "loading" for line in screen.splitlines()[:6])
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def write_claude_config(home: Path, cwd: Path, api_key: str, version: str) -> Path:
+    """Write (or extend) ``$HOME/.claude.json`` so Claude Code starts straight at its prompt.
+
+    Onboarding done, the API key's last 20 characters approved, and the project's
+    trust dialog accepted (compare fixtures/real/claude/claude.json_after_run.json).
+    """
+    path = home / ".claude.json"
+    data: dict[str, object] = json.loads(path.read_text()) if path.is_file() else {}
+    approved = data.setdefault("customApiKeyResponses", {"approved": [], "rejected": []})
+    assert isinstance(approved, dict)
+    keys = approved.setdefault("approved", [])
+    if api_key[-20:] not in keys:
+        keys.append(api_key[-20:])
+    projects = data.setdefault("projects", {})
+    assert isinstance(projects, dict)
+    projects[os.path.realpath(cwd)] = {
+        "hasTrustDialogAccepted": True,
+        "hasCompletedProjectOnboarding": True,
+        "allowedTools": [],
+    }
+    data.update(hasCompletedOnboarding=True, lastOnboardingVersion=version, theme="dark")
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def write_codex_config(
+    codex_home: Path,
+    cwds: list[Path],
+    base_url: str,
+    *,
+    model: str = CODEX_MODEL,
+    daemon: bool = True,
+) -> Path:
+    """Write ``$CODEX_HOME/config.toml``: the fake provider, a model, trusted project folders.
+
+    ``daemon=False`` sets ``features.daemon_auto_start = false``: Codex then runs its
+    app server inside the TUI and leaves no ``codex app-server`` daemon behind (and does
+    not copy its ~400 MB binary into ``$CODEX_HOME/packages``).
+    """
+    codex_home.mkdir(parents=True, exist_ok=True)
+    lines = [f"model = {json.dumps(model)}", 'model_provider = "fake"', ""]
+    if not daemon:
+        lines += ["[features]", "daemon_auto_start = false", ""]
+    lines += [
+        "[model_providers.fake]",
+        'name = "Fake OpenAI"',
+        f"base_url = {json.dumps(base_url)}",
+        'wire_api = "responses"',
+        f"env_key = {json.dumps(CODEX_KEY_ENV)}",
+        "",
+    ]
+    for cwd in cwds:
+        lines += [f"[projects.{json.dumps(os.path.realpath(cwd))}]", 'trust_level = "trusted"', ""]
+    path = codex_home / "config.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def claude_env(home: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
+    """The environment Claude Code needs to run offline against ``base_url``."""
+    return {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": api_key,
+        **CLAUDE_QUIET_ENV,
+    }
+
+
+def codex_env(home: Path, codex_home: Path, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
+    """The environment Codex needs to run offline (its provider's key and its home)."""
+    return {"HOME": str(home), "CODEX_HOME": str(codex_home), CODEX_KEY_ENV: api_key}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def codex_daemons(codex_home: Path) -> list[psutil.Process]:
+    """Running ``codex app-server`` processes that belong to ``codex_home``.
+
+    Codex copies its binary into ``$CODEX_HOME/packages/app-server-daemon/`` and starts
+    the daemon from there in a session of its own, so it is not in the pane's tree:
+    it is found by that path or by ``CODEX_HOME`` in its environment.
+    """
+    home = os.path.realpath(codex_home)
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter(["name", "exe", "cmdline"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            if "app-server" not in cmdline:
+                continue
+            exe = proc.info["exe"] or (cmdline[0] if cmdline else "")
+            if exe.startswith(home + os.sep) or proc.environ().get("CODEX_HOME") in (
+                home,
+                str(codex_home),
+            ):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def end_codex_daemons(codex_home: Path, timeout_s: float = 5.0) -> list[int]:
+    """End every ``codex app-server`` of ``codex_home`` by pid; return the pids ended."""
+    ended: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        daemons = codex_daemons(codex_home)
+        if not daemons:
+            return ended
+        for proc in daemons:
+            ended.append(proc.pid)
+            kill_tree(proc.pid)
+        if time.monotonic() > deadline:
+            left = [p.pid for p in codex_daemons(codex_home)]
+            if left:
+                raise AssertionError(f"codex app-server daemons still running: {left}")
+            return ended
+
+
+def process_tree(pid: int) -> list[tuple[int, int, str]]:
+    """``(pid, parent pid, name)`` of ``pid`` and its descendants (threads left out)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    tree = []
+    for proc in procs:
+        try:
+            tree.append((proc.pid, proc.ppid(), proc.name()))
+        except psutil.NoSuchProcess:
+            continue
+    return tree
+
+
+# --------------------------------------------------------------------------- panes
+
+
+@dataclass
+class RealPane:
+    """A real agent CLI in a tmux pane on a private server (``tmux -L socket``)."""
+
+    kind: str
+    version: str
+    socket: str
+    session: str
+    pane_id: str
+    pane_pid: int
+    cwd: Path
+    home: Path
+    env: dict[str, str]
+    codex_home: Path | None = None
+    startup_s: float | None = None
+    extra_cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+    def tmux(self, *args: str) -> str:
+        """Run a tmux command on this pane's server; return its stdout."""
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+        )
+        if out.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def screen(self, *, ansi: bool = False) -> str:
+        """The visible screen as text (``ansi=True`` keeps colour escapes)."""
+        return self.tmux("capture-pane", "-p", *(["-e"] if ansi else []), "-t", self.pane_id)
+
+    def save_screen(self, path: Path, *, ansi: bool = False) -> Path:
+        """Write the current screen to ``path`` (for reports and debugging)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.screen(ansi=ansi))
+        return path
+
+    def type(self, text: str) -> None:
+        """Type ``text`` literally (``send-keys -l``); it is not submitted."""
+        self.tmux("send-keys", "-t", self.pane_id, "-l", text)
+
+    def press(self, *keys: str) -> None:
+        """Press tmux keys (``Enter``, ``Escape``, ``C-c``…)."""
+        self.tmux("send-keys", "-t", self.pane_id, *keys)
+
+    def submit(self, text: str) -> None:
+        """Type ``text`` then press Enter separately (after Codex's paste-burst delay)."""
+        self.type(text)
+        if self.kind == "codex":
+            time.sleep(CODEX_ENTER_DELAY_S)
+        self.press("Enter")
+
+    def wait_screen(
+        self, cond: Callable[[str], object], timeout_s: float = REPLY_TIMEOUT_S, what: str = ""
+    ) -> str:
+        """Poll the screen until ``cond(screen)`` holds; return that screen."""
+        seen: list[str] = []
+
+        def check() -> bool:
+            seen[:] = [self.screen()]
+            return bool(cond(seen[0]))
+
+        try:
+            wait_until(check, timeout_s, interval_s=0.1, what=what or "the screen")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- last screen ---\n{seen[0] if seen else ''}") from None
+        return seen[0]
+
+    def wait_idle(self, timeout_s: float = REPLY_TIMEOUT_S) -> str:
+        """Wait for the agent's idle screen; return it."""
+        rule = claude_is_idle if self.kind == "claude" else codex_is_idle
+        return self.wait_screen(rule, timeout_s, what=f"{self.kind} idle screen")
+
+    def agent_process(self) -> psutil.Process | None:
+        """The agent's top process: the pane's own process, or the shell's child."""
+        try:
+            proc = psutil.Process(self.pane_pid)
+            if proc.name() not in SHELL_NAMES:
+                return proc
+            children = proc.children()
+            return children[0] if children else None
+        except psutil.NoSuchProcess:
+            return None
+
+    def agent_pid(self) -> int:
+        """The pid of the agent's top process (fails when it is not running)."""
+        proc = self.agent_process()
+        if proc is None:
+            raise AssertionError(f"no {self.kind} process in pane {self.pane_id}")
+        return proc.pid
+
+    def stop(self) -> list[int]:
+        """End the pane's processes by pid, then any Codex daemon; return the daemon pids."""
+        kill_tree(self.pane_pid)
+        ended = end_codex_daemons(self.codex_home) if self.codex_home is not None else []
+        for cleanup in self.extra_cleanup:
+            cleanup()
+        return ended
+
+
+def start_agent_pane(
+    socket: str,
+    command: list[str],
+    *,
+    kind: str,
+    version: str,
+    cwd: Path,
+    home: Path,
+    env: dict[str, str],
+    via_shell: bool = False,
+    session: str | None = None,
+) -> RealPane:
+    """Start ``command`` in a new tmux session on ``socket`` with ``env``; do not wait.
+
+    The command runs through ``env -u …`` (so the pane's process becomes the agent
+    itself), or, with ``via_shell``, a plain bash is the pane's process and the
+    command is typed into it, the agent's folder first on PATH (as a person starts it).
+    """
+    name = session or f"{kind}-{version.replace('.', '-')}-{os.urandom(3).hex()}"
+    unset = [arg for var in LEAKY_ENV for arg in ("-u", var)]
+    assignments = [f"{k}={v}" for k, v in env.items()]
+    if via_shell:
+        path = f"{Path(command[0]).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        argv = ["env", *unset, *assignments, f"PATH={path}", "PS1=$ ", "bash", "--norc", "-i"]
+    else:
+        argv = ["env", *unset, *assignments, *command]
+    conf = home / ".tmux.conf"
+    if not conf.exists():
+        conf.write_text("set -g focus-events on\n")
+    out = subprocess.run(
+        [
+            "tmux", "-L", socket, "-f", str(conf),
+            "new-session", "-d", "-s", name, "-x", str(PANE_WIDTH), "-y", str(PANE_HEIGHT),
+            "-c", str(cwd), "-P", "-F", "#{pane_id} #{pane_pid}", "--", *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise AssertionError(f"tmux new-session failed: {out.stderr.strip()}")
+    pane_id, pane_pid = out.stdout.split()
+    pane = RealPane(kind, version, socket, name, pane_id, int(pane_pid), cwd, home, env)
+    if via_shell:
+        pane.type(shlex.join([Path(command[0]).name, *command[1:]]))
+        pane.press("Enter")
+    return pane
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def agent_bin() -> Callable[[str, str], Path]:
+    """``agent_bin(name, version)``: the installed executable, installed now if missing.
+
+    Fails the test (never skips) when npm is missing or the install fails.
+    """
+
+    def get(name: str, version: str) -> Path:
+        try:
+            return ensure_agent(name, version)
+        except AgentInstallError as exc:
+            pytest.fail(f"cannot install the real {name} {version} CLI: {exc}", pytrace=False)
+
+    return get
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A started FakeAnthropic (Claude Code's API) for this test."""
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIResponses]:
+    """A started FakeOpenAIResponses (Codex's API) for this test."""
+    with FakeOpenAIResponses() as fake:
+        yield fake
+
+
+def _project_dir(tmp_path: Path, kind: str, count: int) -> Path:
+    cwd = tmp_path / f"proj-{kind}-{count}"
+    cwd.mkdir(parents=True, exist_ok=True)
+    return Path(os.path.realpath(cwd))
+
+
+@pytest.fixture
+def real_claude_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(version="2.1.197", *, via_shell=False, cwd=None, base_url=None,
+    api_key=DEFAULT_API_KEY, wait=True) -> RealPane``: real Claude Code, idle, in a pane.
+
+    It talks to ``fake_anthropic`` unless ``base_url`` is given; ``HOME`` is the test's
+    ``home``. Every pane is ended by pid at teardown.
+    """
+    panes: list[RealPane] = []
+
+    def start(
+        version: str = CLAUDE_VERSIONS[0],
+        *,
+        via_shell: bool = False,
+        cwd: Path | None = None,
+        base_url: str | None = None,
+        api_key: str = DEFAULT_API_KEY,
+        wait: bool = True,
+    ) -> RealPane:
+        exe = agent_bin("claude", version)
+        workdir = cwd or _project_dir(tmp_path, "claude", len(panes))
+        write_claude_config(home, workdir, api_key, version)
+        env = claude_env(home, base_url or fake_anthropic.base_url, api_key)
+        began = time.monotonic()
+        pane = start_agent_pane(
+            tmux_socket, [str(exe)], kind="claude", version=version, cwd=workdir,
+            home=home, env=env, via_shell=via_shell,
+        )  # fmt: skip
+        panes.append(pane)
+        if wait:
+            pane.wait_screen(claude_is_idle, STARTUP_TIMEOUT_S, what="Claude Code's idle screen")
+            pane.startup_s = time.monotonic() - began
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()
+
+
+@pytest.fixture
+def real_codex_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(version="0.171.0", *, via_shell=False, cwd=None, base_url=None,
+    daemon=True, wait=True) -> RealPane``: the real Codex CLI, idle, in a pane.
+
+    ``CODEX_HOME`` is ``home/.codex`` (shared by every Codex pane of the test, each
+    cwd trusted); it talks to ``fake_openai`` unless ``base_url`` is given. At teardown
+    every pane and every ``codex app-server`` daemon of that home is ended by pid.
+    """
+    panes: list[RealPane] = []
+    codex_home = home / ".codex"
+    trusted: list[Path] = []
+
+    def start(
+        version: str = CODEX_VERSION,
+        *,
+        via_shell: bool = False,
+        cwd: Path | None = None,
+        base_url: str | None = None,
+        daemon: bool = True,
+        wait: bool = True,
+    ) -> RealPane:
+        exe = agent_bin("codex", version)
+        workdir = cwd or _project_dir(tmp_path, "codex", len(panes))
+        trusted.append(workdir)
+        write_codex_config(codex_home, trusted, base_url or fake_openai.base_url, daemon=daemon)
+        env = codex_env(home, codex_home)
+        began = time.monotonic()
+        pane = start_agent_pane(
+            tmux_socket, [str(exe)], kind="codex", version=version, cwd=workdir,
+            home=home, env=env, via_shell=via_shell,
+        )  # fmt: skip
+        pane.codex_home = codex_home
+        panes.append(pane)
+        if wait:
+            pane.wait_screen(codex_is_idle, STARTUP_TIMEOUT_S, what="Codex's idle screen")
+            pane.startup_s = time.monotonic() - began
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()
+    end_codex_daemons(codex_home)

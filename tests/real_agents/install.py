@@ -1,0 +1,215 @@
+"""Install pinned real agent CLIs from npm into a cache folder, once.
+
+Each ``(name, version)`` goes into ``<cache>/<name>-<version>`` with the npm client as set up
+on this machine; a marker file written after a verified install makes later calls free. The
+cache is ``$MADOHUB_AGENT_CACHE`` or ``~/.cache/madohub_nb/agents``.
+
+Run ``python tests/real_agents/install.py`` to install every pinned version ahead of a test run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from madohub_nb.errors import MadohubError, MadohubValueError
+
+#: Short agent name -> npm package and the executable name it puts in ``node_modules/.bin``.
+AGENT_PACKAGES: dict[str, tuple[str, str]] = {
+    "claude": ("@anthropic-ai/claude-code", "claude"),
+    "codex": ("@openai/codex", "codex"),
+}
+
+#: The versions the real-agent tier runs against (REAL-AGENTS.md observed these).
+PINNED_AGENTS: tuple[tuple[str, str], ...] = (
+    ("claude", "2.1.197"),
+    ("claude", "2.1.332"),
+    ("codex", "0.171.0"),
+)
+
+MARKER_NAME = ".madohub-installed"
+NPM_TIMEOUT_S = 600.0
+VERSION_TIMEOUT_S = 60.0
+
+
+class AgentInstallError(MadohubError):
+    """npm is missing, or installing or starting a pinned agent CLI failed."""
+
+
+def agent_cache_dir() -> Path:
+    """The folder holding one npm prefix per installed agent version."""
+    env = os.environ.get("MADOHUB_AGENT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "madohub_nb" / "agents"
+
+
+def agent_prefix(name: str, version: str) -> Path:
+    """The npm prefix for one agent version: ``<cache>/<name>-<version>``."""
+    _check_name(name)
+    if not version or "/" in version or version.startswith("."):
+        raise MadohubValueError(f"bad agent version {version!r}: give an exact version like 2.1.197")
+    return agent_cache_dir() / f"{name}-{version}"
+
+
+def agent_executable(name: str, version: str) -> Path:
+    """Where the executable of an installed agent lives (it may not exist yet)."""
+    _, exe = AGENT_PACKAGES[_check_name(name)]
+    return agent_prefix(name, version) / "node_modules" / ".bin" / exe
+
+
+def is_installed(name: str, version: str) -> bool:
+    """True when a verified install of this version is in the cache."""
+    return (agent_prefix(name, version) / MARKER_NAME).is_file() and agent_executable(
+        name, version
+    ).exists()
+
+
+def ensure_agent(name: str, version: str) -> Path:
+    """Install ``name@version`` into the cache unless already there; return its executable.
+
+    For ``claude`` this is the native binary (through ``node_modules/.bin/claude``, so its
+    process is named ``claude``); for ``codex`` the node launcher. Raises AgentInstallError
+    when npm is missing or the install cannot be verified.
+    """
+    prefix = agent_prefix(name, version)
+    exe = agent_executable(name, version)
+    if is_installed(name, version):
+        return exe
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(prefix.parent / f".{prefix.name}.lock"):
+        if is_installed(name, version):  # another process finished it while we waited
+            return exe
+        _npm_install(name, version, prefix)
+        if not _version_matches(exe, version) and name == "claude":
+            _run_claude_postinstall(prefix)
+        if not _version_matches(exe, version):
+            raise AgentInstallError(
+                f"{exe} was installed but `--version` does not report {version}; "
+                f"remove {prefix} and try again"
+            )
+        package, _ = AGENT_PACKAGES[name]
+        (prefix / MARKER_NAME).write_text(f"{package}@{version}\n")
+    return exe
+
+
+def ensure_pinned_agents() -> dict[tuple[str, str], Path]:
+    """Install every pinned agent version; return their executables."""
+    return {(n, v): ensure_agent(n, v) for n, v in PINNED_AGENTS}
+
+
+def _check_name(name: str) -> str:
+    if name not in AGENT_PACKAGES:
+        raise MadohubValueError(
+            f"unknown agent {name!r}; installable agents: {', '.join(sorted(AGENT_PACKAGES))}"
+        )
+    return name
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive file lock so parallel test runs do not install into one prefix."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _npm_install(name: str, version: str, prefix: Path) -> None:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AgentInstallError(
+            f"npm is not on PATH, so {name} {version} cannot be installed; install Node.js "
+            "and npm (e.g. `apt-get install -y nodejs npm`) or pre-fill $MADOHUB_AGENT_CACHE"
+        )
+    package, _ = AGENT_PACKAGES[name]
+    cmd = [
+        npm,
+        "install",
+        "--prefix",
+        str(prefix),
+        f"{package}@{version}",
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--loglevel=error",
+    ]
+    try:
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AgentInstallError(
+            f"`{' '.join(cmd)}` did not finish in {NPM_TIMEOUT_S:.0f}s"
+        ) from exc
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip()[-2000:]
+        raise AgentInstallError(
+            f"`{' '.join(cmd)}` failed with exit code {out.returncode}:\n{tail}"
+        )
+
+
+def _run_claude_postinstall(prefix: Path) -> None:
+    """Copy the native binary over the placeholder when npm skipped the package's postinstall."""
+    script = prefix / "node_modules" / "@anthropic-ai" / "claude-code" / "install.cjs"
+    node = shutil.which("node")
+    if node is None or not script.is_file():
+        return
+    subprocess.run(
+        [node, str(script)],
+        cwd=script.parent,
+        capture_output=True,
+        timeout=NPM_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _version_matches(exe: Path, version: str) -> bool:
+    """Run ``exe --version`` in a throw-away HOME (so it writes nowhere real)."""
+    if not exe.exists():
+        return False
+    with tempfile.TemporaryDirectory(prefix="mh-agent-version-") as tmp:
+        env = {
+            **os.environ,
+            "HOME": tmp,
+            "CODEX_HOME": tmp,
+            "CLAUDE_CONFIG_DIR": tmp,
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        try:
+            out = subprocess.run(
+                [str(exe), "--version"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=VERSION_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return out.returncode == 0 and version in out.stdout
+
+
+def main() -> int:
+    """Install every pinned agent version and print where each executable is."""
+    try:
+        for (name, version), exe in ensure_pinned_agents().items():
+            print(f"{name} {version}: {exe}")
+    except MadohubError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
