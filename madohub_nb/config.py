@@ -2,9 +2,9 @@
 
 ``MadoHub`` is a traitlets ``Configurable`` with one trait per ``Hub(...)``
 keyword, so ``%config MadoHub.idle_delay_ms = 2000`` and ``c.MadoHub.… = …``
-in ``ipython_config.py`` both work. ``get_hub()`` builds the kernel's hub from
-these settings on first use; later changes reach the live hub where they can
-and say so where they cannot.
+in ``ipython_config.py`` both work. ``madohub_nb.get_hub()`` builds the kernel's
+hub from ``hub_kwargs_from_config()`` on first use; later changes reach the
+live hub where they can and say so where they cannot.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from traitlets import Enum, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
-from .settings import DELIVERY_MODES, IDLE_DELAY_MS
+from .settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
 
 if TYPE_CHECKING:
     from traitlets import TraitType
@@ -32,11 +32,12 @@ HUB_SETTINGS: Final = (
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-LIVE_SETTINGS: Final = ("idle_delay_ms", "api_key", "base_url", "model", "claude_home")
+LIVE_SETTINGS: Final = ("idle_delay_ms", "api_key", "base_url", "model", "claude_home", "delivery")
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
 FIXED_SETTINGS: Final = ("socket_name", "log_path")
 """Settings fixed when the hub is made: a change waits for the next hub."""
+# ``delivery`` is a Hub keyword too (the default of hub.send and of %madohub connect).
 
 
 class MadoHub(SingletonConfigurable):
@@ -78,10 +79,6 @@ class MadoHub(SingletonConfigurable):
         help="Default delivery of %madohub connect: typed line by line, or a bracketed paste.",
     ).tag(config=True)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._hub: Hub | None = None
-
     def __repr__(self) -> str:
         parts = [f"{name}={self._shown(name)}" for name in (*HUB_SETTINGS, "delivery")]
         return f"MadoHub({', '.join(parts)})"
@@ -109,46 +106,24 @@ class MadoHub(SingletonConfigurable):
     @validate("idle_delay_ms")
     def _check_idle_delay(self, proposal: dict[str, Any]) -> int:
         value = int(proposal["value"])
-        if value < 0:
-            raise TraitError(f"MadoHub.idle_delay_ms must be 0 or more milliseconds, got {value}")
+        low, high = IDLE_DELAY_MS_RANGE
+        if not low <= value <= high:
+            raise TraitError(f"MadoHub.idle_delay_ms must be from {low} to {high} ms, got {value}")
         return value
 
-    # The live hub ------------------------------------------------------------
-
-    @property
-    def hub(self) -> Hub | None:
-        """The hub made from these settings, if one is open."""
-        if self._hub is not None and getattr(self._hub, "closed", False):
-            self._hub = None
-        return self._hub
-
     def hub_kwargs(self) -> dict[str, Any]:
-        """The keywords ``Hub(...)`` is called with."""
-        return {name: getattr(self, name) for name in HUB_SETTINGS}
-
-    def get_hub(self) -> Hub:
-        """The hub made from these settings, created on first use."""
-        hub = self.hub
-        if hub is None:
-            from .hub import Hub
-
-            hub = Hub(**self.hub_kwargs())
-            self._hub = hub
-        return hub
-
-    def forget_hub(self) -> None:
-        """Drop the reference to the current hub (it is not closed)."""
-        self._hub = None
+        """The keywords ``Hub(...)`` is called with (every setting)."""
+        return {name: getattr(self, name) for name in (*HUB_SETTINGS, "delivery")}
 
     @observe(*LIVE_SETTINGS)
     def _apply_live(self, change: dict[str, Any]) -> None:
-        hub = self.hub
+        hub = live_hub()
         if hub is not None:
             setattr(hub, change["name"], change["new"])
 
     @observe(*FIXED_SETTINGS)
     def _explain_fixed(self, change: dict[str, Any]) -> None:
-        hub = self.hub
+        hub = live_hub()
         if hub is None:
             return
         current = getattr(hub, change["name"], change["old"])
@@ -193,9 +168,18 @@ def unregister(shell: Any) -> None:
     shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, MadoHub)]
 
 
-def get_hub() -> Hub:
-    """The kernel's hub, made from the ``MadoHub`` settings on first use."""
-    return settings().get_hub()
+def hub_kwargs_from_config() -> dict[str, Any]:
+    """The ``Hub(...)`` keywords from the ``MadoHub`` settings (IPython config when it runs)."""
+    return settings().hub_kwargs()
+
+
+def live_hub() -> Hub | None:
+    """The kernel's hub if one is open, without creating it."""
+    from .hub import registry
+
+    # TODO(lead): a public ``HubRegistry.current`` would replace this private read.
+    hub: Hub | None = getattr(registry, "_hub", None)
+    return hub if hub is not None and not hub.closed else None
 
 
 def _running_shell() -> Any:

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 from .agents.profiles import AgentProfile
 from .errors import DeliveryError
-from .screen import cap_text, sanitize_for_typing
+from .screen import cap_text, input_text, sanitize_for_typing
 from .settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
+from .tmux import key_name
 
 if TYPE_CHECKING:
     from .tiles import Tile
@@ -60,8 +61,8 @@ def input_pending(profile: AgentProfile, screen: str, text: str) -> bool:
     probe = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")[-24:]
     if not probe:
         return False
-    area = profile.input_area(screen)
-    return probe in area
+    typed = input_text(screen, profile)
+    return typed is not None and probe in typed
 
 
 def literal_chunks(line: str) -> list[tuple[str, str]]:
@@ -158,14 +159,14 @@ class Deliverer:
                 await tmux.arun("send-keys", "-t", tile.pane_id, flag, *(["--"] if kind == "l" else []), chunk)
             if i < len(lines) - 1:
                 # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
-                await tmux.arun("send-keys", "-t", tile.pane_id, newline_key or "Enter")
+                await tmux.arun("send-keys", "-t", tile.pane_id, key_name(newline_key or "\r"))
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 
     async def _press_submit(self, tile: Tile, profile: AgentProfile) -> None:
         tmux = tile._tmux
         await self._sleep(profile.pre_submit_delay_ms / 1000)
-        keys = list(profile.submit_keys)
+        keys = [key_name(k) for k in profile.submit_keys]
         if profile.between_submit_keys_ms == 0:
             await tmux.arun("send-keys", "-t", tile.pane_id, *keys)
             return
@@ -177,7 +178,7 @@ class Deliverer:
     async def _submit(self, tile: Tile, profile: AgentProfile, content: str) -> tuple[int, bool]:
         """Press submit, then check the prompt left the input line; retry a bounded number of times."""
         await self._press_submit(tile, profile)
-        if profile.kind == "shell":
+        if profile.executes_input:
             return 1, True  # a shell runs the line at once; there is nothing to check
         for attempt in range(1, SUBMIT_RETRIES + 2):
             deadline = time.monotonic() + VERIFY_TIMEOUT_S
@@ -190,5 +191,5 @@ class Deliverer:
                     return attempt, True
                 await self._sleep(0.1)
             if attempt <= SUBMIT_RETRIES:
-                await tile._tmux.arun("send-keys", "-t", tile.pane_id, profile.submit_keys[-1])
+                await tile._tmux.arun("send-keys", "-t", tile.pane_id, key_name(profile.submit_keys[-1]))
         return SUBMIT_RETRIES + 1, False

@@ -38,9 +38,9 @@ def claude_transcript_path(proc: psutil.Process, claude_home: str | None) -> Pat
     projects = config / "projects"
     session = read_session_file(config, proc.pid)
     if session is not None and session.session_id:
-        path = find_claude_transcript(projects, session.session_id)
-        if path is not None:
-            return path
+        # The session may have no transcript yet (no prompt so far): then there is no answer.
+        # Never fall back to the folder here: another agent in the same cwd writes there too.
+        return find_claude_transcript(projects, session.session_id)
     # No sessions file (older versions, an exited agent): the newest transcript of its cwd.
     try:
         cwd = proc.cwd()

@@ -211,10 +211,14 @@ class Hub:
         while time.monotonic() < deadline:
             info = self.tmux.pane_info(pane_id)
             if info is None or info.dead:
+                if info is not None and info.dead_status is None:
+                    time.sleep(0.05)  # tmux marks the pane dead a moment before it records the status
+                    info = self.tmux.pane_info(pane_id) or info
                 screen = self.tmux.capture(pane_id) if info else ""
                 self.tmux.kill_pane(pane_id)
                 status = info.dead_status if info else None
-                tail = " | ".join(line for line in screen.strip().splitlines()[-3:])
+                printed = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+                tail = " | ".join(printed[-3:])
                 raise TileError(
                     f"command {command!r} for tile {name!r} exited at once"
                     + (f" with status {status}" if status is not None else "")

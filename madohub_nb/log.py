@@ -24,7 +24,9 @@ strings and of registered secrets before it is written.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -33,7 +35,7 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +43,7 @@ from types import TracebackType
 from typing import Any, Final
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from .errors import LogError, MadohubValueError
@@ -549,12 +552,14 @@ class RoundLog:
     def df(self) -> pd.DataFrame:
         """Every round as a DataFrame, in append order, columns in ``ROUND_COLUMNS`` order.
 
-        Text columns use pandas' string dtype (missing: NaN), ``round`` is
-        int64, ``fired_at``/``delivered_at`` are ``datetime64[us, UTC]``
+        Text columns are ``object`` holding ``str`` (missing: None; the same
+        in pandas 2 and 3, and much faster to build than the string dtype
+        for 100k rounds), ``round`` is int64, ``fired_at``/``delivered_at`` are ``datetime64[us, UTC]``
         (missing: NaT), timings are float64 ms (missing: NaN), ``meta`` holds
         dicts. Row ``i`` is the round with rowid ``i + 1``.
         """
-        return rounds_frame(self._fetch(f"{_SELECT} ORDER BY seq"))
+        with _gc_paused():
+            return rounds_frame(self._fetch(f"{_SELECT} ORDER BY seq"))
 
     def __len__(self) -> int:
         return self.last_rowid
@@ -655,7 +660,6 @@ def rounds_frame(rows: list[Any]) -> pd.DataFrame:
     """Build the log's DataFrame from rows in ``ROUND_COLUMNS`` order (vectorised conversions)."""
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in ROUND_COLUMNS]
     data: dict[str, Any] = {}
-    loads = json.loads
     for name, values in zip(ROUND_COLUMNS, columns, strict=True):
         if name in _TIME_COLUMNS:
             raw = pd.Series(values, dtype=object)
@@ -665,10 +669,34 @@ def rounds_frame(rows: list[Any]) -> pd.DataFrame:
         elif name in _INT_COLUMNS:
             data[name] = pd.Series(values, dtype="int64")
         elif name == "meta":
-            data[name] = pd.Series([{} if v == "{}" else loads(v) for v in values], dtype=object)
+            # One json.loads of the whole column: 100k calls would cost more than the rest.
+            data[name] = _object_series(json.loads(f"[{','.join(values)}]"))
         else:
-            data[name] = pd.Series(values, dtype="str")
-    return pd.DataFrame(data, columns=list(ROUND_COLUMNS))
+            data[name] = pd.Series(values, dtype=object)
+    return pd.DataFrame(data, columns=list(ROUND_COLUMNS), copy=False)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building millions of short-lived objects.
+
+    Reading 100k rounds creates millions of cells; in a kernel full of live
+    objects the collector's passes over them cost a quarter of the time.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _object_series(values: list[Any]) -> pd.Series:
+    """An object Series holding ``values`` as they are (dicts stay dicts)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return pd.Series(array, dtype=object)
 
 
 def _record(row: tuple[Any, ...]) -> RoundRecord:

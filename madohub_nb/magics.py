@@ -3,8 +3,9 @@
 Parsing is separate from doing: ``parse_command(line)`` turns one magic line
 into an ``argparse.Namespace`` (pure, tested without a hub), and
 ``MadohubMagics`` routes each sub-command to one small method that calls the
-kernel's hub. Errors print one readable line instead of a traceback; set
-``MADOHUB_DEBUG=1`` or pass ``--debug`` to see the traceback.
+kernel's hub. ``$name`` in a line is the Python variable ``name``; ``{…}`` is
+left alone for templates. Errors print one readable line instead of a
+traceback; set ``MADOHUB_DEBUG=1`` or pass ``--debug`` to see the traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
@@ -126,13 +127,28 @@ def split_endpoints(words: Iterable[str]) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+_DOLLAR_NAME = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def expand_variables(line: str, namespace: Mapping[str, Any]) -> str:
+    """Replace ``$name`` by the value of the Python variable ``name`` (``$$`` is one ``$``).
+
+    IPython's own expansion is off for ``%madohub`` because it would also fill
+    ``{output}`` in templates; unknown names are left as they are.
+    """
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return str(namespace[name]) if name in namespace else match.group(0)
+
+    return _DOLLAR_NAME.sub(value, line)
+
+
 def _unescape_template(text: str) -> str:
     # A line magic cannot hold a line break: accept the two characters \n for one.
     return text.replace("\\n", "\n").replace("\\t", "\t")
-
-
-def _route_key(text: str) -> int | str:
-    return int(text) if text.isdigit() else text
 
 
 # The parser -------------------------------------------------------------------
@@ -212,13 +228,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("routes", help="table of the routes")
     for verb in ("pause", "resume", "stop"):
         p = sub.add_parser(verb, help=f"{verb} a route, or all routes")
-        p.add_argument("route", metavar="ROUTE|all", help="route id or index, or all")
+        p.add_argument(
+            "route", metavar="ROUTE|all", help="route id (writer->reviewer#1) or number, or all"
+        )
 
     p = sub.add_parser(
-        "send", help="type TEXT into TILE by hand", usage="%(prog)s TILE TEXT (or the cell)"
+        "send",
+        help="type TEXT into TILE by hand",
+        usage="%(prog)s [--allow-shell] [--delivery D] TILE TEXT (or the cell)",
     )
     p.add_argument("tile", help="tile name")
     p.add_argument("text", nargs=argparse.REMAINDER, help="the rest of the line (or the cell)")
+    p.add_argument("--allow-shell", action="store_true", help="allow typing into a shell tile")
+    p.add_argument("--delivery", choices=DELIVERY_MODES, help="default: MadoHub.delivery")
 
     p = sub.add_parser("watch", help="live view of a tile")
     p.add_argument("tile")
@@ -248,6 +270,7 @@ def parse_command(line: str) -> argparse.Namespace:
     """Parse one ``%madohub`` line; raise ``MadohubValueError`` on bad input."""
     send = _SEND.match(line)
     if send is not None:
+        # The text is taken from the raw line so quotes, apostrophes and spacing survive.
         return _parse_send(*send.groups())
     try:
         words = shlex.split(line)
@@ -269,7 +292,7 @@ def parse_command(line: str) -> argparse.Namespace:
 def _join_arrow(words: list[str]) -> list[str]:
     """Turn ``connect a -> b --x`` into ``connect a->b --x`` (argparse reads ``->`` as an option)."""
     end = next(
-        (i for i, w in enumerate(words) if i > 0 and w != ARROW and w.startswith("-")),
+        (i for i, w in enumerate(words) if i > 0 and (w.startswith("--") or w == "-h")),
         len(words),
     )
     names = " ".join(words[1:end]).replace(f" {ARROW} ", ARROW)
@@ -277,18 +300,29 @@ def _join_arrow(words: list[str]) -> list[str]:
     return [words[0], *names.split(), *words[end:]]
 
 
-_SEND = re.compile(r"\s*(--debug\s+)?send\s+([^\s-]\S*)\s+(\S.*)$", re.DOTALL)
-"""``send TILE TEXT``: TEXT is the raw rest of the line, so quotes and spacing survive."""
+_SEND = re.compile(r"\s*(--debug\s+)?send(\s.*)?$", re.DOTALL)
+_SEND_HEAD = re.compile(
+    r"\s*((?:--(?:allow-shell|delivery\s+\S+)\s+)*)([^\s-]\S*)\s+(\S.*)$", re.DOTALL
+)
 
 
-def _parse_send(debug: str | None, tile: str, text: str) -> argparse.Namespace:
+def _parse_send(debug: str | None, rest: str | None) -> argparse.Namespace:
+    """``send [--allow-shell] [--delivery D] TILE TEXT``: TEXT is the raw rest of the line."""
+    head = _SEND_HEAD.match(rest or "")
+    if head is None:  # --help, a missing TILE or TEXT, or text in the cell: plain argparse
+        words = shlex.split(rest or "")
+        return _PARSER.parse_args([*(["--debug"] if debug else []), "send", *words])
+    flags, tile, text = head.groups()
+    options = _PARSER.parse_args(["send", *shlex.split(flags), tile])
     try:
         words = shlex.split(text)
     except ValueError:
         words = []
-    if len(words) == 1:
+    if len(words) == 1:  # one quoted argument: drop its quotes
         text = words[0]
-    return argparse.Namespace(debug=bool(debug), command="send", tile=tile, text=[text.rstrip()])
+    options.debug = bool(debug)
+    options.text = [text.rstrip()]
+    return options
 
 
 # The magics -------------------------------------------------------------------
@@ -326,7 +360,7 @@ class MadohubMagics(Magics):
             "--debug"
         )
         try:
-            args = parse_command(line)
+            args = parse_command(expand_variables(line, self.shell.user_ns if self.shell else {}))
             return self._handlers[args.command](args, cell or "")
         except HelpShown:
             return None
@@ -340,7 +374,10 @@ class MadohubMagics(Magics):
 
     def hub(self) -> Hub:
         """The kernel's hub (created from ``MadoHub`` settings on first use)."""
-        return config.settings(self.shell).get_hub()
+        from .hub import get_hub
+
+        config.settings(self.shell)  # so the hub is made from this shell's config
+        return get_hub()
 
     def resolve_template(self, text: str | None) -> str | None:
         """``@NAME`` → the stored template; other text with ``\\n`` made line breaks."""
@@ -409,10 +446,10 @@ class MadohubMagics(Magics):
             "cooldown_ms": args.cooldown,
             "stop_keyword": args.stop,
             "dispatch": args.dispatch,
+            "delivery": args.delivery,  # None: the hub's own (MadoHub.delivery)
         }
         kwargs = {k: v for k, v in options.items() if v is not None}
         kwargs["allow_shell"] = args.allow_shell
-        kwargs["delivery"] = args.delivery or config.settings(self.shell).delivery
         return self.hub().connect(args.source, args.target, **kwargs)
 
     def _tiles(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
@@ -437,7 +474,7 @@ class MadohubMagics(Magics):
     def _route_verb(self, args: argparse.Namespace, cell: str) -> None:
         self._no_cell(args, cell)
         hub = self.hub()
-        routes = list(hub.routes) if args.route == "all" else [hub.route(_route_key(args.route))]
+        routes = list(hub.routes) if args.route == "all" else [hub.route(args.route)]
         for route in routes:
             getattr(route, args.command)()
             print(f"route {route.id} ({route.source} -> {route.target}): {route.state}")
@@ -452,7 +489,9 @@ class MadohubMagics(Magics):
             text = cell.rstrip("\n")
         if not text.strip():
             raise MadohubValueError("send needs TEXT: %madohub send TILE TEXT")
-        future = self.hub().send(args.tile, text)
+        future = self.hub().send(
+            args.tile, text, delivery=args.delivery, allow_shell=args.allow_shell
+        )
         tile = args.tile
 
         def report(done: Any) -> None:
@@ -489,7 +528,7 @@ class MadohubMagics(Magics):
             kwargs["transform"] = args.transform
         if template is not None:
             kwargs["template"] = template
-        return self.hub().replay(_route_key(args.round_id), **kwargs)
+        return self.hub().replay(args.round_id, **kwargs)
 
     def _template(self, args: argparse.Namespace, cell: str) -> str | None:
         if cell.strip():
@@ -504,15 +543,14 @@ class MadohubMagics(Magics):
         )
 
     def _close(self, args: argparse.Namespace, cell: str) -> None:
+        from .hub import registry
+
         self._no_cell(args, cell)
-        current = config.settings(self.shell)
-        hub = current.hub
-        if hub is None:
+        if config.live_hub() is None:
             print("no hub is open")
             return
-        hub.close()
-        current.forget_hub()
-        print("hub closed")
+        registry.reset()
+        print("hub closed (its routes stopped, the tiles it created killed)")
 
 
 def load_ipython_extension(ip: Any) -> None:

@@ -174,7 +174,9 @@ def sanitize_for_typing(text: str | bytes) -> str:
 def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
     """``text`` cut to its first ``max_chars`` characters, with a visible marker when cut."""
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-        raise MadohubValueError(f"max_chars must be a whole number of at least 1, got {max_chars!r}")
+        raise MadohubValueError(
+            f"max_chars must be a whole number of at least 1, got {max_chars!r}"
+        )
     if len(text) <= max_chars:
         return text
     cut = len(text) - max_chars

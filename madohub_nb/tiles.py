@@ -25,9 +25,6 @@ from .tmux import PaneInfo, Tmux
 if TYPE_CHECKING:
     from .transcripts import Extraction
 
-SHELL_COMMANDS = frozenset({"bash", "zsh", "sh", "dash", "fish", "ksh", "tcsh", "csh"})
-
-
 class Tile:
     """One named pane. Created by :meth:`Hub.tile`; do not construct directly."""
 
@@ -112,9 +109,7 @@ class Tile:
             return "exited"
         profile = self.profile
         if self.agent == "shell":
-            if info.current_command not in SHELL_COMMANDS:
-                return "busy"
-            return screen_state(profile, self.screen())
+            return screen_state(profile, self.screen(), current_command=info.current_command)
         proc = self.agent_process()
         if proc is None:
             # The agent was running and is gone (the pane fell back to its shell).

@@ -144,17 +144,16 @@ class Tmux:
             opts += ["-n", window_name]
         cmd = [command] if command else []
         if not self.has_session(session):
+            # The options go in the same tmux call, so that they apply before a command that
+            # exits at once is reaped: its pane then stays, dead, with its exit status.
             out = self.run(
-                "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), *opts, *cmd
+                "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), *opts, *cmd,
+                ";", "set-option", "-t", session, "remain-on-exit", "on",
+                ";", "set-option", "-t", session, "window-size", "manual",
+                ";", "set-option", "-t", session, "status", "off",
+                ";", "set-option", "-g", "focus-events", "on",
             )
-            pane_id = out.strip()
-            self.run("set-option", "-g", "focus-events", "on", check=False)
-            # Keep a pane whose program exited, so its state reads `exited` and its last
-            # screen stays readable instead of the pane vanishing.
-            self.run("set-option", "-t", session, "remain-on-exit", "on", check=False)
-            self.run("set-option", "-t", session, "window-size", "manual", check=False)
-            self.run("set-option", "-t", session, "status", "off", check=False)
-            return pane_id
+            return out.strip()
         out = self.run("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
         pane_id = out.strip()
         self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
@@ -170,8 +169,8 @@ class Tmux:
     def pane_info(self, target: str) -> PaneInfo | None:
         """Facts about a pane (by ``%N`` id or ``session:window.pane`` target); None if gone."""
         out = self.run("display-message", "-p", "-t", target, _PANE_FORMAT, check=False)
-        line = out.strip()
-        if not line:
+        line = out.rstrip("\r\n")
+        if not line.strip():
             return None
         info = _parse_pane_info(line)
         if info is None or (PANE_ID_RE.match(target) and info.pane_id != target):
@@ -181,7 +180,7 @@ class Tmux:
 
     def list_panes(self) -> list[PaneInfo]:
         out = self.run("list-panes", "-a", "-F", _PANE_FORMAT, check=False)
-        return [p for p in (_parse_pane_info(line) for line in out.splitlines()) if p]
+        return [p for p in (_parse_pane_info(line.rstrip("\r")) for line in out.split("\n")) if p]
 
     def capture(self, pane_id: str, ansi: bool = False, history_lines: int = 0) -> str:
         """The pane's visible screen (plus ``history_lines`` of scrollback)."""
@@ -199,7 +198,7 @@ class Tmux:
 
     def send_keys(self, pane_id: str, *keys: str) -> None:
         """Press tmux keys by name (``Enter``, ``C-j``) or as literal characters like ``\\r``."""
-        names = [_KEY_NAMES.get(k, k) for k in keys]
+        names = [key_name(k) for k in keys]
         self.run("send-keys", "-t", pane_id, *names)
 
     def cancel_copy_mode(self, pane_id: str) -> None:
@@ -232,6 +231,11 @@ class Tmux:
 
 
 _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
+
+
+def key_name(key: str) -> str:
+    """The tmux key name for a control character profiles use (``\\r`` → ``C-m``)."""
+    return _KEY_NAMES.get(key, key)
 
 
 _OCTAL_RE = re.compile(rb"\\([0-7]{3})|\\\\")
@@ -305,8 +309,15 @@ class ControlClient:
             return
         except ValueError:  # a line over the stream limit; the stream is unusable
             pass
-        if not self._stopping:
-            self._on_exit()
+        if self._stopping:
+            return
+        # The server or session is gone: reap the client so its transport closes cleanly.
+        proc = self._proc
+        if proc is not None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            await proc.wait()
+        self._on_exit()
 
     async def stop(self) -> None:
         self._stopping = True

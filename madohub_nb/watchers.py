@@ -91,6 +91,7 @@ class OutputWatcher:
         self._clients: dict[str, ControlClient] = {}
         self._on_output = on_output
         self._lock = asyncio.Lock()
+        self.closed = False
 
     async def watch(self, pane_id: str, session: str) -> PaneStream:
         """Make sure ``pane_id`` (in ``session``) is streamed; must run on the engine loop."""
@@ -98,6 +99,8 @@ class OutputWatcher:
         if stream is None:
             stream = self.streams[pane_id] = PaneStream(pane_id, session)
         async with self._lock:
+            if self.closed:
+                return stream
             if session not in self._clients:
                 client = ControlClient(
                     self.tmux, session, self._feed, lambda s=session: self._client_exited(s)
@@ -129,7 +132,9 @@ class OutputWatcher:
             stream.end()
 
     async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
+        async with self._lock:  # let a watch() under way finish registering its client
+            self.closed = True
+            clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.stop()
         for stream in self.streams.values():

@@ -42,6 +42,7 @@ _CUBE_LEVELS: Final = (0, 95, 135, 175, 215, 255)
 
 _ESCAPE: Final = re.compile(
     r"\x1b\[([0-?]*)[ -/]*([@-~])"  # CSI (only SGR "m" is drawn)
+    r"|\x1b\[[0-?]*[ -/]*\Z"  # a CSI cut off at the end of the capture
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\|(?=\x1b)|\Z)"  # OSC: titles, links
     r"|\x1b[PX^_][\s\S]*?(?:\x1b\\|\x07|\Z)"  # DCS, SOS, PM, APC
     r"|\x1b[ -/]+[0-~]|\x1b[0-~]?"  # charset selects, ESC x, a lone ESC
@@ -321,16 +322,25 @@ def _cell(column: str, value: Any) -> str:
     return html.escape(text)
 
 
+_CELL_PADDING: Final = "padding:2px 10px 2px 0;white-space:nowrap"
+
+
 def rounds_table_html(rows: Iterable[Mapping[str, Any]]) -> str:
     """An HTML table of rounds, one row each, oldest first."""
     rows = list(rows)
-    head = "".join(f"<th style='text-align:left'>{label}</th>" for _, label in ROUND_TABLE_COLUMNS)
+    head = "".join(
+        f"<th style='text-align:left;{_CELL_PADDING}'>{label}</th>"
+        for _, label in ROUND_TABLE_COLUMNS
+    )
     if not rows:
         body = f"<tr><td colspan='{len(ROUND_TABLE_COLUMNS)}'><i>no rounds yet</i></td></tr>"
     else:
         body = "".join(
             f"<tr data-round-id='{html.escape(str(row.get('round_id', '')))}'>"
-            + "".join(f"<td>{_cell(c, row.get(c))}</td>" for c, _ in ROUND_TABLE_COLUMNS)
+            + "".join(
+                f"<td style='{_CELL_PADDING}'>{_cell(c, row.get(c))}</td>"
+                for c, _ in ROUND_TABLE_COLUMNS
+            )
             + "</tr>"
             for row in rows
         )
@@ -393,6 +403,9 @@ class _ViewLoop:
 
 class _HubView(widgets.VBox):
     """A VBox that listens to its hub's events until closed."""
+
+    _closed = True  # until subscribed: a half-made view (bad arguments) closes cleanly
+    _unsubscribe: Callable[[], None] = staticmethod(lambda: None)
 
     def __init__(self, hub: Hub, children: list[Any], css_class: str) -> None:
         super().__init__(children)

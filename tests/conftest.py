@@ -85,9 +85,17 @@ def tmux_socket(home: Path) -> Iterator[str]:
     conf.write_text("set -g focus-events on\nset -g history-limit 5000\n")
     yield name
     pid = _server_pid(name)
-    if pid is not None:
-        # Panes' processes first (they are the server's children), then the server.
-        kill_tree(pid)
+    if pid is None:
+        return
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    # kill-server ends the server at once and hangs up every pane; then make sure by pid.
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+    _, alive = psutil.wait_procs(procs, timeout=1.0)
+    for p in alive:
+        kill_tree(p.pid, timeout_s=1.0)
 
 
 def wait_until(
@@ -102,3 +110,73 @@ def wait_until(
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what or cond}; last={last!r}")
+
+
+# --- hubs and stand-in agents (lead) -----------------------------------------
+FAST_IDLE_MS = 700
+"""Idle delay used by routing tests: long enough to see silence, short enough to be quick."""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A working directory for agents."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
+
+
+@pytest.fixture
+def hub(tmux_socket: str, home: Path, tmp_path: Path) -> Iterator[object]:
+    """A Hub on a private tmux socket with its log in a temporary file; closed afterwards."""
+    import madohub_nb as mh
+
+    h = mh.Hub(socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "rounds.sqlite3")
+    yield h
+    h.close()
+
+
+def start_standin(
+    hub: object,
+    name: str,
+    kind: str = "claude",
+    persona: str = "echo",
+    cwd: Path | None = None,
+    think_s: float = 0.3,
+    **tile_kwargs: object,
+) -> object:
+    """A stand-in agent in a new tile of ``hub``, waited for until idle."""
+    from madohub_nb.demo import standin_command
+
+    env = {"MADOHUB_STANDIN_THINK_S": str(think_s)}
+    tile = hub.tile(  # type: ignore[attr-defined]
+        name, agent=kind, command=standin_command(kind, persona=persona), cwd=cwd, env=env, **tile_kwargs
+    )
+    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
+    return tile
+
+
+def user_prompts(tile: object) -> list[str]:
+    """The prompts a Claude-like tile has received, read from its own transcript."""
+    import json
+
+    from madohub_nb.extraction import transcript_path
+
+    path = transcript_path(tile)  # type: ignore[arg-type]
+    if path is None:
+        return []
+    prompts = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("type") != "user" or rec.get("isSidechain") or rec.get("isMeta"):
+            continue
+        content = rec.get("message", {}).get("content")
+        if isinstance(content, str):
+            prompts.append(content)
+        elif isinstance(content, list):
+            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            if texts:
+                prompts.append("\n".join(texts))
+    return prompts

@@ -16,7 +16,7 @@ from typing import Final
 
 from .. import settings
 from ..errors import MadohubValueError
-from ..screen import clean_screen
+from ..screen import clean_screen, input_text
 
 Pattern = re.Pattern[str]
 
@@ -84,6 +84,15 @@ class AgentProfile:
         """True when the agent writes a transcript file the extractor can read."""
         return self.extractor != "terminal"
 
+    def input_area(self, screen: str) -> str:
+        """The text in the input box, or the bottom lines of the screen when no box is known.
+
+        For checking that a typed prompt left the input line: search it for the
+        end of the prompt. A placeholder in an empty box reads as "".
+        """
+        text = input_text(screen, self)
+        return text if text is not None else screen_tail(self, screen)
+
     @property
     def submits_each_line(self) -> bool:
         """True when a line break in typed text submits that line (no newline key)."""
@@ -111,6 +120,11 @@ _RULE = r"─{4,}"
 _CLAUDE_GLYPHS = "·✢✳✶✻✽"
 _CLAUDE_BULLET = "[●⏺]"
 _CLAUDE_MENU_QUESTION = r"(?:Do you want to|Do you trust|Would you like to)"
+# The logo banner: "▐▛███▜▌   Claude Code v2.1.197" and the two logo lines below it (model, cwd).
+_CLAUDE_BANNER = re.compile(
+    r"^ ?[\u2580-\u259f][^\n]*Claude Code v\d[^\n]*(?:\n {0,2}[\u2580-\u259f][^\n]*){0,2}\n?",
+    re.MULTILINE,
+)
 
 CLAUDE: Final = AgentProfile(
     kind="claude",
@@ -126,21 +140,24 @@ CLAUDE: Final = AgentProfile(
         _rx(rf"^{_RULE}\n❯[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"),
     ),
     waiting_markers=(
-        # "Do you want to proceed?" over a "❯ 1. Yes" menu (06).
-        _rx(rf"^[ \t]*{_CLAUDE_MENU_QUESTION}[^\n]*\?[ \t]*\n(?:[^\n]*\n){{0,3}}?[ \t]*❯ \d+\. "),
+        # "Do you want to proceed?" over a "❯ 1. Yes" menu, in place of the input box (06):
+        # nothing below it is a rule, so a reply quoting the dialog does not count.
+        _rx(
+            rf"^[ \t]*{_CLAUDE_MENU_QUESTION}[^\n]*\?[ \t]*\n(?:[^\n]*\n){{0,3}}?[ \t]*❯ \d+\. "
+            rf"(?![\s\S]*^{_RULE})"
+        ),
     ),
     title_busy_markers=(),
     no_marker_state="unknown",
     idle_commands=(),
     marker_tail_lines=20,
     chrome_patterns=(
-        _from_line_to_end(_RULE),  # input box, footer, permission dialog
-        re.compile(r"^[^\n]*Claude Code v\d[^\n]*(?:\n[^\n]*){0,2}\n?", re.MULTILINE),  # logo banner
+        _from_line_to_end(_RULE),  # input box, footers (any version), permission dialog
+        _CLAUDE_BANNER,
         _line(r"▎[^\n]*"),  # notices under the banner (08)
         _line(rf"[{_CLAUDE_GLYPHS}] [^\n]*"),  # spinner and "✻ Crunched for 6s"
         _line(r"[ \t]+⎿[^\S\n]+Tip: [^\n]*"),  # tips under the spinner (04, 05; an NBSP follows ⎿)
         _line(r"[^\n]*· /effort"),  # effort indicator above the box (08)
-        _line(r"[ \t]*(?:\? for shortcuts|esc to interrupt|⏵⏵ )[^\n]*"),
     ),
     answer_start=_rx(rf"^{_CLAUDE_BULLET} "),
     # "● Bash(…)", "● mcp - tool (MCP)(…)", "● Read 2 files (ctrl+o to expand)".
@@ -195,9 +212,7 @@ CODEX: Final = AgentProfile(
     answer_start=_rx(r"^• "),
     answer_exclude=_rx(r"^• Working\b"),
     tool_output=_rx(r"^[ \t]+└"),  # "• Ran ls" / "  └ a b"
-    input_line=_rx(
-        rf"^{_CODEX_PROMPT} (?P<text>[^\n]*(?:\n[ \t]+\S[^\n]*)*)(?:\n(?!• )[^\n]*)*\Z"
-    ),
+    input_line=_rx(rf"^{_CODEX_PROMPT} (?P<text>[^\n]*(?:\n[ \t]+\S[^\n]*)*)(?:\n(?!• )[^\n]*)*\Z"),
     input_placeholders=tuple(
         _rx(re.escape(text))
         for text in (

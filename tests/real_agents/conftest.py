@@ -18,13 +18,14 @@ Layers, for the tests here and for later ones that route real agents through hub
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -58,6 +59,8 @@ CLAUDE_QUIET_ENV = {
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
+    # Otherwise it runs `git clone` of the official plugin marketplace (a public host).
+    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
 }
 
 LEAKY_ENV = (
@@ -74,6 +77,9 @@ LEAKY_ENV = (
     "TMUX_PANE",
 )
 """Variables of the calling process that would point an agent somewhere else: removed."""
+
+DAEMON_TERM_TIMEOUT_S = 1.0
+"""The app-server daemon often ignores SIGTERM for seconds; then it gets SIGKILL."""
 
 SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "fish"})
 RULE = "────"
@@ -134,7 +140,13 @@ def write_claude_config(home: Path, cwd: Path, api_key: str, version: str) -> Pa
         "hasCompletedProjectOnboarding": True,
         "allowedTools": [],
     }
-    data.update(hasCompletedOnboarding=True, lastOnboardingVersion=version, theme="dark")
+    data.update(
+        hasCompletedOnboarding=True,
+        lastOnboardingVersion=version,
+        theme="dark",
+        officialMarketplaceAutoInstallAttempted=True,
+        officialMarketplaceAutoInstalled=False,
+    )
     path.write_text(json.dumps(data, indent=2))
     return path
 
@@ -216,21 +228,26 @@ def codex_daemons(codex_home: Path) -> list[psutil.Process]:
 
 
 def end_codex_daemons(codex_home: Path, timeout_s: float = 5.0) -> list[int]:
-    """End every ``codex app-server`` of ``codex_home`` by pid; return the pids ended."""
+    """End every ``codex app-server`` of ``codex_home`` by pid; return the pids ended.
+
+    All get SIGTERM together, then SIGKILL after ``DAEMON_TERM_TIMEOUT_S``; repeated
+    until none is left (one may have started another on its way out).
+    """
     ended: list[int] = []
     deadline = time.monotonic() + timeout_s
-    while True:
-        daemons = codex_daemons(codex_home)
-        if not daemons:
-            return ended
+    while daemons := codex_daemons(codex_home):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"codex app-server daemons still running: {daemons}")
         for proc in daemons:
             ended.append(proc.pid)
-            kill_tree(proc.pid)
-        if time.monotonic() > deadline:
-            left = [p.pid for p in codex_daemons(codex_home)]
-            if left:
-                raise AssertionError(f"codex app-server daemons still running: {left}")
-            return ended
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        _, alive = psutil.wait_procs(daemons, timeout=DAEMON_TERM_TIMEOUT_S)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=DAEMON_TERM_TIMEOUT_S)
+    return ended
 
 
 def process_tree(pid: int) -> list[tuple[int, int, str]]:
@@ -267,7 +284,6 @@ class RealPane:
     env: dict[str, str]
     codex_home: Path | None = None
     startup_s: float | None = None
-    extra_cleanup: list[Callable[[], None]] = field(default_factory=list)
 
     def tmux(self, *args: str) -> str:
         """Run a tmux command on this pane's server; return its stdout."""
@@ -342,13 +358,13 @@ class RealPane:
             raise AssertionError(f"no {self.kind} process in pane {self.pane_id}")
         return proc.pid
 
-    def stop(self) -> list[int]:
-        """End the pane's processes by pid, then any Codex daemon; return the daemon pids."""
+    def stop(self) -> None:
+        """End the pane's processes by pid (a Codex daemon is ended with ``end_codex_daemons``).
+
+        While the Codex TUI runs, its daemon is still its child and goes with it; after
+        the TUI exits, the daemon lives on under init.
+        """
         kill_tree(self.pane_pid)
-        ended = end_codex_daemons(self.codex_home) if self.codex_home is not None else []
-        for cleanup in self.extra_cleanup:
-            cleanup()
-        return ended
 
 
 def start_agent_pane(

@@ -34,6 +34,9 @@ PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("codex", "0.171.0"),
 )
 
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
+"""Taken when this module is imported, so a test's temporary HOME does not move the cache."""
+
 MARKER_NAME = ".madohub-installed"
 NPM_TIMEOUT_S = 600.0
 VERSION_TIMEOUT_S = 60.0
@@ -46,16 +49,16 @@ class AgentInstallError(MadohubError):
 def agent_cache_dir() -> Path:
     """The folder holding one npm prefix per installed agent version."""
     env = os.environ.get("MADOHUB_AGENT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "madohub_nb" / "agents"
+    return Path(env).expanduser() if env else DEFAULT_CACHE_DIR
 
 
 def agent_prefix(name: str, version: str) -> Path:
     """The npm prefix for one agent version: ``<cache>/<name>-<version>``."""
     _check_name(name)
     if not version or "/" in version or version.startswith("."):
-        raise MadohubValueError(f"bad agent version {version!r}: give an exact version like 2.1.197")
+        raise MadohubValueError(
+            f"bad agent version {version!r}: give an exact version like 2.1.197"
+        )
     return agent_cache_dir() / f"{name}-{version}"
 
 

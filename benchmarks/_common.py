@@ -1,0 +1,353 @@
+"""Shared pieces of the benchmarks: private tmux servers, a temporary HOME, CPU accounting, output.
+
+Every benchmark prints one line per target, ``name: value (target …) baseline …``
+(the baseline is the plainest way to do the same job, measured in the same run),
+with ``MISSED`` appended when the target was not met, then ``targets met`` or
+``TARGET MISSED: …``. A missed target is a result, not a failure: the exit code
+is 0. It is 2 only when the benchmark could not measure at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("MADOHUB_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures"
+CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+"""Resolution of the kernel's CPU time accounting (10 ms on most Linux systems)."""
+
+_ENV_CLEARED = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "TMUX", "TMUX_PANE")
+
+
+class CouldNotMeasure(Exception):
+    """The benchmark could not take its measurement (not: a target was missed)."""
+
+
+# --------------------------------------------------------------------------- output
+
+
+@dataclass
+class Report:
+    """Collects target lines and prints them as they come."""
+
+    title: str
+    missed: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+    def target(self, name: str, value: str, target: str, baseline: str, ok: bool) -> None:
+        line = f"{name}: {value} (target {target}) baseline {baseline}" + ("" if ok else "  MISSED")
+        if not ok:
+            self.missed.append(name)
+        self.lines.append(line)
+        print(line, flush=True)
+
+    def info(self, text: str) -> None:
+        """A line that is not a target (what ran, a secondary figure)."""
+        print(f"  {text}", flush=True)
+
+    def finish(self) -> int:
+        print("targets met" if not self.missed else f"TARGET MISSED: {', '.join(self.missed)}", flush=True)
+        return 0
+
+
+def run_main(main: Callable[[argparse.Namespace, Report], None], parser: argparse.ArgumentParser) -> int:
+    """Parse arguments, run ``main`` and turn "could not measure" into exit code 2."""
+    args = parser.parse_args()
+    report = Report(parser.description or "")
+    print(f"# {report.title} — {machine()}", flush=True)
+    try:
+        main(args, report)
+    except CouldNotMeasure as exc:
+        print(f"COULD NOT MEASURE: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 2
+    except Exception:
+        traceback.print_exc()
+        print("COULD NOT MEASURE: the benchmark failed (traceback above)", file=sys.stderr, flush=True)
+        return 2
+    return report.finish()
+
+
+def machine() -> str:
+    """nproc, CPU model, Python and tmux versions: what a figure depends on."""
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    tmux = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip() or "no tmux"
+    return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {tmux}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1), the same rule as bench_log.py."""
+    if not values:
+        raise CouldNotMeasure("no samples were collected")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def kill_tree(pid: int, timeout_s: float = 3.0) -> None:
+    """End ``pid`` and all its descendants (by pid; never by name)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and everything it started: its own, its reaped children's, its live descendants'.
+
+    Counting a live child's time and, once it is reaped, the parent's
+    cumulative children time gives consistent differences between two
+    readings (a child reaped in between is counted once).
+    """
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess as exc:
+        raise CouldNotMeasure(f"process {pid} is gone") from exc
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def server_pid(socket: str) -> int | None:
+    out = subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "#{pid}"], capture_output=True, text=True
+    )
+    text = out.stdout.strip()
+    return int(text) if out.returncode == 0 and text.isdigit() else None
+
+
+def tmux_server_cpu_seconds(pid: int) -> float:
+    """The tmux server's own CPU time plus its reaped children's (not its live panes' programs)."""
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess as exc:
+        raise CouldNotMeasure(f"the tmux server (pid {pid}) is gone") from exc
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def stop_tmux_server(socket: str) -> None:
+    """Kill a private tmux server and the programs in its panes (by pid)."""
+    pid = server_pid(socket)
+    panes: list[int] = []
+    if pid is not None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            panes = [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    for child in panes:
+        kill_tree(child, 1.0)
+    if pid is not None:
+        kill_tree(pid, 1.0)
+
+
+@contextlib.contextmanager
+def private_tmux(tag: str) -> Iterator[str]:
+    """A private tmux socket name (``mhbench-<tag>-<pid>``); the server is killed afterwards."""
+    name = f"mhbench-{tag}-{os.getpid()}"
+    stop_tmux_server(name)
+    try:
+        yield name
+    finally:
+        stop_tmux_server(name)
+
+
+@contextlib.contextmanager
+def temp_home(tag: str) -> Iterator[Path]:
+    """A temporary folder with ``home/`` set as HOME (agent settings cleared); removed afterwards.
+
+    Yields the folder (HOME is ``folder / "home"``), for logs and scratch files.
+    """
+    root = Path(tempfile.mkdtemp(prefix=f"mhbench-{tag}-"))
+    home = root / "home"
+    home.mkdir()
+    saved = {k: os.environ.get(k) for k in ("HOME", *_ENV_CLEARED)}
+    os.environ["HOME"] = str(home)
+    for key in _ENV_CLEARED:
+        os.environ.pop(key, None)
+    try:
+        yield root
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_for(cond: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
+    """Poll ``cond`` until truthy; CouldNotMeasure after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise CouldNotMeasure(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+# --------------------------------------------------------------------------- pane programs
+
+SHELL_COMMAND = "bash --norc --noprofile"
+
+CLAUDE_LIKE_SOURCE = r'''#!{python}
+"""A quiet Claude-like pane program for benchmarks: draws Claude's idle input box, records input.
+
+Its file is named ``claude`` (run through its #! line, so the process is named
+``claude`` too): the toolkit finds it as the agent process.
+Every message typed into it (up to a CR outside a bracketed paste) is appended
+to the log as a JSON line: {"first": <wall time of its first byte>, "end": ..., "text": ...}.
+It never redraws, so an idle tile of it is silent.
+"""
+import json, os, sys, time, tty
+
+log = open(sys.argv[1], "a", buffering=1)
+tty.setraw(0)
+rule = "\u2500" * 60
+os.write(1, ("\x1b[?2004h\x1b[2J\x1b[H" + rule + "\r\n\u276f \r\n" + rule + "\r\n").encode())
+first = None
+text = bytearray()
+pending = b""
+in_paste = False
+while True:
+    data = os.read(0, 65536)
+    if not data:
+        break
+    now = time.time()
+    data = pending + data
+    pending = b""
+    i = 0
+    while i < len(data):
+        if data.startswith(b"\x1b[200~", i):
+            in_paste, i = True, i + 6
+            first = first or now
+            continue
+        if data.startswith(b"\x1b[201~", i):
+            in_paste, i = False, i + 6
+            continue
+        if data[i] == 0x1b and len(data) - i < 6:
+            pending = data[i:]
+            break
+        b = data[i]
+        i += 1
+        if b == 13 and not in_paste:
+            if first is not None:
+                log.write(json.dumps({"first": first, "end": now, "text": text.decode("utf-8", "replace")}) + "\n")
+            first, text = None, bytearray()
+            continue
+        if first is None:
+            first = now
+        text.append(10 if b == 13 else b)
+'''
+
+
+def write_claude_like(folder: Path) -> Path:
+    """Write the Claude-like recorder program as ``folder/bin/claude`` and return its path."""
+    path = folder / "bin" / "claude"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(CLAUDE_LIKE_SOURCE.replace("{python}", sys.executable, 1))
+    path.chmod(0o755)
+    return path
+
+
+def claude_like_command(program: Path, log: Path) -> str:
+    return f"{program} {log}"
+
+
+def standin_available() -> bool:
+    """Is the package's stand-in agent (madohub_nb.demo.standin_command) importable?"""
+    try:
+        from madohub_nb.demo import standin_command  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- profiling
+
+
+def start_py_spy(pid: int, out: Path, duration_s: float) -> subprocess.Popen[bytes] | None:
+    """Sample ``pid`` (all threads, C frames off) into a collapsed-stack file; None without py-spy."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(exe).exists():
+        print("  (py-spy not installed: .venv/bin/pip install py-spy)", flush=True)
+        return None
+    return subprocess.Popen(
+        [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200",
+         "--duration", str(max(1, round(duration_s))), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def summarize_collapsed(path: Path, top: int = 12) -> list[str]:
+    """The functions that were on CPU most often (self and inclusive), from a py-spy raw file."""
+    self_counts: Counter[str] = Counter()
+    incl_counts: Counter[str] = Counter()
+    total = 0
+    if not path.exists():
+        return ["(no profile written)"]
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f for f in stack.split(";") if f]
+        if not frames:
+            continue
+        total += n
+        self_counts[_frame(frames[-1])] += n
+        for f in {_frame(f) for f in frames}:
+            incl_counts[f] += n
+    if not total:
+        return ["(no samples: the process was idle)"]
+    out = [f"{total} samples"]
+    out += [f"self {100 * n / total:5.1f}%  {f}" for f, n in self_counts.most_common(top)]
+    out += [f"incl {100 * n / total:5.1f}%  {f}" for f, n in incl_counts.most_common(top * 2)]
+    return out
+
+
+def _frame(frame: str) -> str:
+    """``func (path/to/file.py:12)`` → ``func (file.py)`` so lines of one function add up."""
+    name, _, where = frame.partition(" (")
+    file = where.rsplit(":", 1)[0].rsplit("/", 1)[-1]
+    return f"{name} ({file})" if file else name

@@ -1,0 +1,260 @@
+"""Trigger latency: from a finished turn to the trigger firing, and to the first typed byte.
+
+Run: ``.venv/bin/python benchmarks/bench_trigger_latency.py [--quick]``.
+
+Source tiles (plain shells, and stand-in Claude agents when the package has
+them) finish turns one at a time; each has an on-idle route into one target
+tile, a quiet Claude-like program that records the wall time of the first
+byte of every message typed into it. An observer (a tmux control-mode client
+of this script's own) timestamps every byte each source pane writes. Per turn:
+
+- condition → fire: the round log's ``fired_at`` minus (last output byte of
+  the turn + ``idle_delay_ms``); the completion marker is on screen from that
+  last byte on;
+- turn → first typed byte: the target's first byte minus the last output byte
+  (the target is ``idle_delay_ms`` + under 300 ms).
+
+Baseline: a claude-squad-style poller in this script, capturing each source
+pane every 500 ms and hashing it, "fires" once the hash has not changed for
+``idle_delay_ms``; its lag over the same condition is measured on the same turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    SHELL_COMMAND,
+    CouldNotMeasure,
+    Report,
+    claude_like_command,
+    percentile,
+    private_tmux,
+    run_main,
+    standin_available,
+    temp_home,
+    wait_for,
+    write_claude_like,
+)
+
+IDLE_DELAY_MS = 1000
+FIRE_P95_TARGET_MS = 100.0
+FIRST_BYTE_EXTRA_TARGET_MS = 300.0
+POLL_S = 0.5
+
+
+class Observer:
+    """A control-mode client of our own: the wall time of every ``%output`` per pane."""
+
+    def __init__(self, socket: str, session: str) -> None:
+        self.proc = subprocess.Popen(
+            ["tmux", "-L", socket, "-C", "attach-session", "-t", f"={session}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        self.times: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(b"%output "):
+                now = time.time()
+                pane = line.split(b" ", 2)[1].decode()
+                with self.lock:
+                    self.times.setdefault(pane, []).append(now)
+
+    def last_output(self, pane: str, before: float) -> float | None:
+        """The wall time of the pane's last output at or before ``before``."""
+        with self.lock:
+            return next((t for t in reversed(self.times.get(pane, [])) if t <= before), None)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+class Poller:
+    """The baseline: capture-pane every 500 ms, hash, fire after ``idle_delay_ms`` without change."""
+
+    def __init__(self, socket: str, panes: list[str], idle_s: float) -> None:
+        self.socket, self.panes, self.idle_s = socket, panes, idle_s
+        self.fires: dict[str, list[float]] = {p: [] for p in panes}
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        last: dict[str, str] = {}
+        changed: dict[str, float] = {}
+        fired: dict[str, bool] = {}
+        while not self.stop.is_set():
+            started = time.monotonic()
+            for pane in self.panes:
+                out = subprocess.run(
+                    ["tmux", "-L", self.socket, "capture-pane", "-p", "-t", pane], capture_output=True
+                ).stdout
+                now = time.time()
+                digest = hashlib.sha256(out).hexdigest()
+                if last.get(pane) != digest:
+                    last[pane], changed[pane], fired[pane] = digest, now, False
+                elif not fired.get(pane) and now - changed[pane] >= self.idle_s:
+                    fired[pane] = True
+                    with self.lock:
+                        self.fires[pane].append(now)
+            self.stop.wait(max(0.0, POLL_S - (time.monotonic() - started)))
+
+    def fire_after(self, pane: str, t: float) -> float | None:
+        with self.lock:
+            return next((f for f in self.fires[pane] if f > t), None)
+
+
+@dataclass
+class Source:
+    name: str
+    kind: str
+    pane: str = ""
+    samples: list[tuple[float, float, float | None]] = field(default_factory=list)
+    """(condition → fire ms, turn → first byte ms, poller condition → fire ms)."""
+
+
+def read_inputs(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main(args: argparse.Namespace, report: Report) -> None:
+    import madohub_nb as mh
+
+    turns = args.turns or (8 if args.quick else 32)
+    kinds = ["shell", "claude"] if standin_available() and args.sources != "shell" else ["shell"]
+    if args.sources == "standin" and not standin_available():
+        raise CouldNotMeasure("stand-in agents (madohub_nb.demo.standin_command) are not importable")
+    if args.sources == "standin":
+        kinds = ["claude"]
+    # Two sources per kind, taking turns; a route makes at most 20 rounds.
+    per_source = max(1, -(-turns // (2 * len(kinds))))
+    if per_source > 20:
+        raise CouldNotMeasure("at most 20 turns per source (max_rounds); ask for fewer turns")
+    with temp_home("latency") as root, private_tmux("latency") as socket:
+        work = root / "work"
+        work.mkdir()
+        hub = mh.Hub(socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3")
+        observer: Observer | None = None
+        poller: Poller | None = None
+        try:
+            program = write_claude_like(root)
+            inputs = root / "target-inputs.jsonl"
+            hub.tile("target", agent="claude", command=claude_like_command(program, inputs), cwd=work)
+            sources = [Source(f"{k}{i}", k) for i in (1, 2) for k in kinds]
+            for src in sources:
+                if src.kind == "shell":
+                    tile = hub.tile(src.name, agent="shell", command=SHELL_COMMAND, cwd=work)
+                else:
+                    from madohub_nb.demo import standin_command
+
+                    tile = hub.tile(src.name, agent="claude", command=standin_command("claude", persona="echo"),
+                                    cwd=work, env={"MADOHUB_STANDIN_THINK_S": "0.2"})
+                src.pane = tile.pane_id
+            for name in ["target", *(s.name for s in sources)]:
+                tile = hub.tiles[name]
+                wait_for(lambda t=tile: t.state == "idle", 30, f"tile {name} to be idle", 0.1)
+            routes = [
+                hub.connect(src.name, "target", trigger="on-idle", transform="prompt-wrap",
+                            template="turn {round} from {source}", cooldown_ms=1000, max_rounds=20)
+                for src in sources
+            ]
+            wait_for(lambda: all(r.ready.is_set() for r in routes), 30, "routes to listen")
+            observer = Observer(socket, hub.session_name)
+            poller = Poller(socket, [s.pane for s in sources], IDLE_DELAY_MS / 1000)
+            time.sleep(1.5)  # the poller has seen every screen settle
+            report.info(f"{len(sources)} sources ({', '.join(s.name for s in sources)}) → 1 target, "
+                        f"idle_delay_ms={IDLE_DELAY_MS}, {per_source * len(sources)} turns")
+            done = 0
+            for k in range(per_source):
+                for src in sources:
+                    text = f"echo turn-{k}-{src.name}" if src.kind == "shell" else f"answer turn {k} please"
+                    subprocess.run(["tmux", "-L", socket, "send-keys", "-t", src.pane, "-l", "--", text], check=True)
+                    subprocess.run(["tmux", "-L", socket, "send-keys", "-t", src.pane, "Enter"], check=True)
+                    done += 1
+                    hub.wait_rounds_sync(done, 30)
+                    wait_for(lambda n=done: len(read_inputs(inputs)) >= n, 15, "the target to receive the prompt")
+                    rec = hub.log.df.sort_values("fired_at").iloc[-1]
+                    if rec["status"] != "delivered" or rec["source"] != src.name:
+                        raise CouldNotMeasure(f"round {done} went wrong: {rec['source']} {rec['status']} {rec['error']}")
+                    fired = rec["fired_at"].timestamp()
+                    last = observer.last_output(src.pane, fired)
+                    if last is None:
+                        raise CouldNotMeasure(f"the observer saw no output from {src.name}")
+                    first = float(read_inputs(inputs)[done - 1]["first"])  # type: ignore[arg-type]
+                    polled = wait_for(lambda p=src.pane, t=last: poller.fire_after(p, t), 5,
+                                      "the baseline poller to fire")
+                    condition = last + IDLE_DELAY_MS / 1000
+                    src.samples.append(
+                        ((fired - condition) * 1000, (first - last) * 1000, (float(polled) - condition) * 1000)  # type: ignore[arg-type]
+                    )
+                    time.sleep(0.2)
+        finally:
+            if poller is not None:
+                poller.stop.set()
+                poller.thread.join(5)
+            if observer is not None:
+                observer.close()
+            hub.close()
+
+    fire = [s for src in sources for s, _, _ in src.samples]
+    first_byte = [b for src in sources for _, b, _ in src.samples]
+    polled_lag = [p for src in sources for _, _, p in src.samples if p is not None]
+    for kind in kinds:
+        mine = [x for src in sources if src.kind == kind for x in src.samples]
+        report.info(
+            f"{kind} sources: condition→fire p50 {percentile([m[0] for m in mine], 0.5):.1f} ms, "
+            f"p95 {percentile([m[0] for m in mine], 0.95):.1f} ms; turn→first byte p50 "
+            f"{percentile([m[1] for m in mine], 0.5):.0f} ms, p95 {percentile([m[1] for m in mine], 0.95):.0f} ms"
+        )
+    p95 = percentile(fire, 0.95)
+    report.target(
+        f"trigger latency ({len(fire)} turns, condition holds → fired_at)",
+        f"p95 {p95:.1f} ms (p50 {percentile(fire, 0.5):.1f}, max {max(fire):.1f})",
+        f"p95 < {FIRE_P95_TARGET_MS:.0f} ms",
+        f"500 ms capture-pane poller p95 {percentile(polled_lag, 0.95):.0f} ms "
+        f"(p50 {percentile(polled_lag, 0.5):.0f}, max {max(polled_lag):.0f})",
+        p95 < FIRE_P95_TARGET_MS,
+    )
+    extra = [b - IDLE_DELAY_MS for b in first_byte]
+    p95_extra = percentile(extra, 0.95)
+    report.target(
+        f"turn → first typed byte ({len(first_byte)} turns)",
+        f"idle_delay_ms + {p95_extra:.0f} ms p95 (p50 +{percentile(extra, 0.5):.0f}, max +{max(extra):.0f})",
+        f"idle_delay_ms + < {FIRST_BYTE_EXTRA_TARGET_MS:.0f} ms",
+        f"the poller's trigger alone adds up to {max(polled_lag):.0f} ms",
+        p95_extra < FIRST_BYTE_EXTRA_TARGET_MS,
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="trigger latency benchmark")
+    p.add_argument("--quick", action="store_true", help="8 turns instead of 32")
+    p.add_argument("--turns", type=int, help="turns in all (spread over the sources)")
+    p.add_argument("--sources", choices=["auto", "shell", "standin"], default="auto",
+                   help="auto: shells and stand-in Claude agents (when available)")
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, parser()))

@@ -1,0 +1,112 @@
+"""Launchers for the stand-in agents: executable files named ``claude`` and ``codex``.
+
+A launcher is a script whose ``#!`` line is this interpreter's absolute path,
+so the kernel names the process after the script (``claude``), exactly what a
+router's process-tree walk looks for. Tiles start stand-ins with
+``standin_command(...)``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Final
+
+from ..errors import MadohubValueError
+from ..settings import check_choice
+from .personas import DEFAULT_PERSONA, PERSONAS
+
+STANDIN_KINDS: Final = ("claude", "codex")
+_MODULES: Final = {
+    "claude": "madohub_nb.demo.standin_claude",
+    "codex": "madohub_nb.demo.standin_codex",
+}
+# Options standin_command accepts, and the stand-ins that understand each.
+_OPTIONS: Final = {
+    "think_s": ("claude", "codex"),
+    "allow_bash": ("claude",),
+    "skip_permissions": ("claude",),
+}
+_FLAGS: Final = {
+    "think_s": "--think-s",
+    "allow_bash": "--allow-bash",
+    "skip_permissions": "--dangerously-skip-permissions",
+}
+
+
+def _launcher_text(kind: str) -> str:
+    package_dir = Path(__file__).resolve().parents[1]
+    return (
+        f"#!{sys.executable}\n"
+        f'"""madohub_nb stand-in {kind} (no API, no network)."""\n'
+        "import sys\n"
+        "import types\n"
+        "\n"
+        "# Load only the stand-in's own modules: the package __init__ loads the hub,\n"
+        "# pandas and anthropic (seconds of start-up a stand-in does not need).\n"
+        'package = types.ModuleType("madohub_nb")\n'
+        f"package.__path__ = [{str(package_dir)!r}]\n"
+        'sys.modules.setdefault("madohub_nb", package)\n'
+        f"from {_MODULES[kind]} import main\n"
+        "\n"
+        "sys.exit(main())\n"
+    )
+
+
+def install_standins(bin_dir: Path) -> dict[str, Path]:
+    """Write executable ``claude`` and ``codex`` launchers into ``bin_dir``; return their paths."""
+    bin_dir = Path(bin_dir).expanduser()
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for kind in STANDIN_KINDS:
+        path = bin_dir / kind
+        text = _launcher_text(kind)
+        if not path.is_file() or path.read_text() != text:
+            tmp = bin_dir / f".{kind}.tmp{os.getpid()}"
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, path)
+        paths[kind] = path
+    return paths
+
+
+def default_bin_dir() -> Path:
+    """Where ``standin_command`` keeps launchers: ``$XDG_CACHE_HOME`` or ``~/.cache``, ``madohub_nb/bin``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "madohub_nb" / "bin"
+
+
+def standin_command(
+    kind: str,
+    persona: str = DEFAULT_PERSONA,
+    *,
+    bin_dir: Path | None = None,
+    **opts: object,
+) -> str:
+    """A shell command that starts a stand-in, e.g. ``'/…/bin/claude' --persona writer``.
+
+    ``opts``: ``think_s`` (seconds per turn), and for ``claude`` ``allow_bash``
+    (really run ``[[bash CMD]]``) and ``skip_permissions`` (no permission prompt).
+    Launchers are written to ``bin_dir`` (default ``default_bin_dir()``) when needed.
+    """
+    check_choice("stand-in kind", kind, STANDIN_KINDS)
+    check_choice("persona", persona, PERSONAS)
+    words = [str(install_standins(bin_dir or default_bin_dir())[kind]), "--persona", persona]
+    for name, value in opts.items():
+        if name not in _OPTIONS:
+            raise MadohubValueError(
+                f"unknown stand-in option {name!r}; allowed: {', '.join(_OPTIONS)}"
+            )
+        if kind not in _OPTIONS[name]:
+            raise MadohubValueError(
+                f"option {name!r} is for the {' and '.join(_OPTIONS[name])} stand-in only"
+            )
+        if name == "think_s":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise MadohubValueError(f"think_s must be 0 or more seconds, got {value!r}")
+            words += [_FLAGS[name], str(float(value))]
+        elif value:
+            words.append(_FLAGS[name])
+    return shlex.join(words)

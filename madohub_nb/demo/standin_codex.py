@@ -1,0 +1,570 @@
+"""Stand-in Codex CLI: a process named ``codex`` that looks and files like Codex 0.171.0.
+
+It draws the Codex TUI (``fixtures/real/screens/codex_0*.txt``): history at
+the top, the composer ``›`` pinned to the bottom, ``• Working (Ns • esc to
+interrupt)`` while busy. It has Codex's paste-burst quirk (REAL-AGENTS.md): an
+Enter that follows typed text within 0.3 s inserts a newline instead of
+submitting, so routers must pause before Enter. It writes a rollout file with
+the real record shapes (``fixtures/real/codex/codex_rollout_tui.jsonl``) and
+keeps it open while running, as the real one does. No network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Final
+
+from . import personas
+from .standin_tui import (
+    TICK_S,
+    InputLine,
+    Key,
+    StandinApp,
+    build_parser,
+    indent_rows,
+    iso_utc,
+    plan_turn,
+    set_process_name,
+    style,
+    think_seconds,
+    wrap,
+)
+
+VERSION: Final = "0.171.0"
+PASTE_BURST_S: Final = 0.3
+"""An Enter this soon after typed text is part of a paste burst: it inserts a newline."""
+
+CONTEXT_WINDOW: Final = 258400
+_DIM = "2"
+
+
+def codex_home(env: dict[str, str] | None = None) -> Path:
+    """``$CODEX_HOME``, else ``$HOME/.codex``."""
+    env = dict(os.environ) if env is None else env
+    if env.get("CODEX_HOME"):
+        return Path(env["CODEX_HOME"])
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (version 7), the kind Codex uses for sessions and turns."""
+    ms = int(time.time() * 1000)
+    rand = int.from_bytes(secrets.token_bytes(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _usage(total_in: int, total_out: int) -> dict[str, int]:
+    return {
+        "input_tokens": total_in,
+        "cached_input_tokens": 0,
+        "cache_write_input_tokens": 0,
+        "output_tokens": total_out,
+        "reasoning_output_tokens": 0,
+        "total_tokens": total_in + total_out,
+    }
+
+
+class CodexRollout:
+    """The rollout file of one Codex session, created at the first prompt and kept open."""
+
+    def __init__(self, home: Path, cwd: str, persona: str) -> None:
+        self.session_id = uuid7()
+        self.started = time.time()
+        self.cwd = cwd
+        self.model = f"standin-{persona}"
+        local = datetime.fromtimestamp(self.started)
+        self.path = (
+            home
+            / "sessions"
+            / local.strftime("%Y/%m/%d")
+            / f"rollout-{local.strftime('%Y-%m-%dT%H-%M-%S')}-{self.session_id}.jsonl"
+        )
+        self._file: IO[str] | None = None
+        self._ordinal = 0
+        self._history = 0
+        self._inputs = 0
+        self._tokens_in = 0
+        self._tokens_out = 0
+
+    def _write(
+        self, kind: str, payload: dict[str, Any], metadata: dict[str, Any] | None = None
+    ) -> None:
+        if self._file is None:
+            self._open()
+        assert self._file is not None
+        record: dict[str, Any] = {
+            "timestamp": iso_utc(),
+            "ordinal": self._ordinal,
+            "type": kind,
+            "payload": payload,
+        }
+        if metadata is not None:
+            record["metadata"] = metadata
+        self._ordinal += 1
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._write(
+            "session_meta",
+            {
+                "account_scoped": False,
+                "session_id": self.session_id,
+                "id": self.session_id,
+                "timestamp": iso_utc(self.started),
+                "cwd": self.cwd,
+                "runtime_workspace_roots": [self.cwd],
+                "originator": "codex-tui",
+                "cli_version": VERSION,
+                "source": "cli",
+                "thread_source": "user",
+                "model_provider": "standin",
+                "base_instructions": {"text": "You are a stand-in for the Codex CLI (madohub_nb)."},
+                "history_mode": "paginated",
+                "context_window": {"window_id": uuid7()},
+                "git": {},
+            },
+        )
+
+    def _message(self, role: str, text: str, turn_id: str, kind: str, provenance: str) -> None:
+        message_id = f"msg_{uuid7()}"
+        self._history += 1
+        self._write(
+            "response_item",
+            {
+                "type": "message",
+                "id": message_id,
+                "role": role,
+                "content": [{"type": "input_text", "text": text}],
+                "internal_chat_message_metadata_passthrough": {
+                    "turn_id": turn_id,
+                    "create_time": time.time(),
+                    "content_item_kinds": [kind],
+                    "content_item_metadata": [{"provenance": {"type": provenance}}],
+                },
+            },
+            {
+                "history_sequence": self._history,
+                "sampled_through_sequence": 0,
+                "client_authored": False,
+                "model_search_state": "unused",
+            },
+        )
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "model_provider_id": "standin",
+            "approval_policy": "on-request",
+            "approvals_reviewer": "user",
+            "requested_approvals_reviewer": "user",
+            "permission_profile": {"type": "managed", "network": "restricted"},
+            "active_permission_profile": {"id": ":workspace"},
+            "cwd": self.cwd,
+            "runtime_workspace_roots": [self.cwd],
+            "collaboration_mode": {"mode": "default"},
+            "disabled_plugin_ids": [],
+        }
+
+    def turn_started(self, prompt: str) -> str:
+        """The records of a submitted prompt; returns the turn id."""
+        turn_id = uuid7()
+        first = self._file is None
+        self._write(
+            "event_msg",
+            {
+                "type": "thread_settings_applied",
+                "thread_id": self.session_id,
+                "thread_settings": self._settings(),
+            },
+        )
+        self._write(
+            "event_msg",
+            {
+                "type": "task_started",
+                "turn_attribution": {
+                    "turn_id": turn_id,
+                    "turn_trigger": "user",
+                    "parent_turn_id": None,
+                    "initiating_agent_path": None,
+                    "root_turn_id": turn_id,
+                },
+                "turn_id": turn_id,
+                "root_turn_id": turn_id,
+                "started_at": int(time.time()),
+                "model_context_window": CONTEXT_WINDOW,
+                "collaboration_mode_kind": "default",
+            },
+        )
+        if first:
+            self._message(
+                "developer",
+                "<permissions instructions>stand-in</permissions instructions>",
+                turn_id,
+                "permissions.instructions",
+                "harness",
+            )
+            self._message(
+                "user",
+                f"<environment_context>\n  <cwd>{self.cwd}</cwd>\n  <shell>bash</shell>\n</environment_context>",
+                turn_id,
+                "environments.environment_context",
+                "harness",
+            )
+            self._write(
+                "world_state", {"full": True, "state": {"model": self.model, "agents_md": {}}}
+            )
+        self._write(
+            "turn_context",
+            {
+                "turn_id": turn_id,
+                "root_turn_id": turn_id,
+                "disabled_plugin_ids": [],
+                "cwd": self.cwd,
+                "approval_policy": "on-request",
+                "approvals_reviewer": "user",
+                "permission_profile": {"type": "managed", "network": "restricted"},
+                "active_permission_profile": {"id": ":workspace"},
+                "model": self.model,
+                "collaboration_mode": {"mode": "default", "settings": {"model": self.model}},
+                "multi_agent_version": "v1",
+                "realtime_active": False,
+                "summary": "none",
+                "sandbox_policy": {"type": "workspace-write", "network_access": False},
+                "file_system_sandbox_policy": {"kind": "restricted", "entries": []},
+            },
+        )
+        self._message("user", prompt, turn_id, "user.text", "user")
+        now_ms = int(time.time() * 1000)
+        self._write(
+            "event_msg",
+            {
+                "type": "item_completed",
+                "thread_id": self.session_id,
+                "turn_id": turn_id,
+                "item": {
+                    "type": "UserMessage",
+                    "id": uuid7(),
+                    "client_id": str(uuid.uuid4()),
+                    "content": [{"type": "text", "text": prompt, "text_elements": []}],
+                },
+                "started_at_ms": now_ms,
+                "completed_at_ms": now_ms,
+            },
+        )
+        return turn_id
+
+    def turn_completed(self, turn_id: str, text: str, started: float) -> None:
+        """The answer and the ``task_complete`` end-of-turn marker."""
+        message_id = f"msg_standin_{uuid.uuid4().hex[:16]}"
+        now = time.time()
+        self._write(
+            "event_msg",
+            {
+                "type": "item_completed",
+                "thread_id": self.session_id,
+                "turn_id": turn_id,
+                "item": {
+                    "type": "AgentMessage",
+                    "id": message_id,
+                    "content": [{"type": "Text", "text": text}],
+                },
+                "started_at_ms": int(started * 1000),
+                "completed_at_ms": int(now * 1000),
+            },
+        )
+        self._history += 1
+        self._write(
+            "response_item",
+            {
+                "type": "message",
+                "status": "completed",
+                "id": message_id,
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+                "internal_chat_message_metadata_passthrough": {
+                    "turn_id": turn_id,
+                    "content_item_kinds": ["unknown"],
+                },
+            },
+            {
+                "history_sequence": self._history,
+                "sampled_through_sequence": self._history - 1,
+                "client_authored": False,
+                "model_search_state": "unused",
+            },
+        )
+        turn_in, turn_out = 10, max(1, len(text) // 4)
+        self._tokens_in += turn_in
+        self._tokens_out += turn_out
+        self._write(
+            "token_usage_record",
+            {
+                "thread_id": self.session_id,
+                "turn_id": turn_id,
+                "session_id": self.session_id,
+                "root_turn_id": turn_id,
+                "response_id": f"resp_standin_{uuid.uuid4().hex[:16]}",
+                "usage": _usage(turn_in, turn_out),
+                "turn_token_usage": _usage(turn_in, turn_out),
+                "thread_token_usage": _usage(self._tokens_in, self._tokens_out),
+            },
+        )
+        self._write(
+            "event_msg",
+            {
+                "type": "token_count",
+                "info": {
+                    "total_token_usage": _usage(self._tokens_in, self._tokens_out),
+                    "last_token_usage": _usage(turn_in, turn_out),
+                    "last_usage_includes_reasoning": False,
+                    "model_context_window": CONTEXT_WINDOW,
+                },
+                "rate_limits": None,
+            },
+        )
+        self._write(
+            "event_msg",
+            {
+                "type": "task_complete",
+                "root_turn_id": turn_id,
+                "turn_id": turn_id,
+                "last_agent_message": text,
+                "started_at": int(started),
+                "completed_at": int(now),
+                "duration_ms": int((now - started) * 1000),
+                "time_to_first_token_ms": int((now - started) * 1000),
+            },
+        )
+
+    def turn_aborted(self, turn_id: str) -> None:
+        self._write(
+            "event_msg", {"type": "turn_aborted", "turn_id": turn_id, "reason": "interrupted"}
+        )
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass
+class _Turn:
+    prompt: str
+    turn_id: str
+    started: float
+    started_wall: float
+    due: float
+
+
+def _codex_paste_label(n: int, text: str) -> str | None:
+    return f"[Pasted Content {len(text)} chars]" if len(text) > 1000 else None
+
+
+def _worked_for(seconds: float) -> str:
+    if seconds < 1:
+        return "<1s"
+    if seconds < 60:
+        return f"{int(seconds)}s"
+    return f"{int(seconds) // 60}m {int(seconds) % 60:02d}s"
+
+
+class CodexStandin(StandinApp):
+    """The stand-in Codex TUI."""
+
+    def __init__(self, persona: str, think_s: float, cwd: str, home: Path) -> None:
+        super().__init__()
+        self.persona = persona
+        self.think_s = think_s
+        self.cwd = cwd
+        self.rollout = CodexRollout(home, cwd, persona)
+        self.state = "idle"
+        self.composer = InputLine(paste_label=_codex_paste_label)
+        self.history: list[tuple[str, str]] = []
+        self.queued: list[str] = []
+        self.turn: _Turn | None = None
+        self.turns = 0
+        self.last_typed = float("-inf")
+        self.spin = 0
+        self.next_spin = 0.0
+
+    def stop(self) -> None:
+        self.rollout.close()
+
+    def farewell(self) -> str:
+        if self.turns == 0:
+            return ""
+        return f"To continue this session, run codex resume {self.rollout.session_id}\r\n"
+
+    # Keys -----------------------------------------------------------------
+    def on_key(self, key: Key, now: float) -> None:
+        if key.name == "text":
+            self.composer.insert(key.text)
+            self.last_typed = now
+        elif key.name == "paste":
+            self.composer.paste(key.text)
+            self.last_typed = now
+        elif key.name == "newline":
+            self.composer.insert("\n")
+        elif key.name == "enter":
+            self._enter(now)
+        elif key.name == "backspace":
+            self.composer.backspace()
+        elif key.name == "escape" and self.state == "busy":
+            self._interrupt()
+        elif key.name == "ctrl_c":
+            if self.state == "busy":
+                self._interrupt()
+            elif self.composer.text:
+                self.composer.clear()
+            else:
+                self.quit_twice(now)
+        elif key.name == "ctrl_d" and not self.composer.text:
+            self.running = False
+
+    def _enter(self, now: float) -> None:
+        if self.composer.is_blank():
+            return
+        if now - self.last_typed < PASTE_BURST_S:
+            # Codex's paste-burst detection (REAL-AGENTS.md): Enter right after text is a newline.
+            self.composer.insert("\n")
+            return
+        prompt = self.composer.text.strip()
+        self.composer.clear()
+        if self.state == "busy":
+            self.queued.append(prompt)
+        else:
+            self._submit(prompt, now)
+
+    # Turns ----------------------------------------------------------------
+    def _submit(self, prompt: str, now: float) -> None:
+        self.turns += 1
+        self.history.append(("prompt", prompt))
+        plan = plan_turn(prompt)
+        self.turn = _Turn(
+            prompt=prompt,
+            turn_id=self.rollout.turn_started(prompt),
+            started=now,
+            started_wall=time.time(),
+            due=now + (self.think_s if plan.sleep_s is None else plan.sleep_s),
+        )
+        self.state = "busy"
+        self.spin = 0
+        self.next_spin = now + TICK_S
+
+    def on_tick(self, now: float) -> None:
+        turn = self.turn
+        if self.state != "busy" or turn is None:
+            return
+        if now >= turn.due:
+            text = personas.reply(self.persona, turn.prompt, self.turns)
+            self.rollout.turn_completed(turn.turn_id, text, turn.started_wall)
+            self.history.append(("answer", text))
+            self.history.append(
+                ("worked", f"Worked for {_worked_for(now - turn.started)} • {datetime.now():%H:%M}")
+            )
+            self.turn = None
+            self.state = "idle"
+            if self.queued:
+                prompt = "\n".join(self.queued)
+                self.queued.clear()
+                self._submit(prompt, now)
+            return
+        while now >= self.next_spin:
+            self.spin += 1
+            self.next_spin += TICK_S
+
+    def deadline(self, now: float) -> float | None:
+        if self.state == "busy" and self.turn is not None:
+            return min(self.turn.due, self.next_spin)
+        return None
+
+    def _interrupt(self) -> None:
+        if self.turn is not None:
+            self.rollout.turn_aborted(self.turn.turn_id)
+        self.history.append(
+            ("note", "Conversation interrupted - tell the model what to do differently.")
+        )
+        self.turn = None
+        self.state = "idle"
+        if self.queued:
+            self.composer.insert("\n".join(self.queued))
+            self.queued.clear()
+
+    # Screen ---------------------------------------------------------------
+    def final_frame(self) -> list[str]:
+        cols, _ = self.painter.size()
+        return self._conversation_rows(cols)
+
+    def _conversation_rows(self, cols: int) -> list[str]:
+        rows = [
+            "",
+            "  " + style("38;5;75", ">_ ") + style("1", "OpenAI Codex") + f" (v{VERSION})",
+            "     " + style(_DIM, self.cwd),
+            "",
+            "",
+        ]
+        for kind, text in self.history:
+            if kind == "prompt":
+                rows += indent_rows(text, cols, "› ", "  ") + ["", ""]
+            elif kind == "answer":
+                rows += indent_rows(text, cols, "• ", "  ") + [""]
+            elif kind == "worked":
+                rows += [style(_DIM, "  " + text), "", ""]
+            else:
+                rows += indent_rows(text, cols, "■ ", "  ") + [""]
+        return rows
+
+    def frame(self) -> list[str]:
+        cols, lines = self.painter.size()
+        top = self._conversation_rows(cols)
+        bottom: list[str] = []
+        if self.state == "busy" and self.turn is not None:
+            secs = int(time.monotonic() - self.turn.started)
+            # The word shimmers in the real TUI; alternating its weight keeps a busy pane talking.
+            word = style("1" if self.spin % 2 else _DIM, "Working")
+            bottom += [f"• {word} ({secs}s • esc to interrupt)", ""]
+            for q in self.queued:
+                bottom += indent_rows(q, cols, "  ↳ ", "    ")
+            bottom.append("")
+        if self.composer.parts:
+            body = wrap(self.composer.shown, cols - 3)
+            composer = ["› " + body[0], *("  " + r for r in body[1:])][-max(3, lines // 3) :]
+            footer = ""
+        else:
+            composer = ["› " + style(_DIM, "Ask Codex to do anything")]
+            footer = "  ← for agents · ? for shortcuts"
+            if self.quit_hint_until:
+                footer = "  ctrl + c again to quit"
+        bottom += composer + ["", f"  {self.rollout.model} default · {self.cwd}", footer]
+        room = max(lines - len(bottom), 0)
+        top = top[-room:] if room else []
+        return top + [""] * (room - len(top)) + bottom
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stand-in Codex CLI in this terminal."""
+    set_process_name("codex")
+    args = build_parser("codex").parse_args(argv)
+    app = CodexStandin(
+        persona=args.persona,
+        think_s=think_seconds(args.think_s),
+        cwd=os.path.realpath(os.getcwd()),
+        home=codex_home(),
+    )
+    return app.run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""The quickstart in a real browser: JupyterLab driven by Playwright over Debian's chromium.
+
+JupyterLab runs on 127.0.0.1 with a token, a temporary root, HOME and Jupyter
+dirs; chromium is started by this test (never downloaded by Playwright) and
+Playwright attaches to it over the DevTools protocol, so both are ended by pid.
+``tests/browser/install.sh`` installs chromium when it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import REPO, kill_tree, wait_until
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("MADOHUB_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("MADOHUB_ARTIFACTS", REPO / "tests" / "artifacts"))
+DASHBOARD_PNG = Path(os.environ.get("MADOHUB_DASHBOARD_PNG", REPO / "docs" / "dashboard.png"))
+CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+)
+RUN_TIMEOUT_MS = 150_000
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: where it listens and what it serves."""
+
+    url: str
+    token: str
+    root: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def _lab_env(base: Path, home: Path) -> dict[str, str]:
+    dirs = {
+        "JUPYTER_CONFIG_DIR": base / "jupyter-config",
+        "JUPYTER_DATA_DIR": base / "jupyter-data",
+        "JUPYTER_RUNTIME_DIR": base / "jupyter-runtime",
+        "JUPYTERLAB_SETTINGS_DIR": base / "lab-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": base / "lab-workspaces",
+        "IPYTHONDIR": base / "ipython",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    # No announcements or update checks (they would reach out to the network).
+    (dirs["JUPYTER_CONFIG_DIR"] / "jupyter_server_config.py").write_text(
+        "c.LabApp.news_url = None\n"
+        "c.LabApp.check_for_updates_class = 'jupyterlab.handlers.announcements.NeverCheckForUpdate'\n"
+    )
+    settings = {
+        # Every cell stays in the DOM, so the tile view can be read wherever it is.
+        ("notebook-extension", "tracker"): {"windowingMode": "none"},
+        # No news toast over the dashboard, and no news fetched.
+        ("apputils-extension", "notification"): {"fetchNews": "false", "checkForUpdates": False},
+    }
+    for (extension, plugin), values in settings.items():
+        folder = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / extension
+        folder.mkdir(parents=True)
+        (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "TMUX"))}
+    env.update({k: str(v) for k, v in dirs.items()})
+    env["HOME"] = str(home)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture
+def lab(tmp_path: Path, home: Path) -> Iterator[Lab]:
+    """JupyterLab on 127.0.0.1 with a copy of the quickstart; ended by pid afterwards."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root / "quickstart.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    log = tmp_path / "jupyterlab.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=_lab_env(tmp_path, home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    kernels: set[int] = set()
+    try:
+        wait_until(
+            lambda: proc.poll() is not None or _status_ok(url, token),
+            60,
+            what=f"JupyterLab to answer (log: {log})",
+        )
+        assert proc.poll() is None, log.read_text()
+        yield Lab(url, token, root, proc, log)
+        kernels = {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+    finally:
+        kill_tree(proc.pid)
+        for pid in kernels:  # a kernel killed before hub.close() leaves its tmux server
+            _kill_tmux_server(f"madohub-quickstart-{pid}")
+
+
+def _status_ok(url: str, token: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _kill_tmux_server(name: str) -> None:
+    out = subprocess.run(
+        ["tmux", "-L", name, "display-message", "-p", "#{pid}"], capture_output=True, text=True
+    )
+    if out.returncode == 0 and out.stdout.strip().isdigit():
+        kill_tree(int(out.stdout.strip()))
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[str]:
+    """Debian's chromium, headless, started here; yields its DevTools endpoint."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run tests/browser/install.sh (make test does)")
+    profile = tmp_path / "chromium-profile"
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            *CHROMIUM_ARGS,
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    port_file = profile / "DevToolsActivePort"
+    try:
+        wait_until(
+            lambda: (
+                proc.poll() is not None or (port_file.exists() and port_file.read_text().strip())
+            ),
+            30,
+            what="chromium's DevTools port",
+        )
+        assert proc.poll() is None, f"chromium exited with {proc.returncode}"
+        port = port_file.read_text().split()[0]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        kill_tree(proc.pid)
+
+
+# In-page helpers -----------------------------------------------------------------------
+
+KERNEL_READY_JS = """
+async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  const kernel = panel.sessionContext.session.kernel;
+  await kernel.info;  // the kernel_info reply: the kernel really answers
+  let text = "";
+  const future = kernel.requestExecute({code: "print('kernel', 6 * 7)"});
+  future.onIOPub = (msg) => {
+    if (msg.header.msg_type === "stream") { text += msg.content.text; }
+  };
+  await future.done;
+  return text;
+}
+"""
+
+WATCH_TILE_JS = """
+() => {
+  window.__madohub = {texts: []};
+  setInterval(() => {
+    const el = document.querySelector(".madohub-tile-screen");
+    if (!el) { return; }
+    const texts = window.__madohub.texts;
+    const text = el.innerText;
+    if (texts.length === 0 || texts[texts.length - 1] !== text) { texts.push(text); }
+  }, 50);
+}
+"""
+
+RUN_ALL_JS = """
+async () => {
+  const commands = window.jupyterapp.commands;
+  const id = commands.hasCommand("runmenu:run-all") ? "runmenu:run-all" : "notebook:run-all-cells";
+  await commands.execute(id);
+  return id;
+}
+"""
+
+NOTEBOOK_STATE_JS = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.widgets.filter((c) => c.model.type === "code");
+  const errors = [];
+  for (const cell of cells) {
+    for (const out of cell.model.outputs.toJSON()) {
+      if (out.output_type === "error") { errors.push(out.ename + ": " + out.evalue); }
+    }
+  }
+  return {
+    executed: cells.filter((c) => c.model.executionCount !== null).length,
+    running: cells.filter((c) => c.promptNode && c.promptNode.textContent.includes("*")).length,
+    total: cells.length,
+    status: panel.sessionContext.kernelDisplayStatus,
+    errors: errors,
+  };
+}
+"""
+
+
+def test_quickstart_runs_in_jupyterlab_and_the_tile_view_goes_live(lab: Lab, chromium: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(chromium)
+        context = browser.contexts[0] if browser.contexts else browser.new_context()
+        page = context.new_page()
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{lab.url}/lab/tree/quickstart.ipynb?token={lab.token}")
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext"
+        )
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
+        assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+
+        page.evaluate(WATCH_TILE_JS)
+        assert page.evaluate(RUN_ALL_JS) in ("runmenu:run-all", "notebook:run-all-cells")
+
+        # The writer's tile view is live: its text changes at least twice.
+        page.wait_for_function("() => window.__madohub.texts.length >= 3", timeout=RUN_TIMEOUT_MS)
+        texts = page.evaluate("() => window.__madohub.texts")
+        assert len(set(texts)) >= 3
+
+        # The dashboard shows logged rounds; take its picture for the README.
+        dashboard = page.locator(".madohub-dashboard").first
+        page.wait_for_selector(
+            ".madohub-dashboard .madohub-rounds tr[data-round-id]", timeout=RUN_TIMEOUT_MS
+        )
+        DASHBOARD_PNG.parent.mkdir(parents=True, exist_ok=True)
+        dashboard.screenshot(path=str(DASHBOARD_PNG))
+        page.screenshot(path=str(ARTIFACTS / "quickstart-live.png"))
+
+        # Run all finishes (the last cell closes the hub) with no error anywhere.
+        page.wait_for_function(
+            f"() => {{ const s = ({NOTEBOOK_STATE_JS})();"
+            " return s.executed === s.total && s.running === 0 && s.status === 'idle'; }",
+            timeout=RUN_TIMEOUT_MS,
+        )
+        state = page.evaluate(NOTEBOOK_STATE_JS)
+        page.screenshot(path=str(ARTIFACTS / "quickstart-done.png"), full_page=True)
+        assert state["errors"] == []
+        assert "LGTM" in "".join(texts) or any("Draft v" in t for t in texts)
+        browser.close()
+    assert DASHBOARD_PNG.stat().st_size > 10_000

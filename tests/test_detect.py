@@ -1,0 +1,355 @@
+"""Agent detection from real process trees in real tmux panes; Claude and Codex files of real processes.
+
+Stand-in agents are tiny Python scripts named ``claude``, ``codex``… with an
+absolute shebang: the kernel names the process after the script, so psutil
+sees the command name ``claude`` as it would for the real program.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import kill_tree, wait_until
+
+from madohub_nb.agents import (
+    UNKNOWN_KIND,
+    claude_config_dir,
+    codex_home,
+    detect_kind,
+    find_agent_process,
+    open_rollout_file,
+    read_session_file,
+    session_status,
+)
+from madohub_nb.errors import MadohubValueError
+
+# Holds every file named on its command line open, then sleeps.
+STAND_IN = f"""#!{sys.executable}
+import sys, time
+held = [open(path, "a") for path in sys.argv[1:]]
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    """Stand-in agents, plus ``sample`` and ``amp_tool.py`` (names that merely contain "amp")."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for name in ("claude", "codex", "amp", "opencode", "sample", "codex.js", "amp_tool.py"):
+        script = d / name
+        script.write_text(STAND_IN)
+        script.chmod(0o755)
+    return d
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """Pids of processes a test starts outside tmux; their trees are ended afterwards."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        kill_tree(pid)
+
+
+def tmux(socket: str, *args: str) -> str:
+    out = subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def new_pane(socket: str, command: str, cwd: Path | None = None) -> tuple[str, int]:
+    """A new detached session running ``command``; returns its pane id and pane pid."""
+    extra = ["-c", str(cwd)] if cwd else []
+    out = tmux(
+        socket, "new-session", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", "-x", "100", "-y", "30",
+        *extra, command,
+    )  # fmt: skip
+    pane_id, pid = out.split()
+    return pane_id, int(pid)
+
+
+def _name_is(pid: int, name: str) -> bool:
+    try:
+        return psutil.Process(pid).name() == name
+    except psutil.Error:
+        return False
+
+
+# --- find_agent_process / detect_kind ---------------------------------------------
+
+
+def test_stand_in_script_is_named_after_itself(bin_dir: Path, started: list[int]) -> None:
+    proc = subprocess.Popen([bin_dir / "claude"])
+    started.append(proc.pid)
+    wait_until(lambda: _name_is(proc.pid, "claude"), what="the stand-in's name to be claude")
+
+
+def test_each_agent_kind_is_found_as_the_panes_own_process(tmux_socket: str, bin_dir: Path) -> None:
+    kinds = ("claude", "codex", "amp", "opencode")
+    panes = {kind: new_pane(tmux_socket, f"exec {bin_dir / kind}")[1] for kind in kinds}
+    for kind, pane_pid in panes.items():
+        wait_until(partial(_name_is, pane_pid, kind), what=f"{kind} to replace the shell")
+        found = find_agent_process(pane_pid)
+        assert found is not None
+        assert found[0] == kind and found[1].pid == pane_pid
+        assert detect_kind(pane_pid) == kind
+
+
+def test_agent_started_from_the_panes_shell_is_found(tmux_socket: str, bin_dir: Path) -> None:
+    pane_id, pane_pid = new_pane(tmux_socket, "bash --norc --noprofile")
+    assert detect_kind(pane_pid) == "shell"
+    tmux(tmux_socket, "send-keys", "-t", pane_id, "-l", f"{bin_dir / 'claude'}")
+    tmux(tmux_socket, "send-keys", "-t", pane_id, "Enter")
+    found = wait_until(lambda: find_agent_process(pane_pid), what="claude under the pane's shell")
+    assert isinstance(found, tuple)
+    kind, proc = found
+    assert kind == "claude"
+    assert proc.pid != pane_pid and proc.ppid() == pane_pid
+    assert detect_kind(pane_pid, "claude") == "claude"
+
+
+def test_agent_deeper_in_the_tree_is_found_breadth_first(tmux_socket: str, bin_dir: Path) -> None:
+    # pane shell -> bash -c -> { sample (depth 2), bash -c -> codex (depth 3) }
+    inner = f"{bin_dir / 'codex'}; true"
+    command = f"bash -c '{bin_dir / 'sample'} & bash -c \"{inner}\"; wait'"
+    _, pane_pid = new_pane(tmux_socket, command)
+    found = wait_until(lambda: find_agent_process(pane_pid), what="codex two levels down")
+    assert isinstance(found, tuple)
+    assert found[0] == "codex" and found[1].name() == "codex"
+
+
+def test_script_launched_by_an_interpreter_is_found_by_its_file_name(
+    tmux_socket: str, bin_dir: Path
+) -> None:
+    # Like "node …/codex.js": the command name is the interpreter, argv[1] the agent.
+    _, pane_pid = new_pane(tmux_socket, f"exec {sys.executable} {bin_dir / 'codex.js'}")
+    wait_until(lambda: _name_is(pane_pid, Path(sys.executable).name), what="the interpreter")
+    found = find_agent_process(pane_pid)
+    assert found is not None and found[0] == "codex" and found[1].pid == pane_pid
+
+
+def test_names_that_merely_contain_a_token_are_not_agents(
+    tmux_socket: str, bin_dir: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "claude.md").write_text("notes\n")
+    _, sample_pid = new_pane(tmux_socket, f"exec {bin_dir / 'sample'}")
+    wait_until(lambda: _name_is(sample_pid, "sample"), what="sample to start")
+    assert find_agent_process(sample_pid) is None
+    assert detect_kind(sample_pid) == UNKNOWN_KIND
+    # A program that is not an interpreter, given a file whose name holds a token.
+    _, tail_pid = new_pane(tmux_socket, "exec tail -f claude.md", cwd=tmp_path)
+    wait_until(lambda: _name_is(tail_pid, "tail"), what="tail to start")
+    assert find_agent_process(tail_pid) is None
+    assert detect_kind(tail_pid, "tail") == UNKNOWN_KIND
+    # An interpreter running a script whose name only starts with a token.
+    _, script_pid = new_pane(tmux_socket, f"exec {sys.executable} {bin_dir / 'amp_tool.py'}")
+    wait_until(lambda: _name_is(script_pid, Path(sys.executable).name), what="the script to start")
+    assert find_agent_process(script_pid) is None
+
+
+def test_plain_shell_pane_is_a_shell(tmux_socket: str) -> None:
+    _, pane_pid = new_pane(tmux_socket, "bash --norc --noprofile")
+    assert find_agent_process(pane_pid) is None
+    assert detect_kind(pane_pid, "bash") == "shell"
+
+
+def test_vanished_process_is_not_an_error() -> None:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert find_agent_process(proc.pid) is None
+    assert detect_kind(proc.pid) == UNKNOWN_KIND
+    assert detect_kind(proc.pid, "bash") == "shell"
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "123", 1.5])
+def test_bad_pane_pid_is_refused(bad: object) -> None:
+    with pytest.raises(MadohubValueError, match="pane_pid"):
+        find_agent_process(bad)  # type: ignore[arg-type]
+
+
+# --- Claude: config dir and sessions/<pid>.json ------------------------------------
+
+
+SLEEP_CODE = "import time; time.sleep(60)"
+
+
+def _exec_done(proc: psutil.Process) -> bool:
+    try:
+        return proc.cmdline()[-1:] == [SLEEP_CODE]
+    except psutil.Error:
+        return False
+
+
+def _sleeper(env: dict[str, str], started: list[int]) -> psutil.Process:
+    """A process with exactly ``env``, once it runs (before exec it still has pytest's env)."""
+    popen = subprocess.Popen([sys.executable, "-c", SLEEP_CODE], env=env)
+    started.append(popen.pid)
+    proc = psutil.Process(popen.pid)
+    wait_until(lambda: _exec_done(proc), what="the sleeper to exec")
+    return proc
+
+
+def test_claude_config_dir_prefers_the_processes_claude_config_dir(
+    home: Path, tmp_path: Path, started: list[int]
+) -> None:
+    proc = _sleeper({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}, started)
+    assert claude_config_dir(proc, tmp_path / "fallback") == tmp_path / "cfg"
+
+
+def test_claude_config_dir_falls_back_to_the_processes_home(
+    home: Path, tmp_path: Path, started: list[int]
+) -> None:
+    other_home = tmp_path / "agent-home"
+    proc = _sleeper({"HOME": str(other_home)}, started)
+    assert claude_config_dir(proc, tmp_path / "fallback") == other_home / ".claude"
+
+
+def test_claude_config_dir_uses_the_hub_setting_when_the_process_says_nothing(
+    tmp_path: Path, started: list[int]
+) -> None:
+    proc = _sleeper({"PATH": "/usr/bin:/bin"}, started)
+    assert claude_config_dir(proc, str(tmp_path / "hub-claude")) == tmp_path / "hub-claude"
+    assert claude_config_dir(proc, None) is None
+    assert claude_config_dir(None, tmp_path / "x") == tmp_path / "x"
+
+
+def test_claude_config_dir_of_a_vanished_process_is_the_fallback(tmp_path: Path) -> None:
+    proc = subprocess.Popen(["true"])
+    gone = psutil.Process(proc.pid)
+    proc.wait()
+    assert claude_config_dir(gone, tmp_path) == tmp_path
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "claude-config"
+    (d / "sessions").mkdir(parents=True)
+    return d
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "waiting_for"),
+    [
+        ("sessions_23811_idle.json", "idle", None),
+        ("sessions_23811_busy.json", "busy", None),
+        ("sessions_23811_waiting.json", "waiting", "permission prompt"),
+        ("sessions_23811_idle_after.json", "idle", None),
+    ],
+)
+def test_real_session_files_are_read(
+    fixtures_dir: Path, config_dir: Path, fixture: str, status: str, waiting_for: str | None
+) -> None:
+    shutil.copy(fixtures_dir / "real" / "claude" / fixture, config_dir / "sessions" / "23811.json")
+    session = read_session_file(config_dir, 23811)
+    assert session is not None
+    assert session.pid == 23811
+    assert session.session_id == "fc483ff8-db59-400e-9cd4-743a9c02c9d4"
+    assert session.cwd == "/srv/demo/work/proj-a"
+    assert session.version == "2.1.197"
+    assert session.status == status and session.waiting_for == waiting_for
+    assert session.path == config_dir / "sessions" / "23811.json"
+    assert session_status(session) == status
+
+
+def test_session_file_with_only_a_session_id_is_enough(config_dir: Path) -> None:
+    (config_dir / "sessions" / "42.json").write_text('{"sessionId": "abc", "tmux": "main:@1.%3"}')
+    session = read_session_file(config_dir, 42)
+    assert session is not None
+    assert (session.pid, session.session_id, session.tmux) == (42, "abc", "main:@1.%3")
+    assert session.cwd is None and session.status is None
+    assert session_status(session) == "unknown"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"pid":23811,"sessionId":"fc483ff8-db59',  # half-written
+        "not json at all",
+        "[1, 2, 3]",
+        '{"pid": 23811, "status": "idle"}',  # no sessionId
+        '{"sessionId": 17}',
+        "",
+    ],
+)
+def test_unusable_session_files_read_as_none(config_dir: Path, content: str) -> None:
+    (config_dir / "sessions" / "7.json").write_text(content)
+    assert read_session_file(config_dir, 7) is None
+
+
+def test_missing_session_file_or_config_dir_reads_as_none(config_dir: Path) -> None:
+    assert read_session_file(config_dir, 99999) is None
+    assert read_session_file(config_dir / "nowhere", 1) is None
+    assert read_session_file(None, 1) is None
+    assert session_status(None) == "unknown"
+
+
+def test_unknown_status_value_maps_to_unknown(config_dir: Path) -> None:
+    data = {"sessionId": "s", "status": "compacting"}
+    (config_dir / "sessions" / "5.json").write_text(json.dumps(data))
+    assert session_status(read_session_file(config_dir, 5)) == "unknown"
+
+
+# --- Codex: home and open rollout file -----------------------------------------------
+
+
+def test_codex_home_from_the_processes_environment(
+    home: Path, tmp_path: Path, started: list[int]
+) -> None:
+    with_codex_home = _sleeper({"HOME": str(home), "CODEX_HOME": str(tmp_path / "ch")}, started)
+    assert codex_home(with_codex_home) == tmp_path / "ch"
+    with_home = _sleeper({"HOME": str(tmp_path / "h")}, started)
+    assert codex_home(with_home, tmp_path / "fb") == tmp_path / "h" / ".codex"
+    bare = _sleeper({"PATH": "/usr/bin:/bin"}, started)
+    assert codex_home(bare, tmp_path / "fb") == tmp_path / "fb"
+    assert codex_home(bare) is None
+
+
+def _rollout(home: Path, name: str = "rollout-2026-11-29T23-04-07-01a2298d.jsonl") -> Path:
+    path = home / ".codex" / "sessions" / "2026" / "11" / "29" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    return path
+
+
+def test_rollout_file_held_open_by_codex_is_found(
+    home: Path, bin_dir: Path, started: list[int]
+) -> None:
+    rollout = _rollout(home)
+    other = home / "other.jsonl"
+    proc = subprocess.Popen([bin_dir / "codex", other, rollout])
+    started.append(proc.pid)
+    codex = psutil.Process(proc.pid)
+    found = wait_until(lambda: open_rollout_file(codex), what="the rollout to be open")
+    assert found == rollout
+
+
+def test_rollout_file_held_by_a_descendant_is_found(
+    home: Path, bin_dir: Path, started: list[int]
+) -> None:
+    # Codex's TUI is node with a native codex child; the child writes the rollout.
+    rollout = _rollout(home)
+    parent = subprocess.Popen(["bash", "-c", f"{bin_dir / 'codex'} {rollout}; true"])
+    started.append(parent.pid)
+    found = wait_until(lambda: open_rollout_file(psutil.Process(parent.pid)), what="rollout")
+    assert found == rollout
+
+
+def test_no_open_rollout_file_is_none(home: Path, bin_dir: Path, started: list[int]) -> None:
+    not_a_rollout = home / "notes-rollout.jsonl"
+    proc = subprocess.Popen([bin_dir / "codex", not_a_rollout])
+    started.append(proc.pid)
+    codex = psutil.Process(proc.pid)
+    wait_until(
+        lambda: any(f.path == str(not_a_rollout) for f in codex.open_files()),
+        what="the other file to be open",
+    )
+    assert open_rollout_file(codex) is None
+    assert open_rollout_file(None) is None

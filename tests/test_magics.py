@@ -1,0 +1,411 @@
+"""``%madohub`` magics and ``MadoHub`` settings, in a real IPython shell over a real hub."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import REPO, wait_until
+from IPython.core.interactiveshell import InteractiveShell
+
+from madohub_nb import config
+from madohub_nb.config import MadoHub, hub_kwargs_from_config, settings
+from madohub_nb.errors import MadohubValueError
+from madohub_nb.magics import (
+    HelpShown,
+    expand_variables,
+    parse_command,
+    parse_duration_ms,
+    split_endpoints,
+)
+
+# Parsing (no hub) ------------------------------------------------------------------
+
+
+def test_connect_accepts_spaced_and_joined_arrows_and_two_names() -> None:
+    for line in ("connect a -> b", "connect a->b", "connect a ->b", "connect a b"):
+        args = parse_command(line)
+        assert (args.source, args.target) == ("a", "b"), line
+
+
+def test_connect_options_are_parsed_to_hub_keywords() -> None:
+    args = parse_command(
+        'connect w -> r --trigger on-keyword --pattern "DONE$" --transform raw '
+        "--max-rounds 7 --cooldown 2.5s --stop LGTM --dispatch shadow --delivery paste --allow-shell"
+    )
+    assert args.trigger == "on-keyword"
+    assert args.pattern == "DONE$"
+    assert args.transform == "raw"
+    assert args.max_rounds == 7
+    assert args.cooldown == 2500
+    assert args.stop == "LGTM"
+    assert args.dispatch == "shadow"
+    assert args.delivery == "paste"
+    assert args.allow_shell is True
+
+
+def test_connect_without_two_names_is_refused() -> None:
+    for line in ("connect a ->", "connect a", "connect a -> b -> c"):
+        with pytest.raises(MadohubValueError, match="SOURCE -> TARGET"):
+            parse_command(line)
+
+
+def test_unknown_choice_names_what_is_allowed() -> None:
+    with pytest.raises(MadohubValueError, match=r"invalid choice: 'soon'.*on-idle"):
+        parse_command("connect a -> b --trigger soon")
+
+
+def test_out_of_range_loop_protection_is_refused_with_the_range() -> None:
+    with pytest.raises(MadohubValueError, match="from 1 to 20"):
+        parse_command("connect a -> b --max-rounds 21")
+    with pytest.raises(MadohubValueError, match="from 1s to 30s"):
+        parse_command("connect a -> b --cooldown 500ms")
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"), [("3s", 3000), ("1500ms", 1500), ("2.5", 2500), ("1m", 60000), (" 4 s ", 4000)]
+)
+def test_durations_read_units_and_default_to_seconds(text: str, ms: int) -> None:
+    assert parse_duration_ms(text) == ms
+
+
+def test_bad_duration_says_how_to_write_one() -> None:
+    with pytest.raises(MadohubValueError, match="3s, 1500ms"):
+        parse_duration_ms("soon")
+
+
+def test_split_endpoints_rejects_empty_names() -> None:
+    with pytest.raises(MadohubValueError):
+        split_endpoints(["->", "b"])
+
+
+def test_send_keeps_the_raw_text_with_quotes_and_apostrophes() -> None:
+    args = parse_command("""send writer don't say "hi" twice""")
+    assert (args.tile, args.text) == ("writer", ["""don't say "hi" twice"""])
+    assert parse_command('send writer "one quoted text"').text == ["one quoted text"]
+
+
+def test_tile_options_and_env_pairs() -> None:
+    args = parse_command(
+        "tile w --agent codex --cmd 'codex --full-auto' --cwd /tmp --env A=1 --env B=x=y"
+    )
+    assert args.agent == "codex"
+    assert args.command_line == "codex --full-auto"
+    assert args.cwd == "/tmp"
+    assert args.env == [("A", "1"), ("B", "x=y")]
+
+
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (
+        "tile",
+        "connect",
+        "tiles",
+        "routes",
+        "pause",
+        "send",
+        "watch",
+        "dashboard",
+        "log",
+        "replay",
+        "template",
+    ):
+        with pytest.raises(HelpShown):
+            parse_command(f"{command} --help")
+        assert f"usage: %madohub {command}" in capsys.readouterr().out
+    with pytest.raises(HelpShown):
+        parse_command("")
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_debug_flag_comes_first() -> None:
+    assert parse_command("--debug tiles").debug is True
+    assert parse_command("tiles").debug is False
+
+
+# The shell -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ip(home: Path) -> Iterator[InteractiveShell]:
+    """A real IPython shell with the extension loaded; settings and hub reset afterwards."""
+    from madohub_nb.hub import registry
+
+    shell = InteractiveShell.instance()
+    MadoHub.clear_instance()
+    shell.run_line_magic("load_ext", "madohub_nb")
+    yield shell
+    registry.reset()
+    shell.run_line_magic("unload_ext", "madohub_nb")
+    MadoHub.clear_instance()
+    shell.config.pop("MadoHub", None)
+
+
+def test_load_ext_registers_line_and_cell_magic_and_config(ip: InteractiveShell) -> None:
+    assert "madohub" in ip.magics_manager.magics["line"]
+    assert "madohub" in ip.magics_manager.magics["cell"]
+    assert any(isinstance(c, MadoHub) for c in ip.configurables)
+
+
+def test_unload_ext_removes_the_magic(ip: InteractiveShell) -> None:
+    ip.run_line_magic("unload_ext", "madohub_nb")
+    assert "madohub" not in ip.magics_manager.magics["line"]
+    assert not any(isinstance(c, MadoHub) for c in ip.configurables)
+    ip.run_line_magic("load_ext", "madohub_nb")  # for the fixture's teardown
+
+
+def test_magic_error_prints_one_line_without_traceback(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ip.run_line_magic("madohub", "connect a -> b --max-rounds 99")
+    err = capsys.readouterr().err
+    assert result is None
+    assert err.startswith("madohub: ")
+    assert "from 1 to 20" in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_debug_flag_and_env_reraise(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MadohubValueError):
+        ip.run_line_magic("madohub", "--debug connect a -> b --max-rounds 99")
+    monkeypatch.setenv("MADOHUB_DEBUG", "1")
+    with pytest.raises(MadohubValueError):
+        ip.run_line_magic("madohub", "frobnicate")
+
+
+def test_dollar_names_expand_from_the_namespace_and_unknown_ones_stay() -> None:
+    ns = {"where": "/tmp/my dir", "n": 3}
+    line = 'tile w --cwd "$where" --cmd "echo $HOME $$5" --template "{output} x$n"'
+    assert expand_variables(line, ns) == (
+        'tile w --cwd "/tmp/my dir" --cmd "echo $HOME $5" --template "{output} x3"'
+    )
+
+
+def test_dollar_variables_reach_the_command(ip: InteractiveShell) -> None:
+    ip.user_ns["tpl_name"] = "t2"
+    ip.run_cell_magic("madohub", "template $tpl_name", "Body {output}")
+    assert ip.run_line_magic("madohub", "template t2") == "Body {output}"
+
+
+def test_braces_in_templates_are_not_expanded_by_ipython(ip: InteractiveShell) -> None:
+    ip.user_ns["output"] = "EXPANDED"
+    ip.run_cell_magic("madohub", "template t1", "Review {output} of {source}\n")
+    assert ip.run_line_magic("madohub", "template t1") == "Review {output} of {source}"
+
+
+def test_template_cell_stores_and_at_name_resolves(ip: InteractiveShell) -> None:
+    ip.run_cell_magic(
+        "madohub", "template review", "Please review:\n{output}\n\nSay LGTM when done.\n"
+    )
+    magics = ip.magics_manager.registry["MadohubMagics"]
+    assert magics.resolve_template("@review") == "Please review:\n{output}\n\nSay LGTM when done."
+    assert magics.resolve_template("A\\nB {output}") == "A\nB {output}"
+    with pytest.raises(MadohubValueError, match="stored: review"):
+        magics.resolve_template("@nope")
+
+
+def test_template_line_without_cell_and_unknown_name_is_an_error(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_line_magic("madohub", "template missing")
+    assert "needs the template as the cell body" in capsys.readouterr().err
+
+
+def test_cell_body_refused_for_commands_without_one(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ip.run_cell_magic("madohub", "tiles", "something")
+    assert "takes no cell body" in capsys.readouterr().err
+
+
+# Settings -----------------------------------------------------------------------------
+
+
+def test_config_magic_sets_traits_and_hub_keywords(ip: InteractiveShell) -> None:
+    ip.run_line_magic("config", "MadoHub.idle_delay_ms = 2000")
+    ip.run_line_magic("config", "MadoHub.socket_name = 'mh-x'")
+    ip.run_line_magic("config", "MadoHub.delivery = 'paste'")
+    kwargs = hub_kwargs_from_config()
+    assert kwargs["idle_delay_ms"] == 2000
+    assert kwargs["socket_name"] == "mh-x"
+    assert kwargs["delivery"] == "paste"
+    assert set(kwargs) == {*config.HUB_SETTINGS, "delivery"}
+
+
+def test_config_before_load_ext_reaches_the_settings(home: Path) -> None:
+    shell = InteractiveShell.instance()
+    MadoHub.clear_instance()
+    shell.run_line_magic("config", "MadoHub.idle_delay_ms = 1234")
+    try:
+        assert settings(shell).idle_delay_ms == 1234
+    finally:
+        MadoHub.clear_instance()
+        shell.config.pop("MadoHub", None)
+
+
+def test_bad_config_values_are_refused(ip: InteractiveShell) -> None:
+    current = settings(ip)
+    with pytest.raises(Exception, match="idle_delay_ms must be from 0"):
+        current.idle_delay_ms = -5
+    with pytest.raises(Exception, match="typed"):
+        current.delivery = "carrier-pigeon"
+
+
+def test_api_key_is_never_shown(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "sk-test-SECRET-1234567890"
+    ip.run_line_magic("config", f"MadoHub.api_key = '{secret}'")
+    current = settings(ip)
+    assert current.api_key == secret
+    assert secret not in repr(current)
+    ip.run_line_magic("config", "MadoHub")
+    shown = capsys.readouterr().out
+    assert "api_key" in shown
+    assert secret not in shown
+    assert "<set>" in shown
+
+
+def test_ipython_config_file_configures_the_hub(home: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "profile_test"
+    profile.mkdir()
+    (profile / "ipython_config.py").write_text(
+        "c.MadoHub.idle_delay_ms = 4321\nc.MadoHub.model = 'claude-test'\n"
+    )
+    code = (
+        "%load_ext madohub_nb\n"
+        "from madohub_nb.config import hub_kwargs_from_config\n"
+        "kw = hub_kwargs_from_config()\n"
+        "print('RESULT', kw['idle_delay_ms'], kw['model'])\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "IPython",
+            f"--profile-dir={profile}",
+            "--no-banner",
+            "--quick",
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    # --quick skips config files; so run again without it and compare.
+    assert "RESULT 8000 None" in out.stdout, out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "IPython", f"--profile-dir={profile}", "--no-banner", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert "RESULT 4321 claude-test" in out.stdout, out.stderr
+
+
+# Over a real hub -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hub_ip(ip: InteractiveShell, tmux_socket: str, tmp_path: Path) -> InteractiveShell:
+    """The shell, its hub configured onto a private tmux socket and a temporary log."""
+    ip.run_line_magic("config", f"MadoHub.socket_name = '{tmux_socket}'")
+    ip.run_line_magic("config", f"MadoHub.log_path = '{tmp_path / 'rounds.db'}'")
+    ip.run_line_magic("config", "MadoHub.idle_delay_ms = 300")
+    return ip
+
+
+def _hub(ip: InteractiveShell) -> Any:
+    from madohub_nb import get_hub
+
+    return get_hub()
+
+
+SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
+
+
+def test_tile_and_tiles_make_and_list_tiles(hub_ip: InteractiveShell, tmux_socket: str) -> None:
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub = _hub(hub_ip)
+    assert hub.socket_name == tmux_socket
+    assert hub.idle_delay_ms == 300
+    assert hub.tiles["sh"] is tile
+    assert tile.agent == "shell"
+    df = hub_ip.run_line_magic("madohub", "tiles")
+    assert isinstance(df, pd.DataFrame)
+    assert list(df["name"]) == ["sh"]
+    assert df.loc[0, "pane"] == tile.pane_id
+
+
+def test_config_change_reaches_the_live_hub_or_says_it_cannot(
+    hub_ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub = _hub(hub_ip)
+    hub_ip.run_line_magic("config", "MadoHub.idle_delay_ms = 2500")
+    hub_ip.run_line_magic("config", "MadoHub.model = 'claude-other'")
+    assert hub.idle_delay_ms == 2500
+    assert hub.model == "claude-other"
+    capsys.readouterr()
+    hub_ip.run_line_magic("config", "MadoHub.socket_name = 'elsewhere'")
+    out = capsys.readouterr().out
+    assert "applies to the next hub only" in out
+    assert hub.socket_name != "elsewhere"
+
+
+def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_cell_magic("madohub", "template review", "Look:\n{output}\n")
+    route = hub_ip.run_line_magic(
+        "madohub",
+        "connect a -> b --dispatch shadow --template @review --max-rounds 3 --cooldown 1s --stop LGTM",
+    )
+    assert (route.source, route.target, route.max_rounds) == ("a", "b", 3)
+    assert route.dispatch == "shadow"
+    df = hub_ip.run_line_magic("madohub", "routes")
+    assert list(df["id"]) == [route.id]
+    hub_ip.run_line_magic("madohub", "pause all")
+    assert route.state == "paused"
+    hub_ip.run_line_magic("madohub", f"resume {route.id}")
+    assert route.state == "active"
+    hub_ip.run_line_magic("madohub", "stop 1")
+    assert route.state == "stopped"
+
+
+def test_connect_into_a_shell_needs_allow_shell(
+    hub_ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    assert hub_ip.run_line_magic("madohub", "connect a -> b") is None
+    assert "allow_shell" in capsys.readouterr().err
+    route = hub_ip.run_line_magic("madohub", "connect a -> b --allow-shell")
+    assert route.allow_shell is True
+
+
+def test_send_into_a_shell_needs_allow_shell(
+    hub_ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_line_magic("madohub", "send sh echo hi")
+    assert "allow_shell" in capsys.readouterr().err
+
+
+def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub = _hub(hub_ip)
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub_ip.run_cell_magic("madohub", "send --allow-shell sh", "echo magic-$((6*7))\n")
+    wait_until(lambda: "magic-42" in tile.screen(), 15, what="the sent command's output")
+    wait_until(lambda: hub.rounds_written >= 1, 15, what="the send logged")
+    df = hub_ip.run_line_magic("madohub", "log")
+    assert isinstance(df, pd.DataFrame)
+    assert list(df["target"]) == ["sh"]
+    assert df["prompt"].iloc[-1] == "echo magic-$((6*7))"
+    assert len(hub_ip.run_line_magic("madohub", "log --tail 1")) == 1

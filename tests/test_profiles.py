@@ -1,0 +1,267 @@
+"""Agent profiles: the one table of agent facts, and screen states read from real captures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import FIXTURES
+
+from madohub_nb import settings
+from madohub_nb.agents.profiles import (
+    PROFILES,
+    SCREEN_STATES,
+    AgentProfile,
+    get_profile,
+    screen_state,
+)
+from madohub_nb.errors import MadohubValueError
+
+SCREEN_DIR = FIXTURES / "real" / "screens"
+
+# Every capture in fixtures/real/screens/, by what a person sees in it.
+EXPECTED_STATES = {
+    # Claude exited at once (no network on first run) and bash is back: no Claude marker.
+    "00_firstrun_without_config.txt": "unknown",
+    "01_idle_startup.txt": "idle",
+    "02_busy_waiting.txt": "busy",
+    "03_idle_after_reply.txt": "idle",  # "✻ Crunched for 6s" stays after the turn
+    "04_busy_with_queued_prompt.txt": "busy",
+    "05_busy_12s.txt": "busy",
+    "06_waiting_permission_prompt.txt": "waiting",
+    "07_after_tool_and_multiline.txt": "idle",
+    "08_v2.1.332_idle_after_reply.txt": "idle",  # footer "⏵⏵ auto mode on", not "? for shortcuts"
+    # The prompt still sits in the composer, no Working line: Codex is not working
+    # (an Enter swallowed as a paste burst looks like this); delivery must press Enter again.
+    "codex_01_right_after_enter.txt": "idle",
+    "codex_02_after_reply.txt": "idle",
+    "codex_03_busy.txt": "busy",  # "? for shortcuts" and the composer are visible while busy
+}
+
+
+def _screen_cases() -> list[tuple[str, str]]:
+    cases = []
+    for name, state in sorted(EXPECTED_STATES.items()):
+        cases.append((name, state))
+        ansi = name.replace(".txt", ".ansi.txt")
+        if (SCREEN_DIR / ansi).exists():
+            cases.append((ansi, state))
+    return cases
+
+
+def _profile_for(name: str) -> AgentProfile:
+    return get_profile("codex" if name.startswith("codex") else "claude")
+
+
+def test_every_real_screen_has_an_expected_state() -> None:
+    plain = {p.name for p in SCREEN_DIR.glob("*.txt") if not p.name.endswith(".ansi.txt")}
+    assert plain == set(EXPECTED_STATES)
+
+
+@pytest.mark.parametrize(("name", "expected"), _screen_cases())
+def test_screen_state_of_real_captures(name: str, expected: str) -> None:
+    assert screen_state(_profile_for(name), (SCREEN_DIR / name).read_text()) == expected
+
+
+# --- the table ------------------------------------------------------------------
+
+
+def test_there_is_one_profile_per_agent_kind() -> None:
+    assert tuple(PROFILES) == settings.AGENT_KINDS
+    assert all(PROFILES[kind].kind == kind for kind in settings.AGENT_KINDS)
+    assert set(SCREEN_STATES) <= set(settings.TILE_STATES)
+
+
+@pytest.mark.parametrize("kind", settings.AGENT_KINDS)
+def test_get_profile_returns_the_table_entry(kind: str) -> None:
+    assert get_profile(kind) is PROFILES[kind]
+
+
+@pytest.mark.parametrize("bad", ["Claude", "gemini", "", None, 3])
+def test_get_profile_refuses_unknown_kinds_and_lists_the_allowed_ones(bad: object) -> None:
+    with pytest.raises(MadohubValueError) as err:
+        get_profile(bad)  # type: ignore[arg-type]
+    message = str(err.value)
+    assert repr(bad) in message
+    assert all(kind in message for kind in settings.AGENT_KINDS)
+    assert isinstance(err.value, ValueError)
+
+
+def test_profiles_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        get_profile("claude").pre_submit_delay_ms = 0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kind", "tokens", "keys", "pre_ms", "between_ms", "newline", "extractor"),
+    [
+        ("claude", ("claude",), ("\r", "\r"), 500, 0, "C-j", "jsonl"),
+        ("codex", ("codex",), ("\r", "\r"), 800, 200, "C-j", "rollout"),
+        ("amp", ("amp",), ("\r", "\r"), 500, 0, "C-j", "terminal"),
+        ("opencode", ("opencode",), ("\r", "\r"), 500, 0, "C-j", "terminal"),
+        ("shell", (), ("\n",), 0, 0, None, "terminal"),
+    ],
+)
+def test_delivery_facts_per_kind(
+    kind: str,
+    tokens: tuple[str, ...],
+    keys: tuple[str, ...],
+    pre_ms: int,
+    between_ms: int,
+    newline: str | None,
+    extractor: str,
+) -> None:
+    p = get_profile(kind)
+    assert p.process_tokens == tokens
+    assert p.submit_keys == keys
+    assert (p.pre_submit_delay_ms, p.between_submit_keys_ms) == (pre_ms, between_ms)
+    assert p.newline_key == newline
+    assert p.submits_each_line == (newline is None)
+    assert p.extractor == extractor
+    assert p.has_transcript == (extractor != "terminal")
+    assert p.executes_input == (kind == "shell")
+
+
+def test_marker_fields_hold_compiled_regexes() -> None:
+    for p in PROFILES.values():
+        for group in (p.busy_markers, p.idle_markers, p.waiting_markers, p.chrome_patterns):
+            assert all(isinstance(rx, re.Pattern) for rx in group), p.kind
+        assert p.no_marker_state in SCREEN_STATES
+        assert p.marker_tail_lines >= 1
+
+
+# --- screen_state on made-up screens ---------------------------------------------
+
+RULE = "─" * 40
+
+
+def _claude(body: str, box: str = "❯ ", footer: str = "  ? for shortcuts") -> str:
+    return f"{body}\n\n{RULE}\n{box}\n{RULE}\n{footer}\n"
+
+
+def test_empty_screen_is_unknown_for_every_kind() -> None:
+    for p in PROFILES.values():
+        assert screen_state(p, "") == "unknown"
+        assert screen_state(p, "\n\n   \n\x1b[0m\n") == "unknown"
+
+
+def test_claude_marker_words_quoted_in_the_conversation_do_not_count() -> None:
+    body = (
+        "❯ Why does the footer say esc to interrupt? And what is ✽ Moseying…\n\n"
+        "● The footer shows:\n  esc to interrupt · ← for agents\n"
+        "  ✽ Moseying… is the spinner.\n  Do you want to proceed?\n  ❯ 1. Yes"
+    )
+    assert screen_state(get_profile("claude"), _claude(body)) == "idle"
+
+
+def test_claude_text_typed_in_the_box_does_not_make_it_busy() -> None:
+    screen = _claude("● Done", box="❯ tell me about\n  esc to interrupt")
+    assert screen_state(get_profile("claude"), screen) == "idle"
+
+
+def test_claude_busy_footer_or_spinner_alone_is_busy() -> None:
+    claude = get_profile("claude")
+    assert screen_state(claude, _claude("● Done", footer="  esc to interrupt")) == "busy"
+    assert screen_state(claude, _claude("✶ Churning… (3s)", footer="  ⏵⏵ auto mode on")) == "busy"
+
+
+def test_claude_past_tense_line_is_not_busy() -> None:
+    screen = _claude("● Done\n\n✻ Churned for 1s · done 11:07 PM", footer="  ⏵⏵ auto mode on")
+    assert screen_state(get_profile("claude"), screen) == "idle"
+
+
+def test_claude_permission_prompt_beats_busy_signs() -> None:
+    screen = (
+        "✽ Moseying…\n"
+        f"{RULE}\n Do you want to make this edit to a.py?\n ❯ 1. Yes\n   2. No\n\n"
+        "  esc to interrupt\n"
+    )
+    assert screen_state(get_profile("claude"), screen) == "waiting"
+
+
+def test_claude_without_its_input_box_is_unknown() -> None:
+    assert screen_state(get_profile("claude"), "some program output\n$ ") == "unknown"
+
+
+def test_codex_working_line_far_up_in_the_history_does_not_count() -> None:
+    history = "• Working (2s • esc to interrupt) is what the status line says.\n" + "\n".join(
+        f"  line {i}" for i in range(30)
+    )
+    screen = f"{history}\n\n› Ask Codex to do anything\n\n  model · /tmp\n"
+    assert screen_state(get_profile("codex"), screen) == "idle"
+
+
+def test_codex_reasoning_header_in_the_status_line_is_busy() -> None:
+    screen = "› do it\n\n• Analyzing (0s • esc to interrupt)\n\n› Implement {feature}\n\n  model\n"
+    assert screen_state(get_profile("codex"), screen) == "busy"
+
+
+def test_codex_approval_prompt_is_waiting() -> None:
+    screen = (
+        "› run it\n\n  Would you like to run the following command?\n\n  $ touch x\n\n"
+        "› 1. Yes, proceed (y)\n  2. No, and tell Codex what to do differently (esc)\n"
+    )
+    assert screen_state(get_profile("codex"), screen) == "waiting"
+
+
+def test_codex_reply_below_the_last_prompt_without_composer_is_unknown() -> None:
+    assert screen_state(get_profile("codex"), "› hi\n\n• Done: hi\n") == "unknown"
+
+
+def test_shell_prompt_at_the_bottom_is_idle() -> None:
+    shell = get_profile("shell")
+    for prompt in ("$ ", "root@host:~# ", "% ", "> ", "user ❯ "):
+        assert screen_state(shell, f"$ echo hi\nhi\n{prompt}\n\n") == "idle", prompt
+
+
+def test_shell_running_a_command_is_busy() -> None:
+    shell = get_profile("shell")
+    assert screen_state(shell, "$ make\ncompiling a.c") == "busy"
+    assert screen_state(shell, "$ python\n>>> ", current_command="python3") == "busy"
+    assert screen_state(shell, "$ ls\nx\n$ ", current_command="bash") == "idle"
+    assert screen_state(shell, "$ ls\nx\n$ ", current_command="-zsh") == "idle"
+
+
+def test_shell_reads_the_real_first_run_screen_as_idle() -> None:
+    screen = (SCREEN_DIR / "00_firstrun_without_config.txt").read_text()
+    assert screen_state(get_profile("shell"), screen) == "idle"
+
+
+def test_opencode_markers() -> None:
+    oc = get_profile("opencode")
+    assert screen_state(oc, "┃ Ask anything\n  enter send") == "idle"
+    assert screen_state(oc, "┃ Ask anything\n  esc interrupt") == "busy"
+    assert screen_state(oc, "△ Permission required\n  Allow once") == "waiting"
+    assert screen_state(oc, "loading") == "unknown"
+
+
+def test_amp_is_idle_once_its_busy_signs_are_gone() -> None:
+    amp = get_profile("amp")
+    assert screen_state(amp, "thinking\n  Esc to cancel") == "busy"
+    assert screen_state(amp, "Run rm?\n  Waiting for approval") == "waiting"
+    assert screen_state(amp, "All done.\n>") == "idle"
+    assert screen_state(amp, "All done.\n>", pane_title="⠋ amp") == "busy"
+    assert screen_state(amp, "All done.\n>", pane_title="amp - project") == "idle"
+
+
+# --- input_area (for delivery's "did the prompt leave the input line?") -----------
+
+
+def test_input_area_is_the_box_text_when_the_box_is_known() -> None:
+    claude = get_profile("claude")
+    assert claude.input_area(_claude("● Done", box="❯ half typed")) == "half typed"
+    assert claude.input_area(_claude("● Done")) == ""
+    codex_01 = (SCREEN_DIR / "codex_01_right_after_enter.txt").read_text()
+    assert get_profile("codex").input_area(codex_01) == "Codex prompt one"
+
+
+def test_input_area_falls_back_to_the_bottom_of_the_screen() -> None:
+    amp = get_profile("amp")
+    screen = "\n".join(f"l{i}" for i in range(40)) + "\n> my prompt\n\n"
+    area = amp.input_area(screen)
+    assert area.endswith("> my prompt") and "l0\n" not in area
+
+
+def test_claude_input_box_cut_off_by_the_screen_edge_is_not_idle() -> None:
+    cut = f"● Done\n\n{RULE}\n❯ \n"
+    assert screen_state(get_profile("claude"), cut) == "unknown"

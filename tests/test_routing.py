@@ -1,0 +1,192 @@
+"""Routing end to end on real tmux with stand-in agents: triggers, loop protection, dispatch."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import start_standin, user_prompts, wait_until
+
+import madohub_nb as mh
+from madohub_nb.extraction import transcript_path
+
+
+def _rows(hub: mh.Hub, route_id: str | None = None) -> list[dict]:
+    df = hub.log.df
+    if route_id is not None:
+        df = df[df["route_id"] == route_id]
+    return df.to_dict("records")
+
+
+def _turn_ends(tile: mh.Tile) -> list[datetime]:
+    """When each turn of a Claude-like tile ended (its transcript's turn_duration records)."""
+    path = transcript_path(tile)
+    assert path is not None
+    ends = []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "system" and rec.get("subtype") == "turn_duration":
+            ends.append(datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")))
+    return ends
+
+
+def test_on_idle_fires_once_per_finished_turn(hub: mh.Hub, project: Path) -> None:
+    writer = start_standin(hub, "writer", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "first draft").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 20, what="round 1")
+    # Well past another idle delay: the same turn must not fire again.
+    time.sleep(3 * hub.idle_delay_ms / 1000)
+    assert route.rounds == 1
+    rows = _rows(hub, route.id)
+    assert [r["status"] for r in rows] == ["delivered"]
+    assert rows[0]["extraction_method"] == "jsonl"
+    assert rows[0]["prompt"] == "Review: Done: first draft"
+    wait_until(lambda: user_prompts(reviewer) == ["Review: Done: first draft"], 10)
+    assert writer.state == "idle"
+
+
+def test_on_idle_never_fires_while_the_agent_is_busy(hub: mh.Hub, project: Path) -> None:
+    writer = start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    # A 3 s turn: far longer than the idle delay, with spinner output all along.
+    hub.send("writer", "slow one [[sleep 3]]").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 20)
+    fired = _rows(hub, route.id)[0]["fired_at"].to_pydatetime()
+    (turn_end,) = _turn_ends(writer)
+    assert fired > turn_end
+
+
+def test_ping_pong_stops_at_max_rounds(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "a", persona="counter", cwd=project)
+    start_standin(hub, "b", persona="counter", cwd=project)
+    ab = hub.connect("a", "b", max_rounds=2, cooldown_ms=1000)
+    ba = hub.connect("b", "a", max_rounds=2, cooldown_ms=1000)
+    wait_until(lambda: ab.ready.is_set() and ba.ready.is_set(), 5)
+    hub.send("a", "start counting").result(30)
+    wait_until(lambda: ab.state == "exhausted" and ba.state == "exhausted", 60, what="both exhausted")
+    wait_until(lambda: any(r["status"] == "exhausted" for r in _rows(hub, ab.id)), 20)
+    delivered = [r for r in _rows(hub) if r["status"] == "delivered" and r["route_id"] != "send"]
+    assert len(delivered) == 4
+    assert max(r["round"] for r in delivered) == 2
+    time.sleep(2 * hub.idle_delay_ms / 1000)
+    assert ab.rounds == 2 and ba.rounds == 2
+
+
+def test_stop_keyword_stops_the_route_and_types_nothing(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "writer", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", stop_keyword="LGTM", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "LGTM from me").result(30)
+    wait_until(lambda: route.state == "stopped", 20)
+    (row,) = _rows(hub, route.id)
+    assert row["status"] == "stopped"
+    assert "LGTM" in row["error"]
+    assert pd.isna(row["prompt"])
+    assert user_prompts(reviewer) == []
+
+
+def test_shadow_logs_the_prompt_and_types_nothing(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "writer", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", template="Would send: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "shadow test").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 20)
+    (row,) = _rows(hub, route.id)
+    assert row["status"] == "shadow"
+    assert row["prompt"] == "Would send: Done: shadow test"
+    assert pd.isna(row["delivered_at"])
+    assert user_prompts(reviewer) == []
+
+
+def test_legacy_dispatch_extracts_from_the_terminal(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "writer", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="legacy", cooldown_ms=1000, template="L: {output}")
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "legacy path").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 20)
+    (row,) = _rows(hub, route.id)
+    assert row["status"] == "delivered", row["error"]
+    assert row["extraction_method"] == "terminal"
+    assert row["extracted"] == "Done: legacy path"
+    wait_until(lambda: user_prompts(reviewer) == ["L: Done: legacy path"], 10)
+
+
+def test_cooldown_spaces_out_rounds(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "writer", cwd=project, think_s=0.1)
+    start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=4000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "one").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 20)
+    hub.send("writer", "two").result(30)
+    wait_until(lambda: route.rounds == 2 and len(_rows(hub, route.id)) == 2, 30)
+    first, second = _rows(hub, route.id)
+    gap_s = (second["fired_at"] - first["fired_at"]).total_seconds()
+    assert gap_s >= 4.0
+
+
+def test_two_routes_into_one_target_never_interleave(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "a", cwd=project)
+    start_standin(hub, "b", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project, think_s=0.2)
+    long_a = "\n".join(f"alpha line {i}" for i in range(6))
+    long_b = "\n".join(f"bravo line {i}" for i in range(6))
+    ra = hub.connect("a", "sink", template=long_a + "\n{output}", cooldown_ms=1000)
+    rb = hub.connect("b", "sink", template=long_b + "\n{output}", cooldown_ms=1000)
+    wait_until(lambda: ra.ready.is_set() and rb.ready.is_set(), 5)
+    fa, fb = hub.send("a", "from a"), hub.send("b", "from b")
+    fa.result(30), fb.result(30)
+    wait_until(lambda: len(user_prompts(sink)) == 2, 40, what="two prompts in sink")
+    prompts = sorted(user_prompts(sink))
+    assert prompts == sorted([long_a + "\nDone: from a", long_b + "\nDone: from b"])
+
+
+def test_hand_send_is_logged_as_round_zero(hub: mh.Hub, project: Path) -> None:
+    target = start_standin(hub, "t", cwd=project)
+    rec = hub.send("t", "line one\nline two").result(30)
+    assert rec.status == "delivered", rec.error
+    assert rec.round == 0 and rec.route_id == "send"
+    wait_until(lambda: user_prompts(target) == ["line one\nline two"], 10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"trigger": "on-fire"}, "unknown trigger 'on-fire'; allowed: on-idle, on-complete, on-keyword, always"),
+        ({"transform": "magic"}, "unknown transform 'magic'"),
+        ({"dispatch": "fast"}, "unknown dispatch 'fast'; allowed: madoagent, legacy, shadow"),
+        ({"max_rounds": 21}, "max_rounds must be from 1 to 20, got 21"),
+        ({"max_rounds": 0}, "max_rounds must be from 1 to 20, got 0"),
+        ({"cooldown_ms": 500}, "cooldown_ms must be from 1000 to 30000 ms, got 500"),
+        ({"trigger": "on-keyword"}, "needs pattern="),
+        ({"trigger": "on-keyword", "pattern": "("}, "not a valid regular expression"),
+        ({"template": "Hi {outptu}"}, "outptu"),
+        ({"transform": "ai-routing"}, "ANTHROPIC_API_KEY"),
+    ],
+)
+def test_bad_route_arguments_are_value_errors(hub: mh.Hub, kwargs: dict, message: str) -> None:
+    hub.tile("x", agent="shell", command="bash --norc")
+    hub.tile("y", agent="claude", command="bash --norc")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hub.connect("x", "y", **kwargs)
+    assert hub.routes == []
+
+
+def test_routing_into_a_shell_needs_allow_shell(hub: mh.Hub) -> None:
+    hub.tile("x", agent="shell", command="bash --norc")
+    hub.tile("y", agent="shell", command="bash --norc")
+    with pytest.raises(ValueError, match="allow_shell=True"):
+        hub.connect("x", "y")
+    assert hub.connect("x", "y", allow_shell=True).state == "active"

@@ -1,0 +1,118 @@
+"""Tiles on a real tmux server: creation, adoption, state, screen and extraction."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import start_standin, user_prompts, wait_until
+
+import madohub_nb as mh
+
+
+def test_created_tile_runs_its_agent_and_reads_idle(hub: mh.Hub, project: Path) -> None:
+    tile = start_standin(hub, "writer", cwd=project)
+    assert tile.agent == "claude"
+    assert tile.pane_id.startswith("%")
+    assert "❯" in tile.screen()
+    assert hub.tiles["writer"] is tile
+    assert tile.agent_process() is not None and "claude" in tile.agent_process().name()
+
+
+def test_last_response_comes_from_the_transcript(hub: mh.Hub, project: Path) -> None:
+    tile = start_standin(hub, "writer", cwd=project)
+    hub.send("writer", "Explain tiles in one line").result(30)
+    found = wait_until(lambda: (r := tile.last_response()) and r.method == "jsonl" and r, 15, what="an answer")
+    assert found.text == "Done: Explain tiles in one line"
+    assert found.path is not None and found.path.suffix == ".jsonl"
+    assert user_prompts(tile) == ["Explain tiles in one line"]
+
+
+def test_codex_tile_answers_from_its_rollout(hub: mh.Hub, project: Path) -> None:
+    tile = start_standin(hub, "coder", kind="codex", cwd=project)
+    hub.send("coder", "Codex prompt one").result(30)
+    found = wait_until(lambda: (r := tile.last_response()) and r.method == "rollout" and r, 15)
+    assert found.text == "Done: Codex prompt one"
+
+
+def test_shell_tile_answers_from_the_screen(hub: mh.Hub, project: Path) -> None:
+    tile = hub.tile("sh", agent="shell", command="bash --norc --noprofile", cwd=project)
+    wait_until(lambda: tile.state == "idle", 10, what="shell prompt")
+    hub.send("sh", "echo madohub-$((40+2))", allow_shell=True).result(20)
+    wait_until(lambda: "madohub-42" in tile.screen(), 10)
+    found = tile.last_response()
+    assert found is not None and found.method == "terminal"
+
+
+def test_adopting_a_pane_detects_the_agent(hub: mh.Hub, tmux_socket: str, project: Path) -> None:
+    from madohub_nb.demo import standin_command
+
+    # The agent as a child of the pane's shell, in a session the hub did not make.
+    subprocess.run(
+        ["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "mine", "-x", "160", "-y", "40", "bash --norc"],
+        check=True,
+    )
+    subprocess.run(
+        ["tmux", "-L", tmux_socket, "send-keys", "-t", "mine", standin_command("claude"), "Enter"], check=True
+    )
+    pane = subprocess.run(
+        ["tmux", "-L", tmux_socket, "display", "-p", "-t", "mine", "#{pane_id}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    wait_until(lambda: "❯" in subprocess.run(
+        ["tmux", "-L", tmux_socket, "capture-pane", "-p", "-t", pane], capture_output=True, text=True
+    ).stdout, 15)
+    tile = hub.tile("adopted", pane=pane)
+    assert tile.agent == "claude"
+    assert tile.pane_id == pane
+    assert not tile.created
+    with pytest.raises(ValueError, match="already the tile"):
+        hub.tile("twice", pane="mine:0.0")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"agent": "gpt"}, "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, shell"),
+        ({"pane": "%999"}, "does not exist"),
+        ({"pane": "not a pane!"}, "not a tmux pane reference"),
+        ({"command": "true", "cwd": "/no/such/dir"}, "is not an existing directory"),
+        ({"pane": "%1", "command": "bash"}, "only apply to new panes"),
+    ],
+)
+def test_bad_tile_arguments_are_value_errors(hub: mh.Hub, kwargs: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        hub.tile("t", **kwargs)
+    assert "t" not in hub.tiles
+
+
+def test_duplicate_tile_name_is_refused(hub: mh.Hub) -> None:
+    hub.tile("a", agent="shell", command="bash --norc")
+    with pytest.raises(ValueError, match="'a' already exists"):
+        hub.tile("a", agent="shell", command="bash --norc")
+
+
+def test_command_that_exits_at_once_is_a_clear_error(hub: mh.Hub) -> None:
+    with pytest.raises(mh.TileError, match="exited at once with status 3; it printed: boom"):
+        hub.tile("dies", agent="shell", command="sh -c 'echo boom; exit 3'")
+    assert "dies" not in hub.tiles
+
+
+def test_exited_agent_reads_exited(hub: mh.Hub, project: Path) -> None:
+    tile = hub.tile("brief", agent="shell", command="sh -c 'sleep 1.5'")
+    wait_until(lambda: tile.state == "exited", 10)
+
+
+def test_close_kills_created_tiles_but_not_adopted_ones(tmux_socket: str, home: Path, tmp_path: Path) -> None:
+    subprocess.run(["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "keep", "bash --norc"], check=True)
+    hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "l.sqlite3")
+    made = hub.tile("made", agent="shell", command="bash --norc")
+    hub.tile("kept", pane="keep:0.0", agent="shell")
+    hub.close()
+    panes = subprocess.run(
+        ["tmux", "-L", tmux_socket, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True
+    ).stdout.split()
+    assert made.pane_id not in panes
+    assert len(panes) == 1
+    hub.close()  # twice is fine
