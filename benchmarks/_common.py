@@ -63,11 +63,16 @@ class Report:
         print(f"  {text}", flush=True)
 
     def finish(self) -> int:
-        print("targets met" if not self.missed else f"TARGET MISSED: {', '.join(self.missed)}", flush=True)
+        print(
+            "targets met" if not self.missed else f"TARGET MISSED: {', '.join(self.missed)}",
+            flush=True,
+        )
         return 0
 
 
-def run_main(main: Callable[[argparse.Namespace, Report], None], parser: argparse.ArgumentParser) -> int:
+def run_main(
+    main: Callable[[argparse.Namespace, Report], None], parser: argparse.ArgumentParser
+) -> int:
     """Parse arguments, run ``main`` and turn "could not measure" into exit code 2."""
     args = parser.parse_args()
     report = Report(parser.description or "")
@@ -82,7 +87,9 @@ def run_main(main: Callable[[argparse.Namespace, Report], None], parser: argpars
         return 2
     except Exception:
         traceback.print_exc()
-        print("COULD NOT MEASURE: the benchmark failed (traceback above)", file=sys.stderr, flush=True)
+        print(
+            "COULD NOT MEASURE: the benchmark failed (traceback above)", file=sys.stderr, flush=True
+        )
         return 2
     return report.finish()
 
@@ -95,7 +102,9 @@ def machine() -> str:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    tmux = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip() or "no tmux"
+    tmux = (
+        subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip() or "no tmux"
+    )
     return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {tmux}"
 
 
@@ -214,7 +223,9 @@ def temp_home(tag: str) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def wait_for(cond: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05) -> object:
+def wait_for(
+    cond: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.05
+) -> object:
     """Poll ``cond`` until truthy; CouldNotMeasure after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -238,8 +249,9 @@ Every message typed into it (up to a CR outside a bracketed paste) is appended
 to the log as a JSON line: {"first": <wall time of its first byte>, "end": ..., "text": ...}.
 It never redraws, so an idle tile of it is silent.
 """
-import json, os, sys, time, tty
+import json, os, re, sys, time, tty
 
+TOKEN = re.compile(rb"\x1b\[20[01]~|\r")
 log = open(sys.argv[1], "a", buffering=1)
 tty.setraw(0)
 rule = "\u2500" * 60
@@ -253,30 +265,29 @@ while True:
     if not data:
         break
     now = time.time()
-    data = pending + data
-    pending = b""
-    i = 0
-    while i < len(data):
-        if data.startswith(b"\x1b[200~", i):
-            in_paste, i = True, i + 6
+    data, pending = pending + data, b""
+    cut = data.rfind(b"\x1b")
+    if cut != -1 and len(data) - cut < 6:
+        data, pending = data[:cut], data[cut:]  # maybe half a paste marker: wait for the rest
+    pos = 0
+    for m in TOKEN.finditer(data):
+        if m.start() > pos:
             first = first or now
-            continue
-        if data.startswith(b"\x1b[201~", i):
-            in_paste, i = False, i + 6
-            continue
-        if data[i] == 0x1b and len(data) - i < 6:
-            pending = data[i:]
-            break
-        b = data[i]
-        i += 1
-        if b == 13 and not in_paste:
-            if first is not None:
-                log.write(json.dumps({"first": first, "end": now, "text": text.decode("utf-8", "replace")}) + "\n")
+            text += data[pos:m.start()]
+        pos = m.end()
+        token = m.group()
+        if token == b"\x1b[200~":
+            in_paste, first = True, first or now
+        elif token == b"\x1b[201~":
+            in_paste = False
+        elif in_paste:
+            text += b"\n"  # tmux turns a pasted LF into CR
+        elif first is not None:
+            log.write(json.dumps({"first": first, "end": now, "text": text.decode("utf-8", "replace")}) + "\n")
             first, text = None, bytearray()
-            continue
-        if first is None:
-            first = now
-        text.append(10 if b == 13 else b)
+    if pos < len(data):
+        first = first or now
+        text += data[pos:]
 '''
 
 
@@ -312,18 +323,45 @@ def start_py_spy(pid: int, out: Path, duration_s: float) -> subprocess.Popen[byt
         print("  (py-spy not installed: .venv/bin/pip install py-spy)", flush=True)
         return None
     return subprocess.Popen(
-        [exe, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200",
-         "--duration", str(max(1, round(duration_s))), "--nonblocking"],
+        [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--rate",
+            "200",
+            "--duration",
+            str(max(1, round(duration_s))),
+            "--nonblocking",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
 
 
+_WAITING_LEAVES = (
+    "EpollSelector.select",
+    "_PollLikeSelector.select",
+    "Condition.wait",
+    "Event.wait",
+    "_worker",
+)
+"""Leaf frames of a thread that waits (py-spy's idle detection does not always drop them)."""
+
+
 def summarize_collapsed(path: Path, top: int = 12) -> list[str]:
-    """The functions that were on CPU most often (self and inclusive), from a py-spy raw file."""
-    self_counts: Counter[str] = Counter()
-    incl_counts: Counter[str] = Counter()
-    total = 0
+    """Where the non-waiting samples of a py-spy raw file went: by leaf, and by package function.
+
+    py-spy samples wall time, so a thread blocked in ``subprocess.run`` (waiting
+    for a tmux client to start and answer) counts: that is what we want to see.
+    """
+    leaves: Counter[str] = Counter()
+    package: Counter[str] = Counter()
+    total = busy = 0
     if not path.exists():
         return ["(no profile written)"]
     for line in path.read_text().splitlines():
@@ -331,23 +369,61 @@ def summarize_collapsed(path: Path, top: int = 12) -> list[str]:
         if not count.isdigit():
             continue
         n = int(count)
-        frames = [f for f in stack.split(";") if f]
+        frames = [_frame(f) for f in stack.split(";") if f]
         if not frames:
             continue
         total += n
-        self_counts[_frame(frames[-1])] += n
-        for f in {_frame(f) for f in frames}:
-            incl_counts[f] += n
-    if not total:
-        return ["(no samples: the process was idle)"]
-    out = [f"{total} samples"]
-    out += [f"self {100 * n / total:5.1f}%  {f}" for f, n in self_counts.most_common(top)]
-    out += [f"incl {100 * n / total:5.1f}%  {f}" for f, n in incl_counts.most_common(top * 2)]
+        if frames[-1].split(" (")[0] in _WAITING_LEAVES:
+            continue
+        busy += n
+        leaves[frames[-1]] += n
+        for f in dict.fromkeys(f for f in frames if f.endswith(".py)") and "madohub_nb" in f):
+            package[f] += n
+    if not busy:
+        return [f"{total} samples, none busy: the process was idle"]
+    out = [f"{total} samples, {busy} not waiting (the rest: event loops and idle workers)"]
+    out += [f"leaf {100 * n / busy:5.1f}%  {f}" for f, n in leaves.most_common(top)]
+    out += [f"in   {100 * n / busy:5.1f}%  {f}" for f, n in package.most_common(top)]
     return out
 
 
 def _frame(frame: str) -> str:
-    """``func (path/to/file.py:12)`` → ``func (file.py)`` so lines of one function add up."""
+    """``func (pkg/file.py:12)`` → ``func (pkg/file.py)`` so the lines of one function add up."""
     name, _, where = frame.partition(" (")
-    file = where.rsplit(":", 1)[0].rsplit("/", 1)[-1]
+    file = where.rsplit(":", 1)[0]
+    if "madohub_nb/" in file:
+        file = "madohub_nb/" + file.rsplit("madohub_nb/", 1)[1]
+    else:
+        file = file.rsplit("/", 1)[-1]
     return f"{name} ({file})" if file else name
+
+
+@contextlib.contextmanager
+def counting_tmux_calls() -> Iterator[tuple[Counter[str], Counter[str]]]:
+    """Count tmux commands by name, and state reads by their caller (profiling runs only).
+
+    Wraps ``Tmux.run`` and ``Tile.astate`` in this process: the real call
+    still runs, one counter step is added. Yields (commands, state-read callers).
+    """
+    from madohub_nb.tiles import Tile
+    from madohub_nb.tmux import Tmux
+
+    commands: Counter[str] = Counter()
+    callers: Counter[str] = Counter()
+    run, astate = Tmux.run, Tile.astate
+
+    def counted_run(self: Tmux, *args: str, **kwargs: object) -> str:
+        commands[args[0] if args else "?"] += 1
+        return run(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    async def counted_astate(self: Tile) -> str:
+        callers[sys._getframe(1).f_code.co_qualname] += 1
+        return await astate(self)
+
+    Tmux.run = counted_run  # type: ignore[method-assign]
+    Tile.astate = counted_astate  # type: ignore[method-assign]
+    try:
+        yield commands, callers
+    finally:
+        Tmux.run = run  # type: ignore[method-assign]
+        Tile.astate = astate  # type: ignore[method-assign]

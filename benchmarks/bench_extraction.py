@@ -95,9 +95,11 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
     expected = json.loads((FIXTURES / "expected.json").read_text())[FIXTURE]
     path = folder / f"{uuid.uuid4()}.jsonl"
     t0 = time.perf_counter()
-    lines = write_transcript(path, size_mb * 1024 * 1024)
+    lines = write_transcript(path, size_mb * 1_000_000)
     size = path.stat().st_size
-    report.info(f"transcript: {size / 1e6:.0f} MB, {lines} lines, written in {time.perf_counter() - t0:.1f} s")
+    report.info(
+        f"transcript: {size / 1e6:.0f} MB, {lines} lines, written in {time.perf_counter() - t0:.1f} s"
+    )
     stats = ReadStats()
     found = read_last_response(path, stats=stats)
     if found is None or found.text != expected:
@@ -156,7 +158,7 @@ def bench_resolution(report: Report, folder: Path, runs: int) -> None:
         raise CouldNotMeasure(f"resolution went wrong: {found} vs {project}")
     by_id = timed_ms(lambda: find_claude_transcript(projects, sid), runs)
     by_cwd = timed_ms(lambda: cwd_to_project_dir(cwd, projects), runs)
-    both = [a + b for a, b in zip(by_id, by_cwd)]
+    both = [a + b for a, b in zip(by_id, by_cwd, strict=True)]
     # A cwd whose exact folder name is not there: the substring fallback lists every folder.
     moved = cwd.replace("/home/dev/work", "/srv/elsewhere")
     fallback = timed_ms(lambda: cwd_to_project_dir(moved, projects), runs)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import subprocess
 import sys
 import time
@@ -86,7 +85,10 @@ def start_panes(socket: str, root: Path, kind: str, n: int) -> tuple[str, list[s
             info = tmux.pane_info(pane)
             if info is None or info.dead:
                 raise CouldNotMeasure(f"pane {pane} exited: {tmux.capture(pane) if info else ''}")
-            if screen_state(profile, tmux.capture(pane), current_command=info.current_command) != "idle":
+            if (
+                screen_state(profile, tmux.capture(pane), current_command=info.current_command)
+                != "idle"
+            ):
                 return False
         return True
 
@@ -105,9 +107,21 @@ def measure(pid: int | None, tmux_pid: int, window_s: float) -> tuple[float, flo
     return c1 - c0, s1 - s0, time.monotonic() - t0
 
 
-def start_subject(role: str, socket: str, panes: list[str], extra: list[str]) -> subprocess.Popen[str]:
+def start_subject(
+    role: str, socket: str, panes: list[str], extra: list[str]
+) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--role", role, "--socket", socket, "--panes", ",".join(panes), *extra],
+        [
+            sys.executable,
+            __file__,
+            "--role",
+            role,
+            "--socket",
+            socket,
+            "--panes",
+            ",".join(panes),
+            *extra,
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -141,8 +155,10 @@ def main(args: argparse.Namespace, report: Report) -> None:
         tmux_pid = server_pid(socket)
         if tmux_pid is None:
             raise CouldNotMeasure("the tmux server is not running")
-        report.info(f"{TILES} idle {agent} tiles ({args.agent}), window {window:.0f} s per condition, "
-                    f"CPU accounting resolution {CLOCK_TICK_S * 1000:.0f} ms")
+        report.info(
+            f"{TILES} idle {agent} tiles ({args.agent}), window {window:.0f} s per condition, "
+            f"CPU accounting resolution {CLOCK_TICK_S * 1000:.0f} ms"
+        )
         time.sleep(1.0)
 
         _, floor_s, floor_wall = measure(None, tmux_pid, window)
@@ -153,25 +169,37 @@ def main(args: argparse.Namespace, report: Report) -> None:
         kill_tree(poller.pid)
         poller.wait()
 
-        hub = start_subject("hub", socket, panes, ["--agent-kind", agent, "--log", str(root / "rounds.sqlite3")])
+        hub = start_subject(
+            "hub", socket, panes, ["--agent-kind", agent, "--log", str(root / "rounds.sqlite3")]
+        )
         time.sleep(1.0)
         spy = start_py_spy(hub.pid, Path(args.profile), window) if args.profile else None
         hub_c, hub_s, hub_wall = measure(hub.pid, tmux_pid, window)
         # Prove the hub was really watching: a turn in one tile must fire its route.
-        subprocess.run(["tmux", "-L", socket, "send-keys", "-t", panes[0], "-l", "--", "ping"], check=True)
+        subprocess.run(
+            ["tmux", "-L", socket, "send-keys", "-t", panes[0], "-l", "--", "ping"], check=True
+        )
         subprocess.run(["tmux", "-L", socket, "send-keys", "-t", panes[0], "Enter"], check=True)
         said = stop_subject(hub)
         if " 0 rounds fired" in said or "rounds fired" not in said:
-            raise CouldNotMeasure(f"the hub did not route a finished turn, so it was not watching: {said}")
+            raise CouldNotMeasure(
+                f"the hub did not route a finished turn, so it was not watching: {said}"
+            )
         if spy is not None:
             spy.wait(30)
 
     poll_total = poll_c + poll_s
     hub_total = hub_c + hub_s
-    report.info(f"floor (tmux server alone): {floor_s:.2f} s CPU in {floor_wall:.1f} s = "
-                f"{pct(floor_s, floor_wall):.3f}% of a core")
-    report.info(f"poller: process+children {poll_c:.2f} s, tmux server {poll_s:.2f} s in {poll_wall:.1f} s")
-    report.info(f"hub: process+children {hub_c:.2f} s, tmux server {hub_s:.2f} s in {hub_wall:.1f} s; {said}")
+    report.info(
+        f"floor (tmux server alone): {floor_s:.2f} s CPU in {floor_wall:.1f} s = "
+        f"{pct(floor_s, floor_wall):.3f}% of a core"
+    )
+    report.info(
+        f"poller: process+children {poll_c:.2f} s, tmux server {poll_s:.2f} s in {poll_wall:.1f} s"
+    )
+    report.info(
+        f"hub: process+children {hub_c:.2f} s, tmux server {hub_s:.2f} s in {hub_wall:.1f} s; {said}"
+    )
     hub_pct = pct(hub_total, hub_wall)
     poll_pct = pct(poll_total, poll_wall)
     report.target(
@@ -183,7 +211,11 @@ def main(args: argparse.Namespace, report: Report) -> None:
     )
     # CPU time is counted in clock ticks: a cost below one tick is taken as one tick.
     ratio = (poll_total / poll_wall) / (max(hub_total, CLOCK_TICK_S) / hub_wall)
-    shown = f"{ratio:.0f}x cheaper" if hub_total > 0 else f">= {ratio:.0f}x cheaper (hub under one clock tick)"
+    shown = (
+        f"{ratio:.0f}x cheaper"
+        if hub_total > 0
+        else f">= {ratio:.0f}x cheaper (hub under one clock tick)"
+    )
     report.target(
         "idle watch vs poller",
         shown,
@@ -223,8 +255,15 @@ def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:
     try:
         tiles = [hub.tile(f"t{i}", pane=pane, agent=agent) for i, pane in enumerate(panes)]
         routes = [
-            hub.connect(tile, tiles[(i + 1) % len(tiles)], trigger="on-idle", transform="raw",
-                        dispatch="shadow", cooldown_ms=1000, max_rounds=20)
+            hub.connect(
+                tile,
+                tiles[(i + 1) % len(tiles)],
+                trigger="on-idle",
+                transform="raw",
+                dispatch="shadow",
+                cooldown_ms=1000,
+                max_rounds=20,
+            )
             for i, tile in enumerate(tiles)
         ]
         deadline = time.monotonic() + 30
@@ -234,8 +273,11 @@ def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:
         sys.stdin.read()
         with contextlib.suppress(Exception):
             hub.wait_rounds_sync(1, 20)
-        print(f"{len(hub.tiles)} tiles, {len(routes)} routes ({sum(r.state == 'active' for r in routes)} active), "
-              f"{hub.rounds_written} rounds fired, {len(hub.watcher.client_pids())} control client(s)", flush=True)
+        print(
+            f"{len(hub.tiles)} tiles, {len(routes)} routes ({sum(r.state == 'active' for r in routes)} active), "
+            f"{hub.rounds_written} rounds fired, {len(hub.watcher.client_pids())} control client(s)",
+            flush=True,
+        )
     finally:
         hub.close()
 
@@ -244,9 +286,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="idle watching benchmark")
     p.add_argument("--quick", action="store_true", help="6 s windows instead of 20 s")
     p.add_argument("--window", type=float, help="seconds per condition")
-    p.add_argument("--agent", choices=["auto", "standin", "shell"], default="auto",
-                   help="what runs in the panes (auto: stand-in agents if available, else shells)")
-    p.add_argument("--profile", help="write a py-spy profile (raw collapsed stacks) of the hub here")
+    p.add_argument(
+        "--agent",
+        choices=["auto", "standin", "shell"],
+        default="auto",
+        help="what runs in the panes (auto: stand-in agents if available, else shells)",
+    )
+    p.add_argument(
+        "--profile", help="write a py-spy profile (raw collapsed stacks) of the hub here"
+    )
     p.add_argument("--role", choices=["poller", "hub"], help=argparse.SUPPRESS)
     p.add_argument("--socket", help=argparse.SUPPRESS)
     p.add_argument("--panes", help=argparse.SUPPRESS)

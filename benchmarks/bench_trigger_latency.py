@@ -106,7 +106,8 @@ class Poller:
             started = time.monotonic()
             for pane in self.panes:
                 out = subprocess.run(
-                    ["tmux", "-L", self.socket, "capture-pane", "-p", "-t", pane], capture_output=True
+                    ["tmux", "-L", self.socket, "capture-pane", "-p", "-t", pane],
+                    capture_output=True,
                 ).stdout
                 now = time.time()
                 digest = hashlib.sha256(out).hexdigest()
@@ -144,7 +145,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
     turns = args.turns or (8 if args.quick else 32)
     kinds = ["shell", "claude"] if standin_available() and args.sources != "shell" else ["shell"]
     if args.sources == "standin" and not standin_available():
-        raise CouldNotMeasure("stand-in agents (madohub_nb.demo.standin_command) are not importable")
+        raise CouldNotMeasure(
+            "stand-in agents (madohub_nb.demo.standin_command) are not importable"
+        )
     if args.sources == "standin":
         kinds = ["claude"]
     # Two sources per kind, taking turns; a route makes at most 20 rounds.
@@ -154,13 +157,17 @@ def main(args: argparse.Namespace, report: Report) -> None:
     with temp_home("latency") as root, private_tmux("latency") as socket:
         work = root / "work"
         work.mkdir()
-        hub = mh.Hub(socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3")
+        hub = mh.Hub(
+            socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
+        )
         observer: Observer | None = None
         poller: Poller | None = None
         try:
             program = write_claude_like(root)
             inputs = root / "target-inputs.jsonl"
-            hub.tile("target", agent="claude", command=claude_like_command(program, inputs), cwd=work)
+            hub.tile(
+                "target", agent="claude", command=claude_like_command(program, inputs), cwd=work
+            )
             sources = [Source(f"{k}{i}", k) for i in (1, 2) for k in kinds]
             for src in sources:
                 if src.kind == "shell":
@@ -168,45 +175,81 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 else:
                     from madohub_nb.demo import standin_command
 
-                    tile = hub.tile(src.name, agent="claude", command=standin_command("claude", persona="echo"),
-                                    cwd=work, env={"MADOHUB_STANDIN_THINK_S": "0.2"})
+                    tile = hub.tile(
+                        src.name,
+                        agent="claude",
+                        command=standin_command("claude", persona="echo"),
+                        cwd=work,
+                        env={"MADOHUB_STANDIN_THINK_S": "0.2"},
+                    )
                 src.pane = tile.pane_id
             for name in ["target", *(s.name for s in sources)]:
                 tile = hub.tiles[name]
                 wait_for(lambda t=tile: t.state == "idle", 30, f"tile {name} to be idle", 0.1)
             routes = [
-                hub.connect(src.name, "target", trigger="on-idle", transform="prompt-wrap",
-                            template="turn {round} from {source}", cooldown_ms=1000, max_rounds=20)
+                hub.connect(
+                    src.name,
+                    "target",
+                    trigger="on-idle",
+                    transform="prompt-wrap",
+                    template="turn {round} from {source}",
+                    cooldown_ms=1000,
+                    max_rounds=20,
+                )
                 for src in sources
             ]
             wait_for(lambda: all(r.ready.is_set() for r in routes), 30, "routes to listen")
             observer = Observer(socket, hub.session_name)
             poller = Poller(socket, [s.pane for s in sources], IDLE_DELAY_MS / 1000)
             time.sleep(1.5)  # the poller has seen every screen settle
-            report.info(f"{len(sources)} sources ({', '.join(s.name for s in sources)}) → 1 target, "
-                        f"idle_delay_ms={IDLE_DELAY_MS}, {per_source * len(sources)} turns")
+            report.info(
+                f"{len(sources)} sources ({', '.join(s.name for s in sources)}) → 1 target, "
+                f"idle_delay_ms={IDLE_DELAY_MS}, {per_source * len(sources)} turns"
+            )
             done = 0
             for k in range(per_source):
                 for src in sources:
-                    text = f"echo turn-{k}-{src.name}" if src.kind == "shell" else f"answer turn {k} please"
-                    subprocess.run(["tmux", "-L", socket, "send-keys", "-t", src.pane, "-l", "--", text], check=True)
-                    subprocess.run(["tmux", "-L", socket, "send-keys", "-t", src.pane, "Enter"], check=True)
+                    text = (
+                        f"echo turn-{k}-{src.name}"
+                        if src.kind == "shell"
+                        else f"answer turn {k} please"
+                    )
+                    subprocess.run(
+                        ["tmux", "-L", socket, "send-keys", "-t", src.pane, "-l", "--", text],
+                        check=True,
+                    )
+                    subprocess.run(
+                        ["tmux", "-L", socket, "send-keys", "-t", src.pane, "Enter"], check=True
+                    )
                     done += 1
                     hub.wait_rounds_sync(done, 30)
-                    wait_for(lambda n=done: len(read_inputs(inputs)) >= n, 15, "the target to receive the prompt")
+                    wait_for(
+                        lambda n=done: len(read_inputs(inputs)) >= n,
+                        15,
+                        "the target to receive the prompt",
+                    )
                     rec = hub.log.df.sort_values("fired_at").iloc[-1]
                     if rec["status"] != "delivered" or rec["source"] != src.name:
-                        raise CouldNotMeasure(f"round {done} went wrong: {rec['source']} {rec['status']} {rec['error']}")
+                        raise CouldNotMeasure(
+                            f"round {done} went wrong: {rec['source']} {rec['status']} {rec['error']}"
+                        )
                     fired = rec["fired_at"].timestamp()
                     last = observer.last_output(src.pane, fired)
                     if last is None:
                         raise CouldNotMeasure(f"the observer saw no output from {src.name}")
                     first = float(read_inputs(inputs)[done - 1]["first"])  # type: ignore[arg-type]
-                    polled = wait_for(lambda p=src.pane, t=last: poller.fire_after(p, t), 5,
-                                      "the baseline poller to fire")
+                    polled = wait_for(
+                        lambda p=src.pane, t=last: poller.fire_after(p, t),
+                        5,
+                        "the baseline poller to fire",
+                    )
                     condition = last + IDLE_DELAY_MS / 1000
                     src.samples.append(
-                        ((fired - condition) * 1000, (first - last) * 1000, (float(polled) - condition) * 1000)  # type: ignore[arg-type]
+                        (
+                            (fired - condition) * 1000,
+                            (first - last) * 1000,
+                            (float(polled) - condition) * 1000,
+                        )  # type: ignore[arg-type]
                     )
                     time.sleep(0.2)
         finally:
@@ -251,8 +294,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="trigger latency benchmark")
     p.add_argument("--quick", action="store_true", help="8 turns instead of 32")
     p.add_argument("--turns", type=int, help="turns in all (spread over the sources)")
-    p.add_argument("--sources", choices=["auto", "shell", "standin"], default="auto",
-                   help="auto: shells and stand-in Claude agents (when available)")
+    p.add_argument(
+        "--sources",
+        choices=["auto", "shell", "standin"],
+        default="auto",
+        help="auto: shells and stand-in Claude agents (when available)",
+    )
     return p
 
 

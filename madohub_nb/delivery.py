@@ -136,9 +136,13 @@ class Deliverer:
             lines = content.split("\n")
             try:
                 if legacy:
-                    await self._type_lines(tile, lines, newline_key=profile.newline_key, pause=False)
+                    await self._type_lines(
+                        tile, lines, newline_key=profile.newline_key, pause=False
+                    )
                     await tmux.arun("send-keys", "-t", tile.pane_id, "Enter")
-                    return DeliveryResult(started, datetime.now(timezone.utc), "legacy", len(lines), 1, False)
+                    return DeliveryResult(
+                        started, datetime.now(timezone.utc), "legacy", len(lines), 1, False
+                    )
                 if mode == "paste":
                     await asyncio.to_thread(tmux.paste, tile.pane_id, content, True)
                 else:
@@ -148,15 +152,21 @@ class Deliverer:
                 raise
             except Exception as exc:  # tmux gone, pane killed mid-way
                 raise DeliveryError(f"typing into {tile.name!r} failed: {exc}") from exc
-            return DeliveryResult(started, datetime.now(timezone.utc), mode, len(lines), attempts, verified)
+            return DeliveryResult(
+                started, datetime.now(timezone.utc), mode, len(lines), attempts, verified
+            )
 
-    async def _type_lines(self, tile: Tile, lines: list[str], newline_key: str | None, pause: bool) -> None:
+    async def _type_lines(
+        self, tile: Tile, lines: list[str], newline_key: str | None, pause: bool
+    ) -> None:
         tmux = tile._tmux
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
             for kind, chunk in literal_chunks(line) if line else []:
                 flag = "-l" if kind == "l" else "-H"
-                await tmux.arun("send-keys", "-t", tile.pane_id, flag, *(["--"] if kind == "l" else []), chunk)
+                await tmux.arun(
+                    "send-keys", "-t", tile.pane_id, flag, *(["--"] if kind == "l" else []), chunk
+                )
             if i < len(lines) - 1:
                 # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
                 await tmux.arun("send-keys", "-t", tile.pane_id, key_name(newline_key or "\r"))
@@ -191,5 +201,7 @@ class Deliverer:
                     return attempt, True
                 await self._sleep(0.1)
             if attempt <= SUBMIT_RETRIES:
-                await tile._tmux.arun("send-keys", "-t", tile.pane_id, key_name(profile.submit_keys[-1]))
+                await tile._tmux.arun(
+                    "send-keys", "-t", tile.pane_id, key_name(profile.submit_keys[-1])
+                )
         return SUBMIT_RETRIES + 1, False

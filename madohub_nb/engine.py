@@ -97,7 +97,9 @@ class Engine:
         """Schedule ``coro`` on the engine loop from any thread; returns a Future at once."""
         if self.closed:
             coro.close()
-            raise MadohubError("the hub is closed; make a new one with madohub_nb.Hub() or get_hub()")
+            raise MadohubError(
+                "the hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:

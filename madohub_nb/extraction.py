@@ -42,6 +42,7 @@ def claude_transcript_path(proc: psutil.Process, claude_home: str | None) -> Pat
         # Never fall back to the folder here: another agent in the same cwd writes there too.
         return find_claude_transcript(projects, session.session_id)
     # No sessions file (older versions, an exited agent): the newest transcript of its cwd.
+    cwd: str | None
     try:
         cwd = proc.cwd()
     except psutil.Error:

@@ -177,8 +177,15 @@ class Hub:
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
                 f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
             )
-        return Tile(name, info.pane_id, kind, self.tmux, session=info.session, created=False,
-                    claude_home=lambda: self.claude_home)
+        return Tile(
+            name,
+            info.pane_id,
+            kind,
+            self.tmux,
+            session=info.session,
+            created=False,
+            claude_home=lambda: self.claude_home,
+        )
 
     def _create(
         self,
@@ -189,7 +196,9 @@ class Hub:
         env: Mapping[str, str] | None,
     ) -> Tile:
         if command is not None and (not isinstance(command, str) or not command.strip()):
-            raise MadohubValueError(f"command must be a non-empty shell command string, got {command!r}")
+            raise MadohubValueError(
+                f"command must be a non-empty shell command string, got {command!r}"
+            )
         workdir: str | None = None
         if cwd is not None:
             path = Path(os.path.expanduser(str(cwd)))
@@ -198,10 +207,14 @@ class Hub:
             workdir = str(path.resolve())
         if env is not None:
             if not isinstance(env, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k)
+                isinstance(k, str)
+                and isinstance(v, str)
+                and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k)
                 for k, v in env.items()
             ):
-                raise MadohubValueError("env must map variable names (letters, digits, '_') to strings")
+                raise MadohubValueError(
+                    "env must map variable names (letters, digits, '_') to strings"
+                )
         kind = agent or _guess_kind(command)
         pane_id = self.tmux.new_pane(
             self.session_name, command, cwd=workdir, env=env, window_name=name
@@ -211,13 +224,21 @@ class Hub:
         while time.monotonic() < deadline:
             info = self.tmux.pane_info(pane_id)
             if info is None or info.dead:
-                if info is not None and info.dead_status is None:
-                    time.sleep(0.05)  # tmux marks the pane dead a moment before it records the status
+                for _ in range(
+                    10
+                ):  # tmux marks the pane dead a moment before it records the status
+                    if info is None or info.dead_status is not None:
+                        break
+                    time.sleep(0.03)
                     info = self.tmux.pane_info(pane_id) or info
-                screen = self.tmux.capture(pane_id) if info else ""
+                screen = self.tmux.capture(pane_id, history_lines=50) if info else ""
                 self.tmux.kill_pane(pane_id)
                 status = info.dead_status if info else None
-                printed = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+                printed = [
+                    ln
+                    for ln in screen.splitlines()
+                    if ln.strip() and not ln.startswith("Pane is dead")
+                ]
                 tail = " | ".join(printed[-3:])
                 raise TileError(
                     f"command {command!r} for tile {name!r} exited at once"
@@ -229,8 +250,15 @@ class Hub:
             info = self.tmux.pane_info(pane_id)
             detected = detect_kind(info.pid, info.current_command) if info else "unknown"
             kind = detected if detected in AGENT_KINDS else "shell"
-        return Tile(name, pane_id, kind, self.tmux, session=self.session_name, created=True,
-                    claude_home=lambda: self.claude_home)
+        return Tile(
+            name,
+            pane_id,
+            kind,
+            self.tmux,
+            session=self.session_name,
+            created=True,
+            claude_home=lambda: self.claude_home,
+        )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:
         if isinstance(name, Tile):
@@ -263,7 +291,9 @@ class Hub:
         src = self._tile(source, "source")
         dst = self._tile(target, "target")
         if src is dst:
-            raise MadohubValueError(f"a route from {src.name!r} to itself would feed the agent its own output")
+            raise MadohubValueError(
+                f"a route from {src.name!r} to itself would feed the agent its own output"
+            )
         check_trigger(trigger, pattern)
         spec = make_transform_spec(transform, template, model)
         guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
@@ -279,8 +309,19 @@ class Hub:
         with self._lock:
             self._route_counter += 1
             route_id = f"{src.name}->{dst.name}#{self._route_counter}"
-            route = Route(self, route_id, src, dst, trigger=trigger, pattern=pattern, spec=spec,
-                          guard=guard, dispatch=dispatch, delivery=mode, allow_shell=allow_shell)
+            route = Route(
+                self,
+                route_id,
+                src,
+                dst,
+                trigger=trigger,
+                pattern=pattern,
+                spec=spec,
+                guard=guard,
+                dispatch=dispatch,
+                delivery=mode,
+                allow_shell=allow_shell,
+            )
             self.routes.append(route)
         self.engine.call_soon(route.start)
         self._emit(HubEvent("route_added", route.id, route.state, route))
@@ -311,8 +352,17 @@ class Hub:
                 f"{dst.name!r} is a shell: typed text runs as a command; pass allow_shell=True to send anyway"
             )
         plan = RoundPlan(
-            route_id="send", source="", target=dst, round=0, max_rounds=0, trigger="manual",
-            spec=None, dispatch="madoagent", delivery=mode, extraction=None, prompt=text,
+            route_id="send",
+            source="",
+            target=dst,
+            round=0,
+            max_rounds=0,
+            trigger="manual",
+            spec=None,
+            dispatch="madoagent",
+            delivery=mode,
+            extraction=None,
+            prompt=text,
         )
         return self.engine.submit(run_round(self, plan))
 
@@ -347,7 +397,11 @@ class Hub:
     ) -> RoundRecord:
         orig = self.log.get(round_id)
         name = transform or (orig.transform if orig.transform != "none" else "prompt-wrap")
-        tmpl = template if template is not None else (orig.template if name == orig.transform else None)
+        tmpl = (
+            template
+            if template is not None
+            else (orig.template if name == orig.transform else None)
+        )
         spec = make_transform_spec(name, tmpl, model)
         if name in AI_TRANSFORMS:
             require_ai_key(name, self.api_key)
@@ -356,16 +410,30 @@ class Hub:
         route = next((r for r in self.routes if r.id == orig.route_id), None)
         target = self.tiles.get(orig.target)
         if deliver and target is None:
-            raise MadohubValueError(f"cannot deliver the replay: tile {orig.target!r} is not in this hub")
+            raise MadohubValueError(
+                f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
+            )
         screen_tail = orig.meta.get("screen_tail")
         plan = RoundPlan(
-            route_id=orig.route_id, source=orig.source, target=target, round=orig.round,
-            max_rounds=route.max_rounds if route else int(orig.meta.get("max_rounds", MAX_ROUNDS_DEFAULT)),
-            trigger="replay", spec=spec, dispatch="madoagent" if deliver else "shadow",
-            delivery=self.delivery, extraction=Extraction(orig.extracted, orig.extraction_method or "terminal",
-                                                          Path(orig.extraction_path) if orig.extraction_path else None),
+            route_id=orig.route_id,
+            source=orig.source,
+            target=target,
+            round=orig.round,
+            max_rounds=route.max_rounds
+            if route
+            else int(orig.meta.get("max_rounds", MAX_ROUNDS_DEFAULT)),
+            trigger="replay",
+            spec=spec,
+            dispatch="madoagent" if deliver else "shadow",
+            delivery=self.delivery,
+            extraction=Extraction(
+                orig.extracted,
+                orig.extraction_method or "terminal",
+                Path(orig.extraction_path) if orig.extraction_path else None,
+            ),
             screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
-            replay_of=orig.round_id, meta={"target": orig.target},
+            replay_of=orig.round_id,
+            meta={"target": orig.target},
         )
         return await run_round(self, plan)
 
@@ -400,7 +468,9 @@ class Hub:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._round_waiters.append((n, fut))
             self.engine.call_soon(self._wake_round_waiters)
-            await asyncio.wait_for(asyncio.shield(fut) if self.engine.in_loop_thread else fut, timeout_s)
+            await asyncio.wait_for(
+                asyncio.shield(fut) if self.engine.in_loop_thread else fut, timeout_s
+            )
         return self._rounds_written + len(self.unlogged)
 
     def wait_rounds_sync(self, n: int, timeout_s: float = 60.0) -> int:
@@ -426,7 +496,9 @@ class Hub:
     # life cycle -----------------------------------------------------------------
     def _check_open(self) -> None:
         if self.closed:
-            raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub() or get_hub()")
+            raise MadohubError(
+                "this hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
+            )
 
     def close(self) -> None:
         """Stop routes and watchers; kill the panes this hub created. Safe to call twice."""
@@ -472,7 +544,8 @@ class Hub:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<li>{html.escape(t.name)} · {t.agent} · {t.pane_id} · {t.last_state}</li>" for t in self.tiles.values()
+            f"<li>{html.escape(t.name)} · {t.agent} · {t.pane_id} · {t.last_state}</li>"
+            for t in self.tiles.values()
         )
         routes = "".join(f"<li>{r._repr_html_()}</li>" for r in self.routes)
         return (

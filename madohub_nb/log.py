@@ -13,8 +13,8 @@ round is either wholly in the log or not at all.
 Threads and processes: one connection per ``RoundLog`` opened with
 ``check_same_thread=False`` and guarded by a lock. The engine thread appends
 while the kernel thread reads; a single connection that ``close()`` can shut
-from any thread is simpler than a connection per thread, and every operation
-holds the lock only for one short statement. Several ``RoundLog`` objects (in
+from any thread is simpler than a connection per thread. An append holds the
+lock for one short transaction; reading ``df`` holds it while rows are fetched. Several ``RoundLog`` objects (in
 several processes) may share one file: WAL lets readers run beside the writer,
 and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
 
@@ -249,7 +249,13 @@ class RoundLog:
         self.busy_timeout_ms: Final = check_range(
             "busy_timeout_ms", busy_timeout_ms, (0, 600_000), " ms"
         )
-        for secret in secrets:
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0
+        ):
+            raise MadohubValueError(
+                f"max_bytes must be a positive whole number of bytes or None, got {max_bytes!r}"
+            )
+        for secret in [secrets] if isinstance(secrets, str) else secrets:
             self.register_secret(secret)
         for var in SECRET_ENV_VARS:
             value = os.environ.get(var, "")
@@ -388,10 +394,6 @@ class RoundLog:
         self._conn.execute("PRAGMA synchronous = NORMAL")
 
     def _cap_size(self, max_bytes: int) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise MadohubValueError(
-                f"max_bytes must be a positive whole number of bytes, got {max_bytes!r}"
-            )
         page_size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
         self._conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
 
@@ -404,7 +406,8 @@ class RoundLog:
                 f"a secret to redact must be a string of at least {MIN_SECRET_CHARS} characters "
                 "(shorter ones would redact ordinary words)"
             )
-        self._secrets.add(secret)
+        with self._lock:
+            self._secrets.add(secret)
 
     def append(self, rec: RoundRecord) -> None:
         """Write one round and commit it before returning; then tell the subscribers."""
@@ -494,7 +497,8 @@ class RoundLog:
 
     def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
         """A copy of ``rec`` with every secret replaced in text fields and meta."""
-        secrets = tuple(self._secrets)
+        with self._lock:
+            secrets = tuple(self._secrets)
         changes: dict[str, Any] = {
             name: scrub_secrets(value, secrets)
             for name in _TEXT_COLUMNS

@@ -399,7 +399,7 @@ class MadohubMagics(Magics):
         if cell.strip():
             raise MadohubValueError(
                 f"%%madohub {args.command} takes no cell body "
-                "(cells are for template, connect --template and send)"
+                "(a cell body is for template, connect, replay and send)"
             )
 
     # Sub-commands ---------------------------------------------------------

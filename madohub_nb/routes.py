@@ -184,7 +184,9 @@ class Route:
                         left = self.guard.cooldown_left_ms(_now_ms())
                         if left > 0 and self.state == "active" and not self.guard.exhausted:
                             await asyncio.sleep(left / 1000)
-                            streamer.output(_now_ms(), strip_ansi(listener.take().decode("utf-8", "replace")))
+                            streamer.output(
+                                _now_ms(), strip_ansi(listener.take().decode("utf-8", "replace"))
+                            )
                         chunk = streamer.take()
                         if chunk.strip():
                             await self._fire(Extraction(chunk, "terminal", None), 0.0)
@@ -207,11 +209,15 @@ class Route:
                 return
         await self._round(found, extract_ms)
 
-    async def _round(self, found: Extraction | None, extract_ms: float, exhausted: bool = False) -> None:
+    async def _round(
+        self, found: Extraction | None, extract_ms: float, exhausted: bool = False
+    ) -> None:
         hub = self._hub
         screen_tail = None
         if self.spec.name in ("full-output", "raw"):
-            screen_tail = (await asyncio.to_thread(self.source_tile.history)).rstrip("\n").splitlines()
+            screen_tail = (
+                (await asyncio.to_thread(self.source_tile.history)).rstrip("\n").splitlines()
+            )
         number = self.guard.rounds + (1 if exhausted else 0)
         if not exhausted:
             number = self.guard.fire(_now_ms())

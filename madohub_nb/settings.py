@@ -50,9 +50,7 @@ ROUND_STATUSES: Final = ("delivered", "shadow", "stopped", "exhausted", "error")
 def check_choice(what: str, value: str, allowed: tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``allowed``, else raise a teaching error."""
     if value not in allowed:
-        raise MadohubValueError(
-            f"unknown {what} {value!r}; allowed: {', '.join(allowed)}"
-        )
+        raise MadohubValueError(f"unknown {what} {value!r}; allowed: {', '.join(allowed)}")
     return value
 
 
@@ -60,7 +58,9 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
     """Return ``value`` if ``bounds[0] <= value <= bounds[1]``, else raise."""
     low, high = bounds
     if isinstance(value, bool) or not isinstance(value, int):
-        raise MadohubValueError(f"{what} must be a whole number from {low} to {high}{unit}, got {value!r}")
+        raise MadohubValueError(
+            f"{what} must be a whole number from {low} to {high}{unit}, got {value!r}"
+        )
     if not low <= value <= high:
         raise MadohubValueError(f"{what} must be from {low} to {high}{unit}, got {value}")
     return value

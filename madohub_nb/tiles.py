@@ -25,6 +25,7 @@ from .tmux import PaneInfo, Tmux
 if TYPE_CHECKING:
     from .transcripts import Extraction
 
+
 class Tile:
     """One named pane. Created by :meth:`Hub.tile`; do not construct directly."""
 
@@ -129,7 +130,9 @@ class Tile:
 
     # display ------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"<Tile {self.name!r} agent={self.agent} pane={self.pane_id} state={self.last_state}>"
+        return (
+            f"<Tile {self.name!r} agent={self.agent} pane={self.pane_id} state={self.last_state}>"
+        )
 
     def _repr_html_(self) -> str:
         screen = html.escape(self.screen())

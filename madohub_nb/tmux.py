@@ -105,7 +105,9 @@ class Tmux:
         except subprocess.TimeoutExpired as exc:
             raise TmuxError(f"tmux {args[0]} did not answer within 15 s") from exc
         if check and proc.returncode != 0:
-            raise TmuxError(f"tmux {' '.join(args[:3])} failed: {proc.stderr.strip() or proc.returncode}")
+            raise TmuxError(
+                f"tmux {' '.join(args[:3])} failed: {proc.stderr.strip() or proc.returncode}"
+            )
         return proc.stdout
 
     async def arun(self, *args: str, input: str | None = None, check: bool = True) -> str:
@@ -147,11 +149,39 @@ class Tmux:
             # The options go in the same tmux call, so that they apply before a command that
             # exits at once is reaped: its pane then stays, dead, with its exit status.
             out = self.run(
-                "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), *opts, *cmd,
-                ";", "set-option", "-t", session, "remain-on-exit", "on",
-                ";", "set-option", "-t", session, "window-size", "manual",
-                ";", "set-option", "-t", session, "status", "off",
-                ";", "set-option", "-g", "focus-events", "on",
+                "new-session",
+                "-d",
+                "-s",
+                session,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                *opts,
+                *cmd,
+                ";",
+                "set-option",
+                "-t",
+                session,
+                "remain-on-exit",
+                "on",
+                ";",
+                "set-option",
+                "-t",
+                session,
+                "window-size",
+                "manual",
+                ";",
+                "set-option",
+                "-t",
+                session,
+                "status",
+                "off",
+                ";",
+                "set-option",
+                "-g",
+                "focus-events",
+                "on",
             )
             return out.strip()
         out = self.run("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
@@ -225,8 +255,14 @@ class Tmux:
             )
         info = self.pane_info(pane)
         if info is None:
-            where = f"tmux server {self.socket_name!r}" if self.socket_name else "the default tmux server"
-            raise MadohubValueError(f"pane {pane!r} does not exist on {where}; list panes with `tmux list-panes -a`")
+            where = (
+                f"tmux server {self.socket_name!r}"
+                if self.socket_name
+                else "the default tmux server"
+            )
+            raise MadohubValueError(
+                f"pane {pane!r} does not exist on {where}; list panes with `tmux list-panes -a`"
+            )
         return info
 
 

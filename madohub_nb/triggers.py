@@ -119,11 +119,15 @@ class StreamTrigger:
 def compile_pattern(pattern: str | None) -> re.Pattern[str]:
     """Compile an ``on-keyword`` pattern, or say what is wrong with it."""
     if not pattern:
-        raise MadohubValueError("trigger 'on-keyword' needs pattern=<regex>, e.g. pattern=r'DONE|LGTM'")
+        raise MadohubValueError(
+            "trigger 'on-keyword' needs pattern=<regex>, e.g. pattern=r'DONE|LGTM'"
+        )
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise MadohubValueError(f"pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        raise MadohubValueError(
+            f"pattern {pattern!r} is not a valid regular expression: {exc}"
+        ) from exc
 
 
 def check_trigger(trigger: str, pattern: str | None) -> str:

@@ -8,6 +8,7 @@ feeds :class:`PaneStream` objects; each route listening to a tile gets a
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 
@@ -103,7 +104,7 @@ class OutputWatcher:
                 return stream
             if session not in self._clients:
                 client = ControlClient(
-                    self.tmux, session, self._feed, lambda s=session: self._client_exited(s)
+                    self.tmux, session, self._feed, functools.partial(self._client_exited, session)
                 )
                 await client.start()
                 self._clients[session] = client

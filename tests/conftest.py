@@ -67,7 +67,11 @@ def kill_tree(pid: int, timeout_s: float = 3.0) -> None:
             p.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    alive = procs
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        time.sleep(0.02)
     for p in alive:
         try:
             p.kill()
@@ -93,9 +97,21 @@ def tmux_socket(home: Path) -> Iterator[str]:
         return
     # kill-server ends the server at once and hangs up every pane; then make sure by pid.
     subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
-    _, alive = psutil.wait_procs(procs, timeout=1.0)
+    deadline = time.monotonic() + 1.0
+    alive = procs
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        time.sleep(0.02)
     for p in alive:
         kill_tree(p.pid, timeout_s=1.0)
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (nobody may reap an orphaned tmux server here)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def wait_until(
@@ -130,7 +146,9 @@ def hub(tmux_socket: str, home: Path, tmp_path: Path) -> Iterator[object]:
     """A Hub on a private tmux socket with its log in a temporary file; closed afterwards."""
     import madohub_nb as mh
 
-    h = mh.Hub(socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "rounds.sqlite3")
+    h = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "rounds.sqlite3"
+    )
     yield h
     h.close()
 
@@ -149,7 +167,12 @@ def start_standin(
 
     env = {"MADOHUB_STANDIN_THINK_S": str(think_s)}
     tile = hub.tile(  # type: ignore[attr-defined]
-        name, agent=kind, command=standin_command(kind, persona=persona), cwd=cwd, env=env, **tile_kwargs
+        name,
+        agent=kind,
+        command=standin_command(kind, persona=persona),
+        cwd=cwd,
+        env=env,
+        **tile_kwargs,
     )
     wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
     return tile
@@ -176,7 +199,11 @@ def user_prompts(tile: object) -> list[str]:
         if isinstance(content, str):
             prompts.append(content)
         elif isinstance(content, list):
-            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            texts = [
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
+            ]
             if texts:
                 prompts.append("\n".join(texts))
     return prompts

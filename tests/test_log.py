@@ -260,9 +260,13 @@ def test_sigkill_while_appending_keeps_every_committed_round(tmp_path: Path) -> 
             committed.append(line.strip())
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        rest, _ = child.communicate(timeout=10)
+        child.wait(timeout=10)
     assert child.returncode == -signal.SIGKILL
-    committed += rest.split()
+    # Lines already in the reader's buffer count too (communicate() would skip them).
+    committed += child.stdout.read().split()
+    child.stdout.close()
+    if child.stderr is not None:
+        child.stderr.close()
     assert integrity(path) == "ok"
     with RoundLog(path) as reopened:
         ids = reopened.df["round_id"].tolist()

@@ -282,24 +282,6 @@ def test_ipython_config_file_configures_the_hub(home: Path, tmp_path: Path) -> N
         "print('RESULT', kw['idle_delay_ms'], kw['model'])\n"
     )
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "IPython",
-            f"--profile-dir={profile}",
-            "--no-banner",
-            "--quick",
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
-    # --quick skips config files; so run again without it and compare.
-    assert "RESULT 8000 None" in out.stdout, out.stderr
-    out = subprocess.run(
         [sys.executable, "-m", "IPython", f"--profile-dir={profile}", "--no-banner", "-c", code],
         capture_output=True,
         text=True,
@@ -409,3 +391,37 @@ def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: Interactiv
     assert list(df["target"]) == ["sh"]
     assert df["prompt"].iloc[-1] == "echo magic-$((6*7))"
     assert len(hub_ip.run_line_magic("madohub", "log --tail 1")) == 1
+
+
+def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> None:
+    from madohub_nb.widgets import Dashboard, TileView
+
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    view = hub_ip.run_line_magic("madohub", "watch sh")
+    dash = hub_ip.run_line_magic("madohub", "dashboard")
+    try:
+        assert isinstance(view, TileView)
+        assert view.name == "sh"
+        assert isinstance(dash, Dashboard)
+        assert set(dash.tile_views) == {"sh"}
+    finally:
+        view.close()
+        dash.close()
+
+
+def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: InteractiveShell) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    hub = _hub(hub_ip)
+    wait_until(lambda: "$" in hub.tiles["a"].screen(), 10, what="a's prompt")
+    route = hub_ip.run_line_magic("madohub", "connect a -> b --dispatch shadow --cooldown 1s")
+    hub_ip.run_line_magic("madohub", "send --allow-shell a echo replay-me")
+    wait_until(lambda: route.rounds >= 1, 30, what="the shadow round")
+    df = hub_ip.run_line_magic("madohub", "log")
+    round_id = df[df.route_id == route.id].round_id.iloc[0]
+    hub_ip.run_cell_magic("madohub", "template short", "SHORT<{output}>")
+    rec = hub_ip.run_line_magic("madohub", f"replay {round_id} --template @short")
+    assert rec.prompt.startswith("SHORT<")
+    assert "replay-me" in rec.prompt
+    assert rec.replay_of == round_id
+    assert rec.status == "shadow"

@@ -72,7 +72,9 @@ def test_ping_pong_stops_at_max_rounds(hub: mh.Hub, project: Path) -> None:
     ba = hub.connect("b", "a", max_rounds=2, cooldown_ms=1000)
     wait_until(lambda: ab.ready.is_set() and ba.ready.is_set(), 5)
     hub.send("a", "start counting").result(30)
-    wait_until(lambda: ab.state == "exhausted" and ba.state == "exhausted", 60, what="both exhausted")
+    wait_until(
+        lambda: ab.state == "exhausted" and ba.state == "exhausted", 60, what="both exhausted"
+    )
     wait_until(lambda: any(r["status"] == "exhausted" for r in _rows(hub, ab.id)), 20)
     delivered = [r for r in _rows(hub) if r["status"] == "delivered" and r["route_id"] != "send"]
     assert len(delivered) == 4
@@ -98,7 +100,9 @@ def test_stop_keyword_stops_the_route_and_types_nothing(hub: mh.Hub, project: Pa
 def test_shadow_logs_the_prompt_and_types_nothing(hub: mh.Hub, project: Path) -> None:
     start_standin(hub, "writer", cwd=project)
     reviewer = start_standin(hub, "reviewer", cwd=project)
-    route = hub.connect("writer", "reviewer", dispatch="shadow", template="Would send: {output}", cooldown_ms=1000)
+    route = hub.connect(
+        "writer", "reviewer", dispatch="shadow", template="Would send: {output}", cooldown_ms=1000
+    )
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "shadow test").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
@@ -112,7 +116,9 @@ def test_shadow_logs_the_prompt_and_types_nothing(hub: mh.Hub, project: Path) ->
 def test_legacy_dispatch_extracts_from_the_terminal(hub: mh.Hub, project: Path) -> None:
     start_standin(hub, "writer", cwd=project)
     reviewer = start_standin(hub, "reviewer", cwd=project)
-    route = hub.connect("writer", "reviewer", dispatch="legacy", cooldown_ms=1000, template="L: {output}")
+    route = hub.connect(
+        "writer", "reviewer", dispatch="legacy", cooldown_ms=1000, template="L: {output}"
+    )
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "legacy path").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
@@ -164,7 +170,10 @@ def test_hand_send_is_logged_as_round_zero(hub: mh.Hub, project: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"trigger": "on-fire"}, "unknown trigger 'on-fire'; allowed: on-idle, on-complete, on-keyword, always"),
+        (
+            {"trigger": "on-fire"},
+            "unknown trigger 'on-fire'; allowed: on-idle, on-complete, on-keyword, always",
+        ),
         ({"transform": "magic"}, "unknown transform 'magic'"),
         ({"dispatch": "fast"}, "unknown dispatch 'fast'; allowed: madoagent, legacy, shadow"),
         ({"max_rounds": 21}, "max_rounds must be from 1 to 20, got 21"),

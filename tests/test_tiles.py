@@ -23,7 +23,9 @@ def test_created_tile_runs_its_agent_and_reads_idle(hub: mh.Hub, project: Path) 
 def test_last_response_comes_from_the_transcript(hub: mh.Hub, project: Path) -> None:
     tile = start_standin(hub, "writer", cwd=project)
     hub.send("writer", "Explain tiles in one line").result(30)
-    found = wait_until(lambda: (r := tile.last_response()) and r.method == "jsonl" and r, 15, what="an answer")
+    found = wait_until(
+        lambda: (r := tile.last_response()) and r.method == "jsonl" and r, 15, what="an answer"
+    )
     assert found.text == "Done: Explain tiles in one line"
     assert found.path is not None and found.path.suffix == ".jsonl"
     assert user_prompts(tile) == ["Explain tiles in one line"]
@@ -50,19 +52,43 @@ def test_adopting_a_pane_detects_the_agent(hub: mh.Hub, tmux_socket: str, projec
 
     # The agent as a child of the pane's shell, in a session the hub did not make.
     subprocess.run(
-        ["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "mine", "-x", "160", "-y", "40", "bash --norc"],
+        [
+            "tmux",
+            "-L",
+            tmux_socket,
+            "new-session",
+            "-d",
+            "-s",
+            "mine",
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "bash --norc",
+        ],
         check=True,
     )
     subprocess.run(
-        ["tmux", "-L", tmux_socket, "send-keys", "-t", "mine", standin_command("claude"), "Enter"], check=True
+        ["tmux", "-L", tmux_socket, "send-keys", "-t", "mine", standin_command("claude"), "Enter"],
+        check=True,
     )
     pane = subprocess.run(
         ["tmux", "-L", tmux_socket, "display", "-p", "-t", "mine", "#{pane_id}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
-    wait_until(lambda: "❯" in subprocess.run(
-        ["tmux", "-L", tmux_socket, "capture-pane", "-p", "-t", pane], capture_output=True, text=True
-    ).stdout, 15)
+    wait_until(
+        lambda: (
+            "❯"
+            in subprocess.run(
+                ["tmux", "-L", tmux_socket, "capture-pane", "-p", "-t", pane],
+                capture_output=True,
+                text=True,
+            ).stdout
+        ),
+        15,
+    )
     tile = hub.tile("adopted", pane=pane)
     assert tile.agent == "claude"
     assert tile.pane_id == pane
@@ -74,14 +100,19 @@ def test_adopting_a_pane_detects_the_agent(hub: mh.Hub, tmux_socket: str, projec
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"agent": "gpt"}, "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, shell"),
+        (
+            {"agent": "gpt"},
+            "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, shell",
+        ),
         ({"pane": "%999"}, "does not exist"),
         ({"pane": "not a pane!"}, "not a tmux pane reference"),
         ({"command": "true", "cwd": "/no/such/dir"}, "is not an existing directory"),
         ({"pane": "%1", "command": "bash"}, "only apply to new panes"),
     ],
 )
-def test_bad_tile_arguments_are_value_errors(hub: mh.Hub, kwargs: dict[str, str], message: str) -> None:
+def test_bad_tile_arguments_are_value_errors(
+    hub: mh.Hub, kwargs: dict[str, str], message: str
+) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         hub.tile("t", **kwargs)
     assert "t" not in hub.tiles
@@ -104,14 +135,20 @@ def test_exited_agent_reads_exited(hub: mh.Hub, project: Path) -> None:
     wait_until(lambda: tile.state == "exited", 10)
 
 
-def test_close_kills_created_tiles_but_not_adopted_ones(tmux_socket: str, home: Path, tmp_path: Path) -> None:
-    subprocess.run(["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "keep", "bash --norc"], check=True)
+def test_close_kills_created_tiles_but_not_adopted_ones(
+    tmux_socket: str, home: Path, tmp_path: Path
+) -> None:
+    subprocess.run(
+        ["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "keep", "bash --norc"], check=True
+    )
     hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "l.sqlite3")
     made = hub.tile("made", agent="shell", command="bash --norc")
     hub.tile("kept", pane="keep:0.0", agent="shell")
     hub.close()
     panes = subprocess.run(
-        ["tmux", "-L", tmux_socket, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True
+        ["tmux", "-L", tmux_socket, "list-panes", "-a", "-F", "#{pane_id}"],
+        capture_output=True,
+        text=True,
     ).stdout.split()
     assert made.pane_id not in panes
     assert len(panes) == 1

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..hub import Hub
+from ..tiles import Tile
 from . import standin_command
 
 KICKOFF = "Write a tiny Python function that checks whether a string is a palindrome."
@@ -35,14 +36,20 @@ def _agent_env(kind: str, root: Path) -> dict[str, str]:
 
 def _writer_command(root: Path) -> tuple[str, dict[str, str]]:
     if os.environ.get("MADOHUB_DEMO_AGENT") == "claude":
-        real = subprocess.run(["sh", "-c", "command -v claude"], capture_output=True, text=True).stdout.strip()
+        real = subprocess.run(
+            ["sh", "-c", "command -v claude"], capture_output=True, text=True
+        ).stdout.strip()
         if real and os.environ.get("ANTHROPIC_API_KEY"):
             return real, {}
-        print("MADOHUB_DEMO_AGENT=claude needs `claude` on PATH and ANTHROPIC_API_KEY; using the stand-in")
+        print(
+            "MADOHUB_DEMO_AGENT=claude needs `claude` on PATH and ANTHROPIC_API_KEY; using the stand-in"
+        )
     return standin_command("claude", persona="writer"), _agent_env("claude", root)
 
 
-def run_demo(idle_delay_ms: int = 1500, max_rounds: int = 4, timeout_s: float = 180.0) -> pd.DataFrame:
+def run_demo(
+    idle_delay_ms: int = 1500, max_rounds: int = 4, timeout_s: float = 180.0
+) -> pd.DataFrame:
     """Run the demo and return its round log as a DataFrame."""
     root = Path(tempfile.mkdtemp(prefix="madohub-demo-"))
     work = root / "work"
@@ -59,36 +66,50 @@ def run_demo(idle_delay_ms: int = 1500, max_rounds: int = 4, timeout_s: float = 
             cwd=work,
             env=_agent_env("claude", root),
         )
-        print(f"tiles: {writer.name} ({writer.pane_id}), {reviewer.name} ({reviewer.pane_id}) "
-              f"on tmux socket {socket!r}; watch with: tmux -L {socket} attach")
+        print(
+            f"tiles: {writer.name} ({writer.pane_id}), {reviewer.name} ({reviewer.pane_id}) "
+            f"on tmux socket {socket!r}; watch with: tmux -L {socket} attach"
+        )
         to_review = hub.connect(
-            "writer", "reviewer", template="Please review this draft (round {round} of {maxRounds}):\n{output}",
-            max_rounds=max_rounds, cooldown_ms=1000,
+            "writer",
+            "reviewer",
+            template="Please review this draft (round {round} of {maxRounds}):\n{output}",
+            max_rounds=max_rounds,
+            cooldown_ms=1000,
         )
         to_revise = hub.connect(
-            "reviewer", "writer", template="Reviewer feedback:\n{output}\nPlease revise the draft.",
-            max_rounds=max_rounds, cooldown_ms=1000, stop_keyword="LGTM",
+            "reviewer",
+            "writer",
+            template="Reviewer feedback:\n{output}\nPlease revise the draft.",
+            max_rounds=max_rounds,
+            cooldown_ms=1000,
+            stop_keyword="LGTM",
         )
         _wait_idle(writer, 30)
         print(f"kick-off → writer: {KICKOFF}")
         hub.send("writer", KICKOFF).result(60)
+        # The conversation ends when the reviewer says LGTM (its route stops) or rounds run out.
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(r.state in ("stopped", "exhausted") for r in (to_review, to_revise)):
+            states = {to_review.state, to_revise.state}
+            if "stopped" in states or states == {"exhausted"}:
                 break
-            time.sleep(0.5)
-        time.sleep(0.5)
+            time.sleep(0.2)
         for r in hub.routes:
-            print(f"route {r.id}: {r.state}, {r.rounds}/{r.max_rounds} rounds, last {r.last_status}")
+            r.stop()
+        for r in hub.routes:
+            print(
+                f"route {r.id}: {r.state}, {r.rounds}/{r.max_rounds} rounds, last {r.last_status}"
+            )
         return hub.log.df
     finally:
         hub.close()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
-def _wait_idle(tile: object, timeout_s: float) -> None:
+def _wait_idle(tile: Tile, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and getattr(tile, "state") != "idle":
+    while time.monotonic() < deadline and tile.state != "idle":
         time.sleep(0.1)
 
 

@@ -216,14 +216,18 @@ def test_codex_answers_a_prompt_writes_a_rollout_and_its_daemon_is_ended_by_pid(
     assert codex_daemons(codex_home) == []
 
 
-def test_codex_without_daemon_auto_start_answers_and_leaves_no_daemon(
+def test_codex_started_from_a_shell_without_daemon_auto_start_leaves_no_daemon(
     real_codex_pane: Callable[..., RealPane], fake_openai: FakeOpenAIResponses
 ) -> None:
-    pane = real_codex_pane(daemon=False)
-    assert pane.codex_home is not None
+    pane = real_codex_pane(daemon=False, via_shell=True)
+    codex_home = pane.codex_home
+    assert codex_home is not None
+    tree = process_tree(pane.pane_pid)
+    assert [name for _, _, name in tree[:3]] == ["bash", "node", "codex"]
+    print(f"\ncodex via shell, no daemon: ready in {pane.startup_s:.2f}s; tree {_names(tree)}")
     pane.submit("No daemon please")
     answer = default_answer("No daemon please")
     pane.wait_screen(lambda s: f"• {answer}" in s and codex_is_idle(s), what="the reply")
     assert fake_openai.prompts == ["No daemon please"]
-    assert codex_daemons(pane.codex_home) == []
-    assert not (pane.codex_home / "packages").exists()
+    assert codex_daemons(codex_home) == []
+    assert not (codex_home / "packages").exists()

@@ -1,0 +1,250 @@
+"""Delivery: what typing costs beyond its deliberate pauses, and how fast a 100 KB paste lands.
+
+Run: ``.venv/bin/python benchmarks/bench_delivery.py [--quick]``.
+
+The target is a quiet Claude-like program in a tile of a hub on a private tmux
+server; it records every message typed into it, so each delivery is checked
+byte for byte. ``Deliverer`` gets a fixed-seed RNG and a ``sleep`` that records
+the delay asked for and only yields to the loop, so the wall time of
+``deliver`` is the toolkit's own cost:
+
+- typed: the per-line cost is the slope between a 1-line and an N-line prompt
+  (fixed costs such as the ready check and the submit check cancel out);
+  baseline: one bare ``tmux send-keys -l`` per line from Python;
+- paste: ``deliver(mode="paste")`` of 100 KB; baseline: bare
+  ``tmux load-buffer`` + ``paste-buffer`` of the same text.
+
+Without ``--quick`` a typed delivery with real sleeps cross-checks the
+subtraction (wall time minus the requested pauses, per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    CouldNotMeasure,
+    Report,
+    claude_like_command,
+    private_tmux,
+    run_main,
+    temp_home,
+    wait_for,
+    write_claude_like,
+)
+
+PER_LINE_TARGET_MS = 5.0
+PASTE_TARGET_MS = 200.0
+PASTE_BYTES = 100 * 1024
+SEED = 1234
+WORDS = (
+    "review",
+    "the",
+    "parser",
+    "handles",
+    "empty",
+    "input",
+    "and",
+    "returns",
+    "None",
+    "—",
+    "fine",
+    "naïve",
+    "tests",
+    "pass",
+    "edge",
+    "case:",
+    "`x = y[0]`",
+    "#42",
+    "(see",
+    "above)",
+)
+
+
+def prompt_lines(n: int, rng: random.Random) -> list[str]:
+    """Realistic routed lines (40–90 characters, some non-ASCII, none ending in ';')."""
+    lines = []
+    for _ in range(n):
+        line = ""
+        while len(line) < rng.randint(40, 90):
+            line += rng.choice(WORDS) + " "
+        lines.append(line.rstrip())
+    return lines
+
+
+class Recorder:
+    """The messages the target received (its JSON lines)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def messages(self) -> list[dict[str, object]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def wait(self, n: int) -> dict[str, object]:
+        wait_for(lambda: len(self.messages()) >= n, 20, f"the target to receive message {n}")
+        return self.messages()[n - 1]
+
+
+def main(args: argparse.Namespace, report: Report) -> None:
+    import madohub_nb as mh
+    from madohub_nb.delivery import Deliverer
+
+    lines_n = args.lines or (30 if args.quick else 100)
+    reps = 3 if args.quick else 5
+    with temp_home("delivery") as root, private_tmux("delivery") as socket:
+        hub = mh.Hub(socket_name=socket, idle_delay_ms=1000, log_path=root / "rounds.sqlite3")
+        try:
+            program = write_claude_like(root)
+            recorder = Recorder(root / "inputs.jsonl")
+            tile = hub.tile(
+                "target", agent="claude", command=claude_like_command(program, recorder.path)
+            )
+            wait_for(lambda: tile.state == "idle", 20, "the target to be idle", 0.1)
+            requested: list[float] = []
+
+            async def record_sleep(seconds: float) -> None:
+                requested.append(seconds)
+                await asyncio.sleep(0)
+
+            async def real_sleep(seconds: float) -> None:
+                requested.append(seconds)
+                await asyncio.sleep(seconds)
+
+            received = 0
+
+            def deliver(text: str, mode: str, sleep: object) -> float:
+                """Wall ms of one delivery, checked against what the target received."""
+                nonlocal received
+                deliverer = Deliverer(rng=random.Random(SEED), sleep=sleep)  # type: ignore[arg-type]
+                t0 = time.perf_counter()
+                result = hub.engine.run_sync(deliverer.deliver(tile, text, mode=mode), 120)
+                wall = (time.perf_counter() - t0) * 1000
+                received += 1
+                got = recorder.wait(received)["text"]
+                if got != text or not result.verified:
+                    raise CouldNotMeasure(
+                        f"{mode} delivery #{received} arrived wrong or unverified ({result}): "
+                        f"{str(got)[:80]!r}… vs {text[:80]!r}…"
+                    )
+                return wall
+
+            rng = random.Random(SEED)
+            one, many = [], []
+            for _ in range(reps):
+                one.append(deliver(prompt_lines(1, rng)[0], "typed", record_sleep))
+                many.append(deliver("\n".join(prompt_lines(lines_n, rng)), "typed", record_sleep))
+            per_line = (statistics.median(many) - statistics.median(one)) / (lines_n - 1)
+            pauses = sorted(set(round(s * 1000) for s in requested))
+            report.info(
+                f"typed: 1 line median {statistics.median(one):.1f} ms, {lines_n} lines median "
+                f"{statistics.median(many):.1f} ms (pauses asked for, not slept: {pauses[0]}–{pauses[-1]} ms)"
+            )
+
+            bare = bare_send_keys(socket, tile.pane_id, prompt_lines(lines_n, rng))
+            subprocess.run(
+                ["tmux", "-L", socket, "send-keys", "-t", tile.pane_id, "C-m"], check=True
+            )
+            received += 1
+            recorder.wait(received)
+            report.target(
+                f"typed delivery overhead ({lines_n}-line prompts, {reps} each)",
+                f"{per_line:.2f} ms per line beyond the pauses",
+                f"< {PER_LINE_TARGET_MS} ms per line",
+                f"bare tmux send-keys per line {bare:.2f} ms",
+                per_line < PER_LINE_TARGET_MS,
+            )
+
+            if not args.quick:
+                requested.clear()
+                text = "\n".join(prompt_lines(30, rng))
+                wall = deliver(text, "typed", real_sleep)
+                report.info(
+                    f"cross-check with real pauses: 30 lines in {wall:.0f} ms, pauses {sum(requested) * 1000:.0f} ms "
+                    f"→ {(wall - sum(requested) * 1000) / 30:.2f} ms per line (fixed costs included)"
+                )
+
+            big = paste_text(rng)
+            pastes = []
+            for _ in range(reps):
+                t_start = time.time()
+                pastes.append(deliver(big, "paste", record_sleep))
+                landed = (float(recorder.messages()[received - 1]["end"]) - t_start) * 1000  # type: ignore[arg-type]
+            bare_paste = bare_paste_ms(socket, tile.pane_id, big)
+            subprocess.run(
+                ["tmux", "-L", socket, "send-keys", "-t", tile.pane_id, "C-m"], check=True
+            )
+            received += 1
+            recorder.wait(received)
+            median = statistics.median(pastes)
+            report.info(
+                f"paste: the target had all {len(big.encode())} bytes and the submit key "
+                f"{landed:.0f} ms after the call (last run)"
+            )
+            report.target(
+                f"paste delivery of {len(big.encode()) // 1024} KB ({reps} runs)",
+                f"median {median:.1f} ms (max {max(pastes):.1f})",
+                f"< {PASTE_TARGET_MS:.0f} ms",
+                f"bare tmux load-buffer + paste-buffer {bare_paste:.1f} ms",
+                median < PASTE_TARGET_MS,
+            )
+        finally:
+            hub.close()
+
+
+def bare_send_keys(socket: str, pane: str, lines: list[str]) -> float:
+    """Median ms of one plain ``tmux send-keys -l`` per line (the newline key as a second call)."""
+    times = []
+    for i, line in enumerate(lines):
+        t0 = time.perf_counter()
+        subprocess.run(
+            ["tmux", "-L", socket, "send-keys", "-t", pane, "-l", "--", line], check=True
+        )
+        times.append((time.perf_counter() - t0) * 1000)
+        if i < len(lines) - 1:
+            subprocess.run(["tmux", "-L", socket, "send-keys", "-t", pane, "C-j"], check=True)
+    return statistics.median(times)
+
+
+def paste_text(rng: random.Random) -> str:
+    lines: list[str] = []
+    size = 0
+    while size < PASTE_BYTES:
+        line = prompt_lines(1, rng)[0]
+        lines.append(line)
+        size += len(line.encode()) + 1
+    return "\n".join(lines)
+
+
+def bare_paste_ms(socket: str, pane: str, text: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(
+        ["tmux", "-L", socket, "load-buffer", "-b", "bench", "-"], input=text.encode(), check=True
+    )
+    subprocess.run(
+        ["tmux", "-L", socket, "paste-buffer", "-p", "-d", "-b", "bench", "-t", pane], check=True
+    )
+    return (time.perf_counter() - t0) * 1000
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="delivery benchmark")
+    p.add_argument("--quick", action="store_true", help="30-line prompts, 3 runs each")
+    p.add_argument("--lines", type=int, help="lines of the long typed prompt")
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, parser()))

@@ -1,0 +1,319 @@
+"""Scale: 50 tiles and 50 routes on this machine, every round correct, the engine loop responsive.
+
+Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick] [--profile FILE]``.
+
+25 source tiles (stand-in Claude agents when the package has them, else
+shells) and 25 target tiles (a quiet Claude-like program that records what is
+typed into it). Each source has two on-idle routes: a delivering one into its
+own target (typed, prompt-wrap) and a shadow one to the next target. In each
+wave every source gets a prompt carrying a unique token at the same moment,
+so 25 turns finish together and 50 rounds run at once: 25 typed deliveries
+in parallel. A round is correct when its round number is the wave, its
+extracted answer and prompt carry its source's token of that wave, and (for
+delivering routes) the target received exactly that prompt.
+
+Loop lag: a task on ``hub.loop`` sleeps 10 ms again and again and records how
+late it wakes. Baseline: the same probe on a bare asyncio loop in another
+thread of this process at the same time (what the machine and the GIL cost
+any loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    SHELL_COMMAND,
+    CouldNotMeasure,
+    Report,
+    claude_like_command,
+    counting_tmux_calls,
+    cpu_seconds,
+    percentile,
+    private_tmux,
+    run_main,
+    server_pid,
+    standin_available,
+    start_py_spy,
+    summarize_collapsed,
+    temp_home,
+    tmux_server_cpu_seconds,
+    wait_for,
+    write_claude_like,
+)
+
+PAIRS = 25
+IDLE_DELAY_MS = 1000
+LAG_P99_TARGET_MS = 50.0
+PROBE_S = 0.010
+
+
+async def lag_probe(samples: list[float], stop: threading.Event) -> None:
+    """Sleep 10 ms again and again; record how late each wake-up is (ms)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        t0 = loop.time()
+        await asyncio.sleep(PROBE_S)
+        samples.append((loop.time() - t0 - PROBE_S) * 1000)
+
+
+def bare_loop_probe(samples: list[float], stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        asyncio.run(lag_probe(samples, stop))
+
+    thread = threading.Thread(target=run, name="bare-loop-probe", daemon=True)
+    thread.start()
+    return thread
+
+
+def token(i: int, wave: int) -> str:
+    return f"S{i:02d}W{wave}"
+
+
+def send_wave(socket: str, panes: list[str], wave: int, kind: str) -> None:
+    """Give every source its prompt in one tmux call, so the turns start together."""
+    argv = ["tmux", "-L", socket]
+    for i, pane in enumerate(panes):
+        text = (
+            f"echo {token(i, wave)} done" if kind == "shell" else f"{token(i, wave)} please answer"
+        )
+        argv += [
+            "send-keys",
+            "-t",
+            pane,
+            "-l",
+            "--",
+            text,
+            ";",
+            "send-keys",
+            "-t",
+            pane,
+            "Enter",
+            ";",
+        ]
+    subprocess.run(argv[:-1], check=True)
+
+
+def check_wave(hub: object, wave: int, inputs: list[Path]) -> list[str]:
+    """What is wrong with wave ``wave``'s rounds (empty: all correct)."""
+    df = hub.log.df  # type: ignore[attr-defined]
+    rounds = df[(df["round"] == wave) & (df["route_id"] != "send")]
+    problems = []
+    if len(rounds) != 2 * PAIRS:
+        problems.append(f"wave {wave}: {len(rounds)} rounds, expected {2 * PAIRS}")
+    for _, rec in rounds.iterrows():
+        i = int(str(rec["source"])[1:])
+        want = token(i, wave)
+        expected_status = "shadow" if rec["dispatch"] == "shadow" else "delivered"
+        if rec["status"] != expected_status:
+            problems.append(f"{rec['route_id']} wave {wave}: {rec['status']} {rec['error']}")
+        elif want not in str(rec["extracted"]) or want not in str(rec["prompt"]):
+            problems.append(
+                f"{rec['route_id']} wave {wave}: token {want} missing in {str(rec['extracted'])[:60]!r}"
+            )
+        elif expected_status == "delivered":
+            got = [
+                json.loads(line)["text"]
+                for line in inputs[i].read_text().splitlines()
+                if line.strip()
+            ]
+            if len(got) < wave or got[wave - 1] != rec["prompt"]:
+                problems.append(
+                    f"{rec['route_id']} wave {wave}: target t{i:02d} did not receive the prompt"
+                )
+    return problems
+
+
+def main(args: argparse.Namespace, report: Report) -> None:
+    import madohub_nb as mh
+
+    waves = args.waves or (2 if args.quick else 5)
+    kind = args.sources
+    if kind == "auto":
+        kind = "standin" if standin_available() else "shell"
+    with temp_home("scale") as root, private_tmux("scale") as socket:
+        work = root / "work"
+        work.mkdir()
+        hub = mh.Hub(
+            socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
+        )
+        stop = threading.Event()
+        hub_lag: list[float] = []
+        bare_lag: list[float] = []
+        try:
+            program = write_claude_like(root)
+            inputs = [root / f"inputs-{i:02d}.jsonl" for i in range(PAIRS)]
+
+            if kind == "shell":
+                agent, command, env = "shell", SHELL_COMMAND, {}
+            else:
+                from madohub_nb.demo import standin_command
+
+                # Once, here: standin_command installs the launcher, which is not safe from several threads.
+                agent, command = "claude", standin_command("claude", persona="echo")
+                env = {"MADOHUB_STANDIN_THINK_S": "0.5"}
+
+            def make_source(i: int) -> object:
+                return hub.tile(f"s{i:02d}", agent=agent, command=command, cwd=work, env=env)
+
+            def make_target(i: int) -> object:
+                return hub.tile(
+                    f"t{i:02d}",
+                    agent="claude",
+                    command=claude_like_command(program, inputs[i]),
+                    cwd=work,
+                )
+
+            t0 = time.monotonic()
+            make_target(0)  # the first tile makes the tmux session
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(make_source, range(PAIRS)))
+                list(pool.map(make_target, range(1, PAIRS)))
+            made_s = time.monotonic() - t0
+            for tile in hub.tiles.values():
+                wait_for(lambda t=tile: t.state == "idle", 60, f"tile {tile.name} to be idle", 0.2)  # type: ignore[attr-defined]
+            routes = []
+            for i in range(PAIRS):
+                routes.append(
+                    hub.connect(
+                        f"s{i:02d}",
+                        f"t{i:02d}",
+                        transform="prompt-wrap",
+                        template="from {source} (round {round}):\n{output}",
+                        cooldown_ms=1000,
+                        max_rounds=20,
+                    )
+                )
+                routes.append(
+                    hub.connect(
+                        f"s{i:02d}",
+                        f"t{(i + 1) % PAIRS:02d}",
+                        transform="prompt-wrap",
+                        template="shadow of {source}: {output}",
+                        dispatch="shadow",
+                        cooldown_ms=1000,
+                        max_rounds=20,
+                    )
+                )
+            wait_for(lambda: all(r.ready.is_set() for r in routes), 60, "routes to listen")
+            report.info(
+                f"{len(hub.tiles)} tiles ({PAIRS} {kind} sources, {PAIRS} Claude-like targets) made in "
+                f"{made_s:.1f} s, {len(routes)} routes, {waves} waves, idle_delay_ms={IDLE_DELAY_MS}, "
+                f"thread pool max_workers={min(32, (os.cpu_count() or 1) + 4)}"
+            )
+
+            hub.engine.submit(lag_probe(hub_lag, stop))
+            bare_loop_probe(bare_lag, stop)
+            sources = [hub.tiles[f"s{i:02d}"].pane_id for i in range(PAIRS)]
+            tmux_pid = server_pid(socket)
+            if tmux_pid is None:
+                raise CouldNotMeasure("the tmux server is not running")
+            cpu0 = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid)
+            wall0 = time.monotonic()
+            spy = start_py_spy(os.getpid(), Path(args.profile), waves * 6) if args.profile else None
+            problems: list[str] = []
+            wave_s: list[float] = []
+            counting = (
+                counting_tmux_calls()
+                if args.profile
+                else contextlib.nullcontext((Counter(), Counter()))
+            )
+            with counting as (commands, callers):
+                for wave in range(1, waves + 1):
+                    started = time.monotonic()
+                    send_wave(socket, sources, wave, kind)
+                    hub.wait_rounds_sync(2 * PAIRS * wave, 90)
+                    wave_s.append(time.monotonic() - started)
+                    wait_for(
+                        lambda w=wave: all(
+                            p.exists() and len(p.read_text().splitlines()) >= w for p in inputs
+                        ),
+                        30,
+                        "every target to receive its prompt",
+                    )
+                    problems += check_wave(hub, wave, inputs)
+                    time.sleep(1.2)  # past every route's cooldown
+            cpu_s = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid) - cpu0
+            wall = time.monotonic() - wall0
+            stop.set()
+            if spy is not None:
+                spy.wait(60)
+            df = hub.log.df
+        finally:
+            stop.set()
+            hub.close()
+
+    rounds = len(df)
+    delivered = df[df["status"] == "delivered"]
+    report.info(
+        f"waves took {', '.join(f'{s:.1f}' for s in wave_s)} s (turn + {IDLE_DELAY_MS} ms idle + rounds); "
+        f"hub process + tmux server used {100 * cpu_s / wall:.0f}% of one core over {wall:.0f} s"
+    )
+    report.info(
+        f"round latency (fire → delivered) p50 {percentile(list(delivered['latency_ms']), 0.5):.0f} ms, "
+        f"p95 {percentile(list(delivered['latency_ms']), 0.95):.0f} ms; extract p95 "
+        f"{percentile(list(df['extract_ms'].dropna()), 0.95):.1f} ms"
+    )
+    for line in problems[:10]:
+        report.info(f"wrong: {line}")
+    report.target(
+        f"scale rounds ({PAIRS * 2} tiles, {len(routes)} routes, {waves} waves)",
+        f"{rounds - len(problems)}/{2 * PAIRS * waves} rounds correct",
+        "all correct",
+        f"{len(delivered)} delivered, {rounds - len(delivered)} shadow",
+        not problems and rounds == 2 * PAIRS * waves,
+    )
+    p99 = percentile(hub_lag, 0.99)
+    report.target(
+        f"engine loop lag under load ({len(hub_lag)} samples)",
+        f"p99 {p99:.1f} ms (p50 {percentile(hub_lag, 0.5):.1f}, max {max(hub_lag):.1f})",
+        f"p99 < {LAG_P99_TARGET_MS:.0f} ms",
+        f"bare asyncio loop in the same process p99 {percentile(bare_lag, 0.99):.1f} ms "
+        f"(max {max(bare_lag):.1f})",
+        p99 < LAG_P99_TARGET_MS,
+    )
+    if args.profile:
+        for line in summarize_collapsed(Path(args.profile), top=15):
+            report.info(f"profile: {line}")
+        per_round = sum(commands.values()) / max(1, rounds)
+        report.info(
+            f"tmux commands during the waves: {sum(commands.values())} ({per_round:.1f} per round): "
+            + ", ".join(f"{k} {v}" for k, v in commands.most_common())
+        )
+        report.info(
+            "state reads (Tile.astate) by caller: "
+            + ", ".join(f"{k} {v}" for k, v in callers.most_common())
+        )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="scale benchmark")
+    p.add_argument("--quick", action="store_true", help="2 waves instead of 5")
+    p.add_argument("--waves", type=int, help="waves of 50 rounds")
+    p.add_argument(
+        "--sources",
+        choices=["auto", "standin", "shell"],
+        default="auto",
+        help="auto: stand-in Claude agents if available, else shells",
+    )
+    p.add_argument(
+        "--profile", help="write a py-spy profile (raw collapsed stacks) of this process here"
+    )
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, parser()))
