@@ -159,11 +159,25 @@ def main(args: argparse.Namespace, report: Report) -> None:
             )
             received += 1
             recorder.wait(received)
+            alt_lines = prompt_lines(lines_n, rng)
+            one_call = one_call_per_line(socket, tile.pane_id, alt_lines)
+            control = control_mode_per_line(socket, tile.session, tile.pane_id, alt_lines)
+            subprocess.run(
+                ["tmux", "-L", socket, "send-keys", "-t", tile.pane_id, "C-m"], check=True
+            )
+            received += 1  # both alternatives' lines, submitted as one message
+            if recorder.wait(received)["text"] != "\n".join(alt_lines + alt_lines) + "\n":
+                raise CouldNotMeasure("the alternatives typed something else than their lines")
+            report.info(
+                f"alternatives per line: text + C-j in one tmux call {one_call:.2f} ms; "
+                f"both through a control-mode client {control:.2f} ms"
+            )
             report.target(
                 f"typed delivery overhead ({lines_n}-line prompts, {reps} each)",
                 f"{per_line:.2f} ms per line beyond the pauses",
                 f"< {PER_LINE_TARGET_MS} ms per line",
-                f"bare tmux send-keys per line {bare:.2f} ms",
+                f"bare tmux send-keys {bare:.2f} ms per call (typed delivery makes two per line: "
+                "the text, then C-j)",
                 per_line < PER_LINE_TARGET_MS,
             )
 
@@ -171,9 +185,11 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 requested.clear()
                 text = "\n".join(prompt_lines(30, rng))
                 wall = deliver(text, "typed", real_sleep)
+                rest = wall - sum(requested) * 1000 - statistics.median(one)
                 report.info(
-                    f"cross-check with real pauses: 30 lines in {wall:.0f} ms, pauses {sum(requested) * 1000:.0f} ms "
-                    f"→ {(wall - sum(requested) * 1000) / 30:.2f} ms per line (fixed costs included)"
+                    f"cross-check with real pauses: 30 lines in {wall:.0f} ms, pauses "
+                    f"{sum(requested) * 1000:.0f} ms, fixed costs (1-line delivery) "
+                    f"{statistics.median(one):.0f} ms → {rest / 29:.2f} ms per extra line"
                 )
 
             big = paste_text(rng)
@@ -215,6 +231,71 @@ def bare_send_keys(socket: str, pane: str, lines: list[str]) -> float:
         times.append((time.perf_counter() - t0) * 1000)
         if i < len(lines) - 1:
             subprocess.run(["tmux", "-L", socket, "send-keys", "-t", pane, "C-j"], check=True)
+    return statistics.median(times)
+
+
+def one_call_per_line(socket: str, pane: str, lines: list[str]) -> float:
+    """Median ms per line when the text and its C-j go in one tmux call (``a ; b``)."""
+    times = []
+    for line in lines:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                socket,
+                "send-keys",
+                "-t",
+                pane,
+                "-l",
+                "--",
+                line,
+                ";",
+                "send-keys",
+                "-t",
+                pane,
+                "C-j",
+            ],
+            check=True,
+        )
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def control_mode_per_line(socket: str, session: str, pane: str, lines: list[str]) -> float:
+    """Median ms per line when both commands go through a tmux control-mode client (no spawn)."""
+    proc = subprocess.Popen(
+        ["tmux", "-L", socket, "-C", "attach-session", "-t", f"={session}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    times = []
+
+    def wait_end(blocks: int) -> None:
+        """Read replies until ``blocks`` commands have answered (``%end`` or ``%error``)."""
+        while blocks:
+            reply = proc.stdout.readline()  # type: ignore[union-attr]
+            if not reply:
+                raise CouldNotMeasure("the control-mode client went away")
+            if reply.startswith((b"%end", b"%error")):
+                blocks -= 1
+
+    try:
+        wait_end(1)  # the reply to the attach itself
+        for line in lines:
+            quoted = "'" + line.replace("'", "'\\''") + "'"
+            t0 = time.perf_counter()
+            proc.stdin.write(
+                f"send-keys -t {pane} -l -- {quoted} ; send-keys -t {pane} C-j\n".encode()
+            )
+            proc.stdin.flush()
+            wait_end(2)  # one reply per command
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        proc.terminate()
+        proc.wait(5)
     return statistics.median(times)
 
 

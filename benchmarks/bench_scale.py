@@ -31,7 +31,9 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -54,6 +56,11 @@ from _common import (  # noqa: E402
     wait_for,
     write_claude_like,
 )
+
+if TYPE_CHECKING:
+    from madohub_nb.hub import Hub
+    from madohub_nb.routes import Route
+    from madohub_nb.tiles import Tile
 
 PAIRS = 25
 IDLE_DELAY_MS = 1000
@@ -107,9 +114,9 @@ def send_wave(socket: str, panes: list[str], wave: int, kind: str) -> None:
     subprocess.run(argv[:-1], check=True)
 
 
-def check_wave(hub: object, wave: int, inputs: list[Path]) -> list[str]:
+def check_wave(hub: Hub, wave: int, inputs: list[Path]) -> list[str]:
     """What is wrong with wave ``wave``'s rounds (empty: all correct)."""
-    df = hub.log.df  # type: ignore[attr-defined]
+    df = hub.log.df
     rounds = df[(df["round"] == wave) & (df["route_id"] != "send")]
     problems = []
     if len(rounds) != 2 * PAIRS:
@@ -125,16 +132,73 @@ def check_wave(hub: object, wave: int, inputs: list[Path]) -> list[str]:
                 f"{rec['route_id']} wave {wave}: token {want} missing in {str(rec['extracted'])[:60]!r}"
             )
         elif expected_status == "delivered":
-            got = [
-                json.loads(line)["text"]
-                for line in inputs[i].read_text().splitlines()
-                if line.strip()
-            ]
+            got = [json.loads(line)["text"] for line in inputs[i].read_text().splitlines()]
             if len(got) < wave or got[wave - 1] != rec["prompt"]:
                 problems.append(
-                    f"{rec['route_id']} wave {wave}: target t{i:02d} did not receive the prompt"
+                    f"{rec['route_id']} wave {wave}: t{i:02d} did not receive the prompt"
                 )
     return problems
+
+
+def received_all(inputs: list[Path], wave: int) -> bool:
+    return all(p.exists() and len(p.read_text().splitlines()) >= wave for p in inputs)
+
+
+def make_tiles(hub: Hub, kind: str, root: Path) -> list[Path]:
+    """25 sources and 25 Claude-like targets, made 8 at a time; returns the targets' input logs."""
+    work = root / "work"
+    work.mkdir()
+    program = write_claude_like(root)
+    inputs = [root / f"inputs-{i:02d}.jsonl" for i in range(PAIRS)]
+    env: dict[str, str] = {}
+    if kind == "shell":
+        agent, command = "shell", SHELL_COMMAND
+    else:
+        from madohub_nb.demo import standin_command
+
+        # Once, here: standin_command installs the launcher, which is not safe from several threads.
+        agent, command = "claude", standin_command("claude", persona="echo")
+        env = {"MADOHUB_STANDIN_THINK_S": "0.5"}
+
+    def make_source(i: int) -> Tile:
+        return hub.tile(f"s{i:02d}", agent=agent, command=command, cwd=work, env=env)
+
+    def make_target(i: int) -> Tile:
+        command = claude_like_command(program, inputs[i])
+        return hub.tile(f"t{i:02d}", agent="claude", command=command, cwd=work)
+
+    make_target(0)  # the first tile makes the tmux session
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(make_source, range(PAIRS)))
+        list(pool.map(make_target, range(1, PAIRS)))
+    for tile in hub.tiles.values():
+        wait_for(partial(is_idle, tile), 60, f"tile {tile.name} to be idle", 0.2)
+    return inputs
+
+
+def is_idle(tile: Tile) -> bool:
+    return tile.state == "idle"
+
+
+def wire(hub: Hub) -> list[Route]:
+    """Per source: a delivering route to its own target, a shadow route to the next one."""
+    routes = []
+    for i in range(PAIRS):
+        src, own, other = f"s{i:02d}", f"t{i:02d}", f"t{(i + 1) % PAIRS:02d}"
+        template = "from {source} (round {round}):\n{output}"
+        routes.append(hub.connect(src, own, template=template, cooldown_ms=1000, max_rounds=20))
+        routes.append(
+            hub.connect(
+                src,
+                other,
+                template="shadow of {source}: {output}",
+                dispatch="shadow",
+                cooldown_ms=1000,
+                max_rounds=20,
+            )
+        )
+    wait_for(lambda: all(r.ready.is_set() for r in routes), 60, "routes to listen")
+    return routes
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
@@ -144,77 +208,25 @@ def main(args: argparse.Namespace, report: Report) -> None:
     kind = args.sources
     if kind == "auto":
         kind = "standin" if standin_available() else "shell"
+    stop = threading.Event()
+    hub_lag: list[float] = []
+    bare_lag: list[float] = []
+    problems: list[str] = []
+    wave_s: list[float] = []
     with temp_home("scale") as root, private_tmux("scale") as socket:
-        work = root / "work"
-        work.mkdir()
         hub = mh.Hub(
             socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
         )
-        stop = threading.Event()
-        hub_lag: list[float] = []
-        bare_lag: list[float] = []
         try:
-            program = write_claude_like(root)
-            inputs = [root / f"inputs-{i:02d}.jsonl" for i in range(PAIRS)]
-
-            if kind == "shell":
-                agent, command, env = "shell", SHELL_COMMAND, {}
-            else:
-                from madohub_nb.demo import standin_command
-
-                # Once, here: standin_command installs the launcher, which is not safe from several threads.
-                agent, command = "claude", standin_command("claude", persona="echo")
-                env = {"MADOHUB_STANDIN_THINK_S": "0.5"}
-
-            def make_source(i: int) -> object:
-                return hub.tile(f"s{i:02d}", agent=agent, command=command, cwd=work, env=env)
-
-            def make_target(i: int) -> object:
-                return hub.tile(
-                    f"t{i:02d}",
-                    agent="claude",
-                    command=claude_like_command(program, inputs[i]),
-                    cwd=work,
-                )
-
             t0 = time.monotonic()
-            make_target(0)  # the first tile makes the tmux session
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(make_source, range(PAIRS)))
-                list(pool.map(make_target, range(1, PAIRS)))
+            inputs = make_tiles(hub, kind, root)
             made_s = time.monotonic() - t0
-            for tile in hub.tiles.values():
-                wait_for(lambda t=tile: t.state == "idle", 60, f"tile {tile.name} to be idle", 0.2)  # type: ignore[attr-defined]
-            routes = []
-            for i in range(PAIRS):
-                routes.append(
-                    hub.connect(
-                        f"s{i:02d}",
-                        f"t{i:02d}",
-                        transform="prompt-wrap",
-                        template="from {source} (round {round}):\n{output}",
-                        cooldown_ms=1000,
-                        max_rounds=20,
-                    )
-                )
-                routes.append(
-                    hub.connect(
-                        f"s{i:02d}",
-                        f"t{(i + 1) % PAIRS:02d}",
-                        transform="prompt-wrap",
-                        template="shadow of {source}: {output}",
-                        dispatch="shadow",
-                        cooldown_ms=1000,
-                        max_rounds=20,
-                    )
-                )
-            wait_for(lambda: all(r.ready.is_set() for r in routes), 60, "routes to listen")
+            routes = wire(hub)
             report.info(
-                f"{len(hub.tiles)} tiles ({PAIRS} {kind} sources, {PAIRS} Claude-like targets) made in "
-                f"{made_s:.1f} s, {len(routes)} routes, {waves} waves, idle_delay_ms={IDLE_DELAY_MS}, "
-                f"thread pool max_workers={min(32, (os.cpu_count() or 1) + 4)}"
+                f"{len(hub.tiles)} tiles ({PAIRS} {kind} sources, {PAIRS} Claude-like targets) made "
+                f"in {made_s:.1f} s, {len(routes)} routes, {waves} waves, idle_delay_ms="
+                f"{IDLE_DELAY_MS}, to_thread pool max_workers={min(32, (os.cpu_count() or 1) + 4)}"
             )
-
             hub.engine.submit(lag_probe(hub_lag, stop))
             bare_loop_probe(bare_lag, stop)
             sources = [hub.tiles[f"s{i:02d}"].pane_id for i in range(PAIRS)]
@@ -224,9 +236,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
             cpu0 = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid)
             wall0 = time.monotonic()
             spy = start_py_spy(os.getpid(), Path(args.profile), waves * 6) if args.profile else None
-            problems: list[str] = []
-            wave_s: list[float] = []
-            counting = (
+            counting: contextlib.AbstractContextManager[tuple[Counter[str], Counter[str]]] = (
                 counting_tmux_calls()
                 if args.profile
                 else contextlib.nullcontext((Counter(), Counter()))
@@ -237,13 +247,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                     send_wave(socket, sources, wave, kind)
                     hub.wait_rounds_sync(2 * PAIRS * wave, 90)
                     wave_s.append(time.monotonic() - started)
-                    wait_for(
-                        lambda w=wave: all(
-                            p.exists() and len(p.read_text().splitlines()) >= w for p in inputs
-                        ),
-                        30,
-                        "every target to receive its prompt",
-                    )
+                    wait_for(partial(received_all, inputs, wave), 30, "every target's prompt")
                     problems += check_wave(hub, wave, inputs)
                     time.sleep(1.2)  # past every route's cooldown
             cpu_s = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid) - cpu0
@@ -258,13 +262,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
 
     rounds = len(df)
     delivered = df[df["status"] == "delivered"]
+    latency = list(delivered["latency_ms"])
     report.info(
-        f"waves took {', '.join(f'{s:.1f}' for s in wave_s)} s (turn + {IDLE_DELAY_MS} ms idle + rounds); "
-        f"hub process + tmux server used {100 * cpu_s / wall:.0f}% of one core over {wall:.0f} s"
+        f"waves took {', '.join(f'{s:.1f}' for s in wave_s)} s (turn + {IDLE_DELAY_MS} ms idle + "
+        f"rounds); hub process + tmux server used {100 * cpu_s / wall:.0f}% of one core over "
+        f"{wall:.0f} s"
     )
     report.info(
-        f"round latency (fire → delivered) p50 {percentile(list(delivered['latency_ms']), 0.5):.0f} ms, "
-        f"p95 {percentile(list(delivered['latency_ms']), 0.95):.0f} ms; extract p95 "
+        f"round latency (fire → delivered) p50 {percentile(latency, 0.5):.0f} ms, p95 "
+        f"{percentile(latency, 0.95):.0f} ms; extract p95 "
         f"{percentile(list(df['extract_ms'].dropna()), 0.95):.1f} ms"
     )
     for line in problems[:10]:

@@ -29,7 +29,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -46,6 +48,10 @@ from _common import (  # noqa: E402
     wait_for,
     write_claude_like,
 )
+
+if TYPE_CHECKING:
+    from madohub_nb.hub import Hub
+    from madohub_nb.tiles import Tile
 
 IDLE_DELAY_MS = 1000
 FIRE_P95_TARGET_MS = 100.0
@@ -129,27 +135,80 @@ class Source:
     name: str
     kind: str
     pane: str = ""
-    samples: list[tuple[float, float, float | None]] = field(default_factory=list)
-    """(condition → fire ms, turn → first byte ms, poller condition → fire ms)."""
+    samples: list[tuple[float, float, float]] = field(default_factory=list)
+    """(condition → fire ms, turn → first byte ms, poller's condition → fire ms), per turn."""
 
 
-def read_inputs(path: Path) -> list[dict[str, object]]:
+def read_inputs(path: Path) -> list[dict[str, Any]]:
+    """The messages the target recorded, oldest first."""
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def make_tiles(hub: Hub, kinds: list[str], work: Path, inputs: Path) -> list[Source]:
+    """The recording target and two sources per kind, all idle."""
+    program = write_claude_like(work.parent)
+    hub.tile("target", agent="claude", command=claude_like_command(program, inputs), cwd=work)
+    sources = [Source(f"{k}{i}", k) for i in (1, 2) for k in kinds]
+    for src in sources:
+        if src.kind == "shell":
+            tile = hub.tile(src.name, agent="shell", command=SHELL_COMMAND, cwd=work)
+        else:
+            from madohub_nb.demo import standin_command
+
+            command = standin_command("claude", persona="echo")
+            env = {"MADOHUB_STANDIN_THINK_S": "0.2"}
+            tile = hub.tile(src.name, agent="claude", command=command, cwd=work, env=env)
+        src.pane = tile.pane_id
+    for tile in hub.tiles.values():
+        wait_for(partial(is_idle, tile), 30, f"tile {tile.name} to be idle", 0.1)
+    return sources
+
+
+def is_idle(tile: Tile) -> bool:
+    return tile.state == "idle"
+
+
+def finish_turn(socket: str, src: Source, k: int) -> None:
+    """Make the source take a turn: a shell runs an echo, a stand-in answers a prompt."""
+    text = f"echo turn-{k}-{src.name}" if src.kind == "shell" else f"answer turn {k} please"
+    tmux = ["tmux", "-L", socket, "send-keys", "-t", src.pane]
+    subprocess.run([*tmux, "-l", "--", text], check=True)
+    subprocess.run([*tmux, "Enter"], check=True)
+
+
+def measure_turn(
+    hub: Hub, src: Source, done: int, inputs: Path, observer: Observer, poller: Poller
+) -> None:
+    """After round ``done`` was logged: check it, and add the turn's sample to ``src``."""
+    wait_for(lambda: len(read_inputs(inputs)) >= done, 15, "the target to receive the prompt")
+    rec = hub.log.df.sort_values("fired_at").iloc[-1]
+    if rec["status"] != "delivered" or rec["source"] != src.name:
+        raise CouldNotMeasure(f"round {done}: {rec['source']} {rec['status']} {rec['error']}")
+    fired = rec["fired_at"].timestamp()
+    last = observer.last_output(src.pane, fired)
+    if last is None:
+        raise CouldNotMeasure(f"the observer saw no output from {src.name}")
+    first = float(read_inputs(inputs)[done - 1]["first"])
+    polled = wait_for(partial(poller.fire_after, src.pane, last), 5, "the baseline poller to fire")
+    condition = last + IDLE_DELAY_MS / 1000
+    src.samples.append(
+        ((fired - condition) * 1000, (first - last) * 1000, (float(polled) - condition) * 1000)  # type: ignore[arg-type]
+    )
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
 
     turns = args.turns or (8 if args.quick else 32)
-    kinds = ["shell", "claude"] if standin_available() and args.sources != "shell" else ["shell"]
     if args.sources == "standin" and not standin_available():
         raise CouldNotMeasure(
             "stand-in agents (madohub_nb.demo.standin_command) are not importable"
         )
-    if args.sources == "standin":
-        kinds = ["claude"]
+    kinds = {"shell": ["shell"], "standin": ["claude"]}.get(
+        args.sources, ["shell", "claude"] if standin_available() else ["shell"]
+    )
     # Two sources per kind, taking turns; a route makes at most 20 rounds.
     per_source = max(1, -(-turns // (2 * len(kinds))))
     if per_source > 20:
@@ -157,35 +216,14 @@ def main(args: argparse.Namespace, report: Report) -> None:
     with temp_home("latency") as root, private_tmux("latency") as socket:
         work = root / "work"
         work.mkdir()
+        inputs = root / "target-inputs.jsonl"
         hub = mh.Hub(
             socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
         )
         observer: Observer | None = None
         poller: Poller | None = None
         try:
-            program = write_claude_like(root)
-            inputs = root / "target-inputs.jsonl"
-            hub.tile(
-                "target", agent="claude", command=claude_like_command(program, inputs), cwd=work
-            )
-            sources = [Source(f"{k}{i}", k) for i in (1, 2) for k in kinds]
-            for src in sources:
-                if src.kind == "shell":
-                    tile = hub.tile(src.name, agent="shell", command=SHELL_COMMAND, cwd=work)
-                else:
-                    from madohub_nb.demo import standin_command
-
-                    tile = hub.tile(
-                        src.name,
-                        agent="claude",
-                        command=standin_command("claude", persona="echo"),
-                        cwd=work,
-                        env={"MADOHUB_STANDIN_THINK_S": "0.2"},
-                    )
-                src.pane = tile.pane_id
-            for name in ["target", *(s.name for s in sources)]:
-                tile = hub.tiles[name]
-                wait_for(lambda t=tile: t.state == "idle", 30, f"tile {name} to be idle", 0.1)
+            sources = make_tiles(hub, kinds, work, inputs)
             routes = [
                 hub.connect(
                     src.name,
@@ -209,48 +247,10 @@ def main(args: argparse.Namespace, report: Report) -> None:
             done = 0
             for k in range(per_source):
                 for src in sources:
-                    text = (
-                        f"echo turn-{k}-{src.name}"
-                        if src.kind == "shell"
-                        else f"answer turn {k} please"
-                    )
-                    subprocess.run(
-                        ["tmux", "-L", socket, "send-keys", "-t", src.pane, "-l", "--", text],
-                        check=True,
-                    )
-                    subprocess.run(
-                        ["tmux", "-L", socket, "send-keys", "-t", src.pane, "Enter"], check=True
-                    )
+                    finish_turn(socket, src, k)
                     done += 1
                     hub.wait_rounds_sync(done, 30)
-                    wait_for(
-                        lambda n=done: len(read_inputs(inputs)) >= n,
-                        15,
-                        "the target to receive the prompt",
-                    )
-                    rec = hub.log.df.sort_values("fired_at").iloc[-1]
-                    if rec["status"] != "delivered" or rec["source"] != src.name:
-                        raise CouldNotMeasure(
-                            f"round {done} went wrong: {rec['source']} {rec['status']} {rec['error']}"
-                        )
-                    fired = rec["fired_at"].timestamp()
-                    last = observer.last_output(src.pane, fired)
-                    if last is None:
-                        raise CouldNotMeasure(f"the observer saw no output from {src.name}")
-                    first = float(read_inputs(inputs)[done - 1]["first"])  # type: ignore[arg-type]
-                    polled = wait_for(
-                        lambda p=src.pane, t=last: poller.fire_after(p, t),
-                        5,
-                        "the baseline poller to fire",
-                    )
-                    condition = last + IDLE_DELAY_MS / 1000
-                    src.samples.append(
-                        (
-                            (fired - condition) * 1000,
-                            (first - last) * 1000,
-                            (float(polled) - condition) * 1000,
-                        )  # type: ignore[arg-type]
-                    )
+                    measure_turn(hub, src, done, inputs, observer, poller)
                     time.sleep(0.2)
         finally:
             if poller is not None:
@@ -262,7 +262,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
 
     fire = [s for src in sources for s, _, _ in src.samples]
     first_byte = [b for src in sources for _, b, _ in src.samples]
-    polled_lag = [p for src in sources for _, _, p in src.samples if p is not None]
+    polled_lag = [p for src in sources for _, _, p in src.samples]
     for kind in kinds:
         mine = [x for src in sources if src.kind == kind for x in src.samples]
         report.info(

@@ -177,9 +177,7 @@ def live_hub() -> Hub | None:
     """The kernel's hub if one is open, without creating it."""
     from .hub import registry
 
-    # TODO(lead): a public ``HubRegistry.current`` would replace this private read.
-    hub: Hub | None = getattr(registry, "_hub", None)
-    return hub if hub is not None and not hub.closed else None
+    return registry.current
 
 
 def _running_shell() -> Any:

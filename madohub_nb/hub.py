@@ -185,6 +185,7 @@ class Hub:
             session=info.session,
             created=False,
             claude_home=lambda: self.claude_home,
+            on_state=self._tile_state_changed,
         )
 
     def _create(
@@ -258,6 +259,7 @@ class Hub:
             session=self.session_name,
             created=True,
             claude_home=lambda: self.claude_home,
+            on_state=self._tile_state_changed,
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:
@@ -488,6 +490,9 @@ class Hub:
         else:
             self.engine.call_soon(self.events.emit, event)
 
+    def _tile_state_changed(self, name: str, state: str) -> None:
+        self._emit(HubEvent("tile_state", name, state))
+
     def _on_output(self, pane_id: str, nbytes: int) -> None:
         for tile in self.tiles.values():
             if tile.pane_id == pane_id:
@@ -591,6 +596,12 @@ class HubRegistry:
                 kwargs = {**hub_kwargs_from_config(), **overrides}
                 self._hub = Hub(**kwargs)
             return self._hub
+
+    @property
+    def current(self) -> Hub | None:
+        """The kernel's hub if one is open (without making one)."""
+        hub = self._hub
+        return hub if hub is not None and not hub.closed else None
 
     def reset(self) -> None:
         with self._lock:

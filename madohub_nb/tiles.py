@@ -39,6 +39,7 @@ class Tile:
         session: str,
         created: bool,
         claude_home: Callable[[], str | None] = lambda: None,
+        on_state: Callable[[str, str], None] | None = None,
     ) -> None:
         self.name = name
         self.pane_id = pane_id
@@ -50,6 +51,7 @@ class Tile:
         self._agent_pid: int | None = None
         self._seen_agent = False
         self.last_state = "unknown"
+        self._on_state = on_state
 
     @property
     def profile(self) -> AgentProfile:
@@ -101,8 +103,12 @@ class Tile:
     @property
     def state(self) -> str:
         """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown``, read fresh."""
-        self.last_state = self._read_state()
-        return self.last_state
+        state = self._read_state()
+        if state != self.last_state:
+            self.last_state = state
+            if self._on_state is not None:
+                self._on_state(self.name, state)
+        return state
 
     def _read_state(self) -> str:
         info = self.pane_info()

@@ -26,8 +26,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import anthropic
-
 from . import settings
 from .errors import MadohubValueError, TransformError
 
@@ -393,6 +391,8 @@ def _has_cause(err: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _describe_api_error(err: Exception, config: AIClientConfig, base_url: str) -> str:
+    import anthropic
+
     attempts = f"{config.max_retries + 1} attempt{'s' if config.max_retries else ''}"
     if isinstance(err, anthropic.APITimeoutError):
         return f"timed out after {config.timeout_s:g}s ({attempts}) waiting for {base_url}"
@@ -432,6 +432,9 @@ async def _call_model(spec: TransformSpec, ctx: TransformContext, config: AIClie
         raise TransformError(
             f"transform {spec.name!r} needs an Anthropic API key; " + _missing_key_hint()
         )
+    # Imported here: the SDK takes seconds to import and only AI transforms need it.
+    import anthropic
+
     system, message = build_ai_request(spec, ctx)
     model = spec.model or config.model
     client = anthropic.AsyncAnthropic(

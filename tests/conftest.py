@@ -207,3 +207,41 @@ def user_prompts(tile: object) -> list[str]:
             if texts:
                 prompts.append("\n".join(texts))
     return prompts
+
+
+# --- byte recorder targets (reliability tests) ----------------------------------
+RECORDER_SCRIPT = '''\
+"""Write every byte typed into this terminal (raw mode) to a file, unaltered."""
+import os
+import sys
+import tty
+
+out, paste = sys.argv[1], "--paste" in sys.argv[2:]
+tty.setraw(0)
+with open(out, "ab", buffering=0) as f:
+    os.write(1, (b"\\x1b[?2004h" if paste else b"") + b"recorder ready\\r\\n")
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        f.write(data)
+'''
+
+
+def start_recorder(hub: object, name: str, out: Path, *, paste: bool = False) -> object:
+    """A target tile that records the raw bytes it receives into ``out``.
+
+    It reads as an ``amp`` agent (its script is named ``amp-recorder.py``, and
+    Amp's profile has no idle marker: a quiet screen is idle), so the full
+    agent-aware delivery path types into it. ``paste=True`` turns bracketed
+    paste on, as real TUIs do.
+    """
+    import shlex
+    import sys
+
+    script = out.parent / "amp-recorder.py"
+    script.write_text(RECORDER_SCRIPT)
+    command = " ".join(shlex.quote(a) for a in (sys.executable, str(script), str(out)))
+    tile = hub.tile(name, agent="amp", command=command + (" --paste" if paste else ""))  # type: ignore[attr-defined]
+    wait_until(lambda: out.exists() and tile.state == "idle", 15, what=f"recorder {name} ready")
+    return tile
