@@ -35,6 +35,8 @@ READY_POLL_S = 0.25
 VERIFY_TIMEOUT_S = 3.0
 """How long to look for evidence that the prompt was submitted, per attempt."""
 SUBMIT_RETRIES = 2
+SEND_KEYS_MAX_BYTES = 4096
+"""Most UTF-8 bytes one ``send-keys`` call types (tmux refuses commands over ~16 KB)."""
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -65,16 +67,25 @@ def input_pending(profile: AgentProfile, screen: str, text: str) -> bool:
     return typed is not None and probe in typed
 
 
-def literal_chunks(line: str) -> list[tuple[str, str]]:
+def literal_chunks(line: str, max_bytes: int = SEND_KEYS_MAX_BYTES) -> list[tuple[str, str]]:
     """Split a line into ``send-keys`` calls that tmux cannot misread.
 
     tmux takes an argument ending in ``;`` as a command separator (seen with
-    tmux 3.3a: ``send-keys -l 'foo;'`` types ``foo``), so a trailing semicolon
-    is sent as the hex key ``3b`` instead.
+    tmux 3.3a: ``send-keys -l 'foo;'`` types ``foo``, ``';;'`` types ``;``), so
+    the trailing semicolons of each piece are sent as hex keys (``-H 3b 3b``).
+    tmux refuses a command over about 16 KB ("command too long"), so a long
+    line goes in pieces of at most ``max_bytes`` bytes of UTF-8.
     """
-    if line.endswith(";"):
-        return [("l", line[:-1]), ("H", "3b")] if line[:-1] else [("H", "3b")]
-    return [("l", line)]
+    step = max(1, max_bytes // 4)  # a character is at most 4 bytes of UTF-8
+    chunks: list[tuple[str, str]] = []
+    for start in range(0, len(line), step):
+        piece = line[start : start + step]
+        text = piece.rstrip(";")
+        if text:
+            chunks.append(("l", text))
+        if len(text) < len(piece):
+            chunks.append(("H", " ".join(["3b"] * (len(piece) - len(text)))))
+    return chunks
 
 
 class Deliverer:
@@ -162,11 +173,9 @@ class Deliverer:
         tmux = tile._tmux
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
-            for kind, chunk in literal_chunks(line) if line else []:
-                flag = "-l" if kind == "l" else "-H"
-                await tmux.arun(
-                    "send-keys", "-t", tile.pane_id, flag, *(["--"] if kind == "l" else []), chunk
-                )
+            for kind, chunk in literal_chunks(line):
+                keys = ["-l", "--", chunk] if kind == "l" else ["-H", *chunk.split()]
+                await tmux.arun("send-keys", "-t", tile.pane_id, *keys)
             if i < len(lines) - 1:
                 # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
                 await tmux.arun("send-keys", "-t", tile.pane_id, key_name(newline_key or "\r"))

@@ -61,6 +61,29 @@ class EventBus:
                 log.exception("madohub_nb event listener failed on %s", event.kind)
 
 
+class HubFuture(concurrent.futures.Future[T]):
+    """A Future for work on the engine loop; awaitable in a notebook cell.
+
+    Blocking on it with ``result()`` from the loop's own thread (a Jupyter
+    cell) would freeze the kernel forever, so that raises a teaching error.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self._engine = engine
+
+    def result(self, timeout: float | None = None) -> T:
+        if not self.done() and self._engine.in_loop_thread:
+            raise MadohubError(
+                "waiting with .result() here would block the notebook's event loop; "
+                "use `await` on it instead (e.g. `rec = await hub.send(...)`), or just let it run"
+            )
+        return super().result(timeout)
+
+    def __await__(self) -> Any:
+        return asyncio.wrap_future(self).__await__()
+
+
 class Engine:
     """Owns (or borrows) the event loop that every watcher and route task runs on."""
 
@@ -93,14 +116,27 @@ class Engine:
         except RuntimeError:
             return self._thread is None or threading.current_thread() is self._thread
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def submit(self, coro: Coroutine[Any, Any, T]) -> HubFuture[T]:
         """Schedule ``coro`` on the engine loop from any thread; returns a Future at once."""
         if self.closed:
             coro.close()
             raise MadohubError(
                 "the hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
             )
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        outer: HubFuture[T] = HubFuture(self)
+        inner = asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+        def copy(done: concurrent.futures.Future[T]) -> None:
+            if done.cancelled():
+                outer.cancel()
+            elif (exc := done.exception()) is not None:
+                outer.set_exception(exc)
+            else:
+                outer.set_result(done.result())
+
+        inner.add_done_callback(copy)
+        outer.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
+        return outer
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the engine loop (thread-safe)."""

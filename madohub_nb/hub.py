@@ -8,7 +8,6 @@ engine loop, so a notebook cell that wires a route returns immediately.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import html
 import os
 import re
@@ -21,7 +20,7 @@ from typing import Any
 
 from .agents.detect import detect_kind
 from .delivery import Deliverer
-from .engine import Engine, EventBus, HubEvent
+from .engine import Engine, EventBus, HubEvent, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .log import RoundLog, RoundRecord
 from .protection import LoopGuard
@@ -342,7 +341,7 @@ class Hub:
     # hand delivery and replay -------------------------------------------------
     def send(
         self, tile: str | Tile, text: str, *, delivery: str | None = None, allow_shell: bool = False
-    ) -> concurrent.futures.Future[RoundRecord]:
+    ) -> HubFuture[RoundRecord]:
         """Type ``text`` into a tile by hand (logged as round 0 of route ``send``); returns a Future."""
         self._check_open()
         dst = self._tile(tile, "target")
@@ -415,6 +414,12 @@ class Hub:
             raise MadohubValueError(
                 f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
             )
+        if deliver and target is not None and target.agent == "shell":
+            if route is None or not route.allow_shell:
+                raise MadohubValueError(
+                    f"{target.name!r} is a shell: a delivered replay runs there as a command; "
+                    "only rounds of a route made with allow_shell=True are replayed into it"
+                )
         screen_tail = orig.meta.get("screen_tail")
         plan = RoundPlan(
             route_id=orig.route_id,

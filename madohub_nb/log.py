@@ -428,6 +428,9 @@ class RoundLog:
             except sqlite3.Error as exc:
                 self._rollback()
                 raise self._error("append a round to", exc) from exc
+            except BaseException:
+                self._rollback()  # never leave the write transaction open for the next append
+                raise
         self._notify(stored)
 
     def ensure_writable(self) -> None:
@@ -496,11 +499,15 @@ class RoundLog:
         return rec
 
     def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
-        """A copy of ``rec`` with every secret replaced in text fields and meta."""
+        """A copy of ``rec`` with every secret replaced in text fields and meta.
+
+        Lone surrogates (a transcript's ``\\udc9b`` escape) become U+FFFD:
+        SQLite stores UTF-8, which cannot encode them.
+        """
         with self._lock:
             secrets = tuple(self._secrets)
         changes: dict[str, Any] = {
-            name: scrub_secrets(value, secrets)
+            name: _storable(scrub_secrets(value, secrets))
             for name in _TEXT_COLUMNS
             if isinstance(value := getattr(rec, name), str)
         }
@@ -720,7 +727,15 @@ def _scrub_json(value: Any, secrets: tuple[str, ...]) -> Any:
         return {_scrub_json(str(k), secrets): _scrub_json(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_scrub_json(v, secrets) for v in value]
-    return scrub_secrets(value if isinstance(value, str) else str(value), secrets)
+    return _storable(scrub_secrets(value if isinstance(value, str) else str(value), secrets))
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so that it encodes as UTF-8."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _check_count(what: str, value: int) -> None:

@@ -174,10 +174,13 @@ class Route:
                 elif data:
                     text = strip_ansi(data.decode("utf-8", "replace"))
                     if keyword is not None:
-                        if keyword.output(now, text).action != "fire":
+                        decision = keyword.output(now, text)
+                        if decision.action != "fire":
                             continue
                         started = time.monotonic()
                         found = await asyncio.to_thread(extract, source, legacy)
+                        # No answer yet (the match is mid-turn): route what matched.
+                        found = found or Extraction(decision.text, "terminal", None)
                         await self._fire(found, (time.monotonic() - started) * 1000)
                     elif streamer is not None:
                         streamer.output(now, text)

@@ -50,6 +50,9 @@ _PASTE_MARK_REMNANT = re.compile(r"\[20[01]~")
 
 _BLANK_RUN = re.compile(r"\n{3,}")
 
+# Lone surrogates: not text, and not encodable as UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def strip_ansi(text: str) -> str:
     """Remove terminal escape sequences (CSI, OSC, DCS/SOS/PM/APC, ESC x, charsets); keep the text."""
@@ -156,10 +159,13 @@ def sanitize_for_typing(text: str | bytes) -> str:
     Removes escape sequences of every kind (colours, titles, clipboard writes,
     bracketed-paste markers and their ESC-less remnants), C0 and C1 controls
     (^C, ^D, ^Z, ESC, BEL, ...) and DEL; CRLF and CR become LF. Bytes are
-    decoded as UTF-8 with invalid sequences replaced.
+    decoded as UTF-8 with invalid sequences replaced; so are lone surrogates
+    (a JSON ``\\udc9b``, a ``surrogateescape`` decode), which tmux would
+    otherwise type as raw bytes (``\\udc9b`` as the C1 control 0x9b).
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
+    text = _SURROGATE.sub("\ufffd", text)
     text = _ESCAPE_SEQUENCE.sub("", text)
     text = _C1_SEQUENCE.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")

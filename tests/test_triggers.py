@@ -1,0 +1,108 @@
+"""Triggers and loop protection as pure state machines (time passed in, no tmux)."""
+
+from __future__ import annotations
+
+import pytest
+
+from madohub_nb.protection import LoopGuard
+from madohub_nb.triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
+
+
+def test_on_idle_waits_for_silence_then_fires_when_idle() -> None:
+    trig = IdleTrigger(idle_delay_ms=8000)
+    assert trig.next_check_ms() is None  # no output yet: nothing to wait for
+    trig.output(1000)
+    assert trig.next_check_ms() == 9000
+    assert trig.evaluate(5000, "idle").action == "check"
+    trig.output(6000)  # new output resets the silence
+    assert trig.next_check_ms() == 14000
+    assert trig.evaluate(13999, "idle").action == "check"
+    assert trig.evaluate(14000, "idle").action == "fire"
+
+
+def test_on_idle_rechecks_when_silent_but_not_idle() -> None:
+    trig = IdleTrigger(idle_delay_ms=1000)
+    trig.output(0)
+    decision = trig.evaluate(1000, "waiting")
+    assert decision.action == "check" and decision.at_ms == 3000
+    assert trig.evaluate(2000, "idle").action == "check"
+    assert trig.evaluate(3000, "idle").action == "fire"
+
+
+def test_one_turn_fires_once() -> None:
+    trig = IdleTrigger(idle_delay_ms=100)
+    trig.baseline("turn-0")
+    trig.output(0)
+    assert trig.evaluate(100, "idle").action == "fire"
+    assert not trig.accept("turn-0")  # the answer that was there before the route: never
+    trig.output(200)
+    assert trig.evaluate(300, "idle").action == "fire"
+    assert trig.accept("turn-1")
+    assert trig.next_check_ms() is None
+    trig.output(400)  # a repaint, same turn
+    assert trig.evaluate(500, "idle").action == "fire"
+    assert not trig.accept("turn-1")
+    assert not trig.accept(None)
+
+
+def test_keyword_matches_only_new_output_across_chunks() -> None:
+    trig = KeywordTrigger(r"DONE \d+")
+    assert trig.output(0, "work... DO").action == "wait"
+    decision = trig.output(1, "NE 42 more")
+    assert decision.action == "fire" and decision.text == "DONE 42"
+    assert trig.output(2, " more text").action == "wait"  # the old match is consumed
+
+
+def test_stream_trigger_batches_output() -> None:
+    trig = StreamTrigger()
+    assert trig.output(0, "   ").action == "wait"
+    assert trig.output(1, "line 1\n").action == "fire"
+    trig.output(2, "line 2\n")
+    assert trig.take() == "   line 1\nline 2\n"
+    assert trig.take() == ""
+
+
+@pytest.mark.parametrize(
+    ("trigger", "pattern", "message"),
+    [
+        ("on-keyword", None, "needs pattern="),
+        ("on-keyword", "[", "not a valid regular expression"),
+        ("on-idle", "x", "only used by trigger 'on-keyword'"),
+        ("sometimes", None, "allowed: on-idle, on-complete, on-keyword, always"),
+    ],
+)
+def test_bad_triggers_say_what_is_allowed(trigger: str, pattern: str | None, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_trigger(trigger, pattern)
+
+
+def test_loop_guard_counts_rounds_and_cooldown() -> None:
+    guard = LoopGuard(max_rounds=2, cooldown_ms=3000, stop_keyword="LGTM")
+    assert guard.cooldown_left_ms(0) == 0
+    assert guard.fire(1000) == 1
+    assert guard.cooldown_left_ms(2000) == 2000
+    assert guard.cooldown_left_ms(4000) == 0
+    assert guard.fire(4000) == 2
+    assert guard.exhausted
+    with pytest.raises(ValueError, match="all 2 rounds"):
+        guard.fire(9000)
+    assert guard.stops("looks good, LGTM")
+    assert not guard.stops("lgtm")  # case matters: the keyword is exact
+    assert not guard.stops(None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_rounds": 0}, "from 1 to 20"),
+        ({"max_rounds": 21}, "from 1 to 20"),
+        ({"max_rounds": 2.5}, "whole number"),
+        ({"max_rounds": True}, "whole number"),
+        ({"cooldown_ms": 999}, "from 1000 to 30000 ms"),
+        ({"cooldown_ms": 30001}, "from 1000 to 30000 ms"),
+        ({"stop_keyword": "  "}, "non-empty string"),
+    ],
+)
+def test_loop_guard_refuses_out_of_range_values(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LoopGuard(**kwargs)
