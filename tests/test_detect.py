@@ -105,7 +105,7 @@ def test_each_agent_kind_is_found_as_the_panes_own_process(tmux_socket: str, bin
 
 def test_agent_started_from_the_panes_shell_is_found(tmux_socket: str, bin_dir: Path) -> None:
     pane_id, pane_pid = new_pane(tmux_socket, "bash --norc --noprofile")
-    assert detect_kind(pane_pid) == "shell"
+    wait_until(lambda: detect_kind(pane_pid) == "shell", what="the pane's shell to start")
     tmux(tmux_socket, "send-keys", "-t", pane_id, "-l", f"{bin_dir / 'claude'}")
     tmux(tmux_socket, "send-keys", "-t", pane_id, "Enter")
     found = wait_until(lambda: find_agent_process(pane_pid), what="claude under the pane's shell")

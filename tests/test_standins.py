@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,9 @@ def start(
     socket: str, cwd: Path, command: str, env: dict[str, str] | None = None, first: bool = True
 ) -> Pane:
     """Start ``command`` in a new 200x50 pane (a new session, or a new window of it)."""
-    where = (
-        ["new-session", "-d", "-x", "200", "-y", "50", "-s", "t"]
-        if first
-        else ["new-window", "-t", "t"]
-    )
+    # A session of its own for every pane: no pane depends on another one still running.
+    name = "t" if first else f"t{uuid.uuid4().hex[:8]}"
+    where = ["new-session", "-d", "-x", "200", "-y", "50", "-s", name]
     args = [
         "tmux",
         "-L",
@@ -116,8 +115,9 @@ def start(
     ]
     for key, value in (env or {}).items():
         args += ["-e", f"{key}={value}"]
-    pane_id = subprocess.run([*args, command], capture_output=True, text=True, check=True).stdout
-    return Pane(socket, pane_id.strip())
+    proc = subprocess.run([*args, command], capture_output=True, text=True)
+    assert proc.returncode == 0, f"tmux could not start {command!r}: {proc.stderr.strip()}"
+    return Pane(socket, proc.stdout.strip())
 
 
 def claude_cmd(home: Path, persona: str = "echo", **opts: object) -> str:
