@@ -77,6 +77,7 @@ class Hub:
         self.session_name = f"madohub-{self.session_id}"
         self.tmux = Tmux(socket_name)
         self.log = RoundLog(log_path, secrets=[api_key] if api_key else ())
+        self.log_path = str(self.log.path)
         self.events = EventBus()
         self.engine = Engine()
         self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
