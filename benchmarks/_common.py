@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -24,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -49,13 +51,11 @@ class Report:
 
     title: str
     missed: list[str] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
 
     def target(self, name: str, value: str, target: str, baseline: str, ok: bool) -> None:
         line = f"{name}: {value} (target {target}) baseline {baseline}" + ("" if ok else "  MISSED")
         if not ok:
             self.missed.append(name)
-        self.lines.append(line)
         print(line, flush=True)
 
     def info(self, text: str) -> None:
@@ -186,6 +186,10 @@ def stop_tmux_server(socket: str) -> None:
         kill_tree(child, 1.0)
     if pid is not None:
         kill_tree(pid, 1.0)
+    # tmux 3.3a leaves its socket file behind when the server exits.
+    path = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / socket
+    if path.is_socket() and server_pid(socket) is None:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -252,7 +256,7 @@ It never redraws, so an idle tile of it is silent.
 import json, os, re, sys, time, tty
 
 TOKEN = re.compile(rb"\x1b\[20[01]~|\r")
-log = open(sys.argv[1], "a", buffering=1)
+log = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 tty.setraw(0)
 rule = "\u2500" * 60
 os.write(1, ("\x1b[?2004h\x1b[2J\x1b[H" + rule + "\r\n\u276f \r\n" + rule + "\r\n").encode())
@@ -283,7 +287,8 @@ while True:
         elif in_paste:
             text += b"\n"  # tmux turns a pasted LF into CR
         elif first is not None:
-            log.write(json.dumps({"first": first, "end": now, "text": text.decode("utf-8", "replace")}) + "\n")
+            record = {"first": first, "end": now, "text": text.decode("utf-8", "replace")}
+            os.write(log, (json.dumps(record) + "\n").encode())  # one write: readers never see half
             first, text = None, bytearray()
     if pos < len(data):
         first = first or now
@@ -302,6 +307,15 @@ def write_claude_like(folder: Path) -> Path:
 
 def claude_like_command(program: Path, log: Path) -> str:
     return f"{program} {log}"
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines of a file another process appends to (a partial last line is left)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line.strip()]
 
 
 def standin_available() -> bool:
@@ -417,7 +431,8 @@ def counting_tmux_calls() -> Iterator[tuple[Counter[str], Counter[str]]]:
         return run(self, *args, **kwargs)  # type: ignore[arg-type]
 
     async def counted_astate(self: Tile) -> str:
-        callers[sys._getframe(1).f_code.co_qualname] += 1
+        code = sys._getframe(1).f_code
+        callers[getattr(code, "co_qualname", code.co_name)] += 1  # co_qualname: Python 3.11+
         return await astate(self)
 
     Tmux.run = counted_run  # type: ignore[method-assign]

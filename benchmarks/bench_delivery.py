@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,6 +37,7 @@ from _common import (  # noqa: E402
     Report,
     claude_like_command,
     private_tmux,
+    read_json_lines,
     run_main,
     temp_home,
     wait_for,
@@ -88,12 +89,10 @@ class Recorder:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def messages(self) -> list[dict[str, object]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+    def messages(self) -> list[dict[str, Any]]:
+        return read_json_lines(self.path)
 
-    def wait(self, n: int) -> dict[str, object]:
+    def wait(self, n: int) -> dict[str, Any]:
         wait_for(lambda: len(self.messages()) >= n, 20, f"the target to receive message {n}")
         return self.messages()[n - 1]
 
@@ -197,7 +196,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
             for _ in range(reps):
                 t_start = time.time()
                 pastes.append(deliver(big, "paste", record_sleep))
-                landed = (float(recorder.messages()[received - 1]["end"]) - t_start) * 1000  # type: ignore[arg-type]
+                landed = (float(recorder.messages()[received - 1]["end"]) - t_start) * 1000
             bare_paste = bare_paste_ms(socket, tile.pane_id, big)
             subprocess.run(
                 ["tmux", "-L", socket, "send-keys", "-t", tile.pane_id, "C-m"], check=True

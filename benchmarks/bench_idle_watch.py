@@ -24,6 +24,7 @@ import hashlib
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,6 +34,7 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    counting_tmux_calls,
     cpu_seconds,
     kill_tree,
     private_tmux,
@@ -134,6 +136,12 @@ def start_subject(
     return proc
 
 
+def tell(proc: subprocess.Popen[str], word: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(word + "\n")
+    proc.stdin.flush()
+
+
 def stop_subject(proc: subprocess.Popen[str]) -> str:
     """Close the subject's stdin (it shuts down cleanly) and return what it printed last."""
     try:
@@ -174,7 +182,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
         )
         time.sleep(1.0)
         spy = start_py_spy(hub.pid, Path(args.profile), window) if args.profile else None
+        tell(hub, "start")
         hub_c, hub_s, hub_wall = measure(hub.pid, tmux_pid, window)
+        tell(hub, "stop")
         # Prove the hub was really watching: a turn in one tile must fire its route.
         subprocess.run(
             ["tmux", "-L", socket, "send-keys", "-t", panes[0], "-l", "--", "ping"], check=True
@@ -269,13 +279,22 @@ def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:
         deadline = time.monotonic() + 30
         while not all(r.ready.is_set() for r in routes) and time.monotonic() < deadline:
             time.sleep(0.05)
-        print("READY", flush=True)
-        sys.stdin.read()
+        with counting_tmux_calls() as (commands, _):
+            print("READY", flush=True)
+            # The driver says "start" and "stop" around its window: count what happened in it.
+            marks = {}
+            for line in sys.stdin:
+                output = sum(s.bytes_total for s in hub.watcher.streams.values())
+                marks[line.strip()] = (output, sum(commands.values()), Counter(commands))
         with contextlib.suppress(Exception):
             hub.wait_rounds_sync(1, 20)
+        (out0, n0, c0), (out1, n1, c1) = marks["start"], marks["stop"]
+        spawned = ", ".join(f"{k} {v}" for k, v in (c1 - c0).most_common()) or "none"
+        active = sum(r.state == "active" for r in routes)
         print(
-            f"{len(hub.tiles)} tiles, {len(routes)} routes ({sum(r.state == 'active' for r in routes)} active), "
-            f"{hub.rounds_written} rounds fired, {len(hub.watcher.client_pids())} control client(s)",
+            f"{len(hub.tiles)} tiles, {len(routes)} routes ({active} active), {hub.rounds_written} "
+            f"rounds fired, {len(hub.watcher.client_pids())} control client(s); in the window: "
+            f"{out1 - out0} bytes of pane output, {n1 - n0} tmux commands ({spawned})",
             flush=True,
         )
     finally:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from _common import (  # noqa: E402
     cpu_seconds,
     percentile,
     private_tmux,
+    read_json_lines,
     run_main,
     server_pid,
     standin_available,
@@ -132,7 +132,7 @@ def check_wave(hub: Hub, wave: int, inputs: list[Path]) -> list[str]:
                 f"{rec['route_id']} wave {wave}: token {want} missing in {str(rec['extracted'])[:60]!r}"
             )
         elif expected_status == "delivered":
-            got = [json.loads(line)["text"] for line in inputs[i].read_text().splitlines()]
+            got = [m["text"] for m in read_json_lines(inputs[i])]
             if len(got) < wave or got[wave - 1] != rec["prompt"]:
                 problems.append(
                     f"{rec['route_id']} wave {wave}: t{i:02d} did not receive the prompt"
@@ -141,7 +141,7 @@ def check_wave(hub: Hub, wave: int, inputs: list[Path]) -> list[str]:
 
 
 def received_all(inputs: list[Path], wave: int) -> bool:
-    return all(p.exists() and len(p.read_text().splitlines()) >= wave for p in inputs)
+    return all(len(read_json_lines(p)) >= wave for p in inputs)
 
 
 def make_tiles(hub: Hub, kind: str, root: Path) -> list[Path]:

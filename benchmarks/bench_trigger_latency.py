@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -42,6 +41,7 @@ from _common import (  # noqa: E402
     claude_like_command,
     percentile,
     private_tmux,
+    read_json_lines,
     run_main,
     standin_available,
     temp_home,
@@ -139,13 +139,6 @@ class Source:
     """(condition → fire ms, turn → first byte ms, poller's condition → fire ms), per turn."""
 
 
-def read_inputs(path: Path) -> list[dict[str, Any]]:
-    """The messages the target recorded, oldest first."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def make_tiles(hub: Hub, kinds: list[str], work: Path, inputs: Path) -> list[Source]:
     """The recording target and two sources per kind, all idle."""
     program = write_claude_like(work.parent)
@@ -182,7 +175,7 @@ def measure_turn(
     hub: Hub, src: Source, done: int, inputs: Path, observer: Observer, poller: Poller
 ) -> None:
     """After round ``done`` was logged: check it, and add the turn's sample to ``src``."""
-    wait_for(lambda: len(read_inputs(inputs)) >= done, 15, "the target to receive the prompt")
+    wait_for(lambda: len(read_json_lines(inputs)) >= done, 15, "the target to receive the prompt")
     rec = hub.log.df.sort_values("fired_at").iloc[-1]
     if rec["status"] != "delivered" or rec["source"] != src.name:
         raise CouldNotMeasure(f"round {done}: {rec['source']} {rec['status']} {rec['error']}")
@@ -190,7 +183,7 @@ def measure_turn(
     last = observer.last_output(src.pane, fired)
     if last is None:
         raise CouldNotMeasure(f"the observer saw no output from {src.name}")
-    first = float(read_inputs(inputs)[done - 1]["first"])
+    first = float(read_json_lines(inputs)[done - 1]["first"])
     polled = wait_for(partial(poller.fire_after, src.pane, last), 5, "the baseline poller to fire")
     condition = last + IDLE_DELAY_MS / 1000
     src.samples.append(

@@ -3,7 +3,8 @@
 - content is cleaned first: escape sequences and control characters go, only
   newline and tab survive, and huge content is cut with a visible marker;
 - ``typed`` (default): line by line with 50–80 ms pauses, line breaks sent as
-  the agent's newline key (Claude/Codex: Ctrl-J, which does not submit);
+  the agent's newline key (Claude/Codex: Ctrl-J, which does not submit), tabs as
+  the profile's ``typed_tab`` (the Tab key is a command there);
   ``paste``: one bracketed paste through a uniquely named tmux buffer;
 - then the agent's submit keys after its pre-delay, and a check that the
   prompt really left the input line (the submit keys are retried if not);
@@ -145,20 +146,25 @@ class Deliverer:
             started = datetime.now(timezone.utc)
             profile = tile.profile
             lines = content.split("\n")
+            typed = content.replace("\t", profile.typed_tab).split("\n")
             try:
                 if legacy:
                     await self._type_lines(
-                        tile, lines, newline_key=profile.newline_key, pause=False
+                        tile, typed, newline_key=profile.newline_key, pause=False
                     )
+                    await self._check_alive(tile)
                     await tmux.arun("send-keys", "-t", tile.pane_id, "Enter")
                     return DeliveryResult(
                         started, datetime.now(timezone.utc), "legacy", len(lines), 1, False
                     )
                 if mode == "paste":
                     await asyncio.to_thread(tmux.paste, tile.pane_id, content, True)
+                    sent = content
                 else:
-                    await self._type_lines(tile, lines, newline_key=profile.newline_key, pause=True)
-                attempts, verified = await self._submit(tile, profile, content)
+                    await self._type_lines(tile, typed, newline_key=profile.newline_key, pause=True)
+                    sent = "\n".join(typed)
+                await self._check_alive(tile)
+                attempts, verified = await self._submit(tile, profile, sent)
             except DeliveryError:
                 raise
             except Exception as exc:  # tmux gone, pane killed mid-way
@@ -167,18 +173,36 @@ class Deliverer:
                 started, datetime.now(timezone.utc), mode, len(lines), attempts, verified
             )
 
+    async def _check_alive(self, tile: Tile) -> None:
+        """Refuse to submit into a pane whose program died while the prompt was typed.
+
+        tmux takes keys for a dead pane (remain-on-exit) without complaint.
+        """
+        info = await asyncio.to_thread(tile.pane_info)
+        if info is None or info.dead:
+            raise DeliveryError(
+                f"target {tile.name!r} exited while the prompt was typed; nothing was submitted"
+            )
+
     async def _type_lines(
         self, tile: Tile, lines: list[str], newline_key: str | None, pause: bool
     ) -> None:
         tmux = tile._tmux
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
+            # One tmux call per line: its chunks and the line break, as ";"-separated
+            # commands (a ";" argument of its own separates tmux commands).
+            commands: list[list[str]] = []
             for kind, chunk in literal_chunks(line):
                 keys = ["-l", "--", chunk] if kind == "l" else ["-H", *chunk.split()]
-                await tmux.arun("send-keys", "-t", tile.pane_id, *keys)
+                commands.append(["send-keys", "-t", tile.pane_id, *keys])
             if i < len(lines) - 1:
                 # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
-                await tmux.arun("send-keys", "-t", tile.pane_id, key_name(newline_key or "\r"))
+                commands.append(["send-keys", "-t", tile.pane_id, key_name(newline_key or "\r")])
+            if commands:
+                await tmux.arun(
+                    *[arg for j, cmd in enumerate(commands) for arg in ([";"] if j else []) + cmd]
+                )
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 

@@ -160,7 +160,7 @@ class Hub:
                     self.tmux.kill_pane(tile.pane_id)
                 raise MadohubValueError(f"a tile named {name!r} already exists; pick another name")
             self.tiles[name] = tile
-        self.engine.submit(self.watcher.watch(tile.pane_id, tile.session))
+        self.engine.submit(self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid))
         self._emit(HubEvent("tile_added", name, tile.last_state, tile))
         return tile
 
@@ -186,6 +186,7 @@ class Hub:
             created=False,
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
+            pane_pid=info.pid,
         )
 
     def _create(
@@ -247,8 +248,8 @@ class Hub:
                     + (f"; it printed: {tail}" if tail else "")
                 )
             time.sleep(0.05)
+        info = self.tmux.pane_info(pane_id)
         if kind is None:
-            info = self.tmux.pane_info(pane_id)
             detected = detect_kind(info.pid, info.current_command) if info else "unknown"
             kind = detected if detected in AGENT_KINDS else "shell"
         return Tile(
@@ -260,6 +261,7 @@ class Hub:
             created=True,
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
+            pane_pid=info.pid if info else None,
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:

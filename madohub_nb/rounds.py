@@ -7,6 +7,7 @@ went wrong on the way.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -86,6 +87,10 @@ async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
         rec.status, rec.error = "error", str(exc)
     except Exception as exc:  # a bug or a failure we did not foresee: still one logged row
         rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"
+    except asyncio.CancelledError:
+        rec.status, rec.error = "error", "cancelled: the hub was closed before the round finished"
+        hub._append_round(rec)
+        raise
     hub._append_round(rec)
     return rec
 
@@ -125,6 +130,17 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
         return
     if plan.target is None:
         raise DeliveryError(f"target {rec.target!r} is not a tile of this hub; nothing was typed")
+    route = next((r for r in hub.routes if r.id == plan.route_id), None)
+
+    def before_typing() -> None:
+        # A route stopped while its round waited for a busy target types nothing later.
+        if route is not None and route.state == "stopped" and plan.replay_of is None:
+            raise DeliveryError(
+                f"route {plan.route_id} was stopped while its round waited for "
+                f"{rec.target!r}; nothing was typed"
+            )
+        hub.log.ensure_writable()
+
     started = time.monotonic()
     try:
         result = await hub.deliverer.deliver(
@@ -132,7 +148,7 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
             rec.prompt or "",
             mode=plan.delivery,
             legacy=plan.dispatch == "legacy",
-            before_typing=hub.log.ensure_writable,
+            before_typing=before_typing,
         )
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.

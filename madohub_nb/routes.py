@@ -30,6 +30,11 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+def _pane_gone(tile: Tile) -> bool:
+    info = tile.pane_info()
+    return info is None or info.dead
+
+
 class Route:
     """A live connection between two tiles. Made by :meth:`Hub.connect`."""
 
@@ -122,7 +127,7 @@ class Route:
     async def _run(self) -> None:
         hub = self._hub
         source = self.source_tile
-        stream = await hub.watcher.watch(source.pane_id, source.session)
+        stream = await hub.watcher.watch(source.pane_id, source.session, source.pane_pid)
         listener = stream.listen()
         legacy = self.dispatch == "legacy"
         idle: IdleTrigger | None = None
@@ -147,12 +152,19 @@ class Route:
                         timeout_s = max(0.0, (due - _now_ms()) / 1000)
                 got = await listener.wait(timeout_s)
                 data = listener.take() if got else b""
+                if stream.pane_exited and not data and await asyncio.to_thread(_pane_gone, source):
+                    # Pushed by the pane process's pidfd (watchers.py): no polling needed.
+                    self.last_error = f"source {source.name!r} exited (its pane is gone)"
+                    self._set_state("stopped")
+                    return
                 if stream.ended and not data:
                     if await source.astate() == "exited":
                         self.last_error = f"source {source.name!r} exited"
                         self._set_state("stopped")
                         return
-                    stream = await hub.watcher.watch(source.pane_id, source.session)
+                    stream = await hub.watcher.watch(
+                        source.pane_id, source.session, source.pane_pid
+                    )
                     listener.close()
                     listener = stream.listen()
                     continue

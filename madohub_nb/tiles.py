@@ -40,6 +40,7 @@ class Tile:
         created: bool,
         claude_home: Callable[[], str | None] = lambda: None,
         on_state: Callable[[str, str], None] | None = None,
+        pane_pid: int | None = None,
     ) -> None:
         self.name = name
         self.pane_id = pane_id
@@ -52,6 +53,8 @@ class Tile:
         self._seen_agent = False
         self.last_state = "unknown"
         self._on_state = on_state
+        self.pane_pid = pane_pid
+        """The pid of the pane's own process (its shell, or the agent started as the pane)."""
 
     @property
     def profile(self) -> AgentProfile:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from collections.abc import Callable
 
@@ -63,7 +64,10 @@ class PaneStream:
         self.last_output_mono: float | None = None
         self.bytes_total = 0
         self.ended = False
+        self.pane_exited = False
+        """The pane's own process ended (or the pane was killed): the tile is gone."""
         self.listeners: set[Listener] = set()
+        self._pidfd: int | None = None
 
     def listen(self) -> Listener:
         listener = Listener(self)
@@ -79,8 +83,38 @@ class PaneStream:
     def end(self) -> None:
         """The server or session went away: wake everyone so they can notice."""
         self.ended = True
+        self._wake()
+
+    def process_exited(self) -> None:
+        """The pane's process ended: wake listeners so routes notice at once, without polling."""
+        self.pane_exited = True
+        self.unwatch_process()
+        self._wake()
+
+    def _wake(self) -> None:
         for listener in self.listeners:
             listener.event.set()
+
+    def watch_process(self, pid: int) -> None:
+        """Be told when the pane's process exits: a pidfd read by the loop (Linux ≥ 5.3).
+
+        tmux sends control clients no event when a pane's program dies, and a killed
+        pane's window may be in another session, so the process itself is watched.
+        """
+        if self._pidfd is not None or not hasattr(os, "pidfd_open"):
+            return
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except OSError:  # already gone, or no pidfd support
+            self.pane_exited = True
+            return
+        asyncio.get_running_loop().add_reader(self._pidfd, self.process_exited)
+
+    def unwatch_process(self) -> None:
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            asyncio.get_running_loop().remove_reader(fd)
+            os.close(fd)
 
 
 class OutputWatcher:
@@ -94,11 +128,13 @@ class OutputWatcher:
         self._lock = asyncio.Lock()
         self.closed = False
 
-    async def watch(self, pane_id: str, session: str) -> PaneStream:
+    async def watch(self, pane_id: str, session: str, pane_pid: int | None = None) -> PaneStream:
         """Make sure ``pane_id`` (in ``session``) is streamed; must run on the engine loop."""
         stream = self.streams.get(pane_id)
         if stream is None:
             stream = self.streams[pane_id] = PaneStream(pane_id, session)
+        if pane_pid is not None:
+            stream.watch_process(pane_pid)
         async with self._lock:
             if self.closed:
                 return stream
@@ -130,6 +166,7 @@ class OutputWatcher:
     def forget(self, pane_id: str) -> None:
         stream = self.streams.pop(pane_id, None)
         if stream is not None:
+            stream.unwatch_process()
             stream.end()
 
     async def close(self) -> None:
@@ -139,4 +176,5 @@ class OutputWatcher:
         for client in clients:
             await client.stop()
         for stream in self.streams.values():
+            stream.unwatch_process()
             stream.end()

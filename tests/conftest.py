@@ -97,6 +97,8 @@ def tmux_socket(home: Path) -> Iterator[str]:
         return
     # kill-server ends the server at once and hangs up every pane; then make sure by pid.
     subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+    # tmux 3.3a leaves its socket file behind after kill-server.
+    Path(f"/tmp/tmux-{os.getuid()}/{name}").unlink(missing_ok=True)
     deadline = time.monotonic() + 1.0
     alive = procs
     while alive and time.monotonic() < deadline:

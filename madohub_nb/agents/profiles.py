@@ -72,6 +72,9 @@ class AgentProfile:
     between_submit_keys_ms: int
     newline_key: str | None
     """tmux key that inserts a line break without submitting; None: every line is submitted."""
+    typed_tab: str
+    """What a tab in typed content is sent as. Where the Tab key is a command (completion, a
+    mode switch) a typed tab never reaches the prompt, so it is sent as spaces."""
     uses_bracketed_paste: bool
     """``paste-buffer -p`` inserts multi-line text without submitting it."""
     executes_input: bool
@@ -171,6 +174,7 @@ CLAUDE: Final = AgentProfile(
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
     newline_key="C-j",
+    typed_tab="    ",  # typed: swallowed; pasted: Claude turns it into 4 spaces
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="jsonl",
@@ -181,6 +185,11 @@ CLAUDE: Final = AgentProfile(
 _CODEX_PROMPT = "[›»]"
 # The composer is the last prompt line with no reply bullet below it: only the footer follows.
 _CODEX_COMPOSER_TO_END = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+# Ready: a status line with " · " under the composer ("fake-model default · /cwd",
+# "← for agents · ? for shortcuts"). For ~4 s after start-up (while its app-server daemon
+# starts) Codex 0.171.0 shows the composer over a bare "? for shortcuts", or over nothing once
+# a draft is typed, and takes no submit: text typed then stays in the composer (observed).
+_CODEX_READY_COMPOSER = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*?\n[^\n]* · [^\n]*(?:\n(?!• )[^\n]*)*\Z"
 # "• Working (2s • esc to interrupt)", or a reasoning header in its place.
 _CODEX_STATUS = r"• [^\n]*\(\d[^\n]*esc to interrupt\)"
 
@@ -191,7 +200,7 @@ CODEX: Final = AgentProfile(
     # Not "? for shortcuts": it stays visible while busy (codex_03). The placeholder text
     # rotates between versions and runs, and a draft replaces it (codex_01), so the
     # composer is recognised by its place above the footer.
-    idle_markers=(_rx(_CODEX_COMPOSER_TO_END),),
+    idle_markers=(_rx(_CODEX_READY_COMPOSER),),
     waiting_markers=(
         _rx(
             r"^[ \t]*(?:Would you like to|Do you want to|Do you trust|Allow )[^\n]*\?[ \t]*\n"
@@ -232,6 +241,7 @@ CODEX: Final = AgentProfile(
     pre_submit_delay_ms=800,
     between_submit_keys_ms=200,
     newline_key="C-j",
+    typed_tab="    ",  # typed: swallowed (pasted tabs arrive)
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="rollout",
@@ -259,6 +269,7 @@ AMP: Final = AgentProfile(
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
     newline_key="C-j",  # assumed like the other TUIs; not observed
+    typed_tab="\t",  # not observed
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="terminal",
@@ -285,6 +296,7 @@ OPENCODE: Final = AgentProfile(
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
     newline_key="C-j",  # OpenCode's input_newline default includes ctrl+j
+    typed_tab="\t",  # not observed
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="terminal",
@@ -312,6 +324,7 @@ SHELL: Final = AgentProfile(
     pre_submit_delay_ms=0,
     between_submit_keys_ms=0,
     newline_key=None,
+    typed_tab="    ",  # readline completes on Tab: lost, or a file name
     uses_bracketed_paste=False,  # depends on the shell and its readline settings
     executes_input=True,
     extractor="terminal",

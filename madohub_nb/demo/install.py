@@ -9,6 +9,7 @@ router's process-tree walk looks for. Tiles start stand-ins with
 from __future__ import annotations
 
 import os
+import threading
 import shlex
 import sys
 from pathlib import Path
@@ -64,7 +65,7 @@ def install_standins(bin_dir: Path) -> dict[str, Path]:
         path = bin_dir / kind
         text = _launcher_text(kind)
         if not path.is_file() or path.read_text() != text:
-            tmp = bin_dir / f".{kind}.tmp{os.getpid()}"
+            tmp = bin_dir / f".{kind}.tmp{os.getpid()}-{threading.get_ident()}"
             tmp.write_text(text)
             tmp.chmod(0o755)
             os.replace(tmp, path)
