@@ -9,9 +9,9 @@ router's process-tree walk looks for. Tiles start stand-ins with
 from __future__ import annotations
 
 import os
-import threading
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Final
 
