@@ -49,7 +49,7 @@ class Tile:
         self.created = created
         self._tmux = tmux
         self._claude_home = claude_home
-        self._agent_pid: int | None = None
+        self._agent_proc: psutil.Process | None = None
         self._seen_agent = False
         self.last_state = "unknown"
         self._on_state = on_state
@@ -84,14 +84,9 @@ class Tile:
 
     def agent_process(self) -> psutil.Process | None:
         """The agent's own process (first match breadth-first from the pane's pid), if running."""
-        if self._agent_pid is not None:
-            try:
-                proc = psutil.Process(self._agent_pid)
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    return proc
-            except psutil.Error:
-                pass
-            self._agent_pid = None
+        proc = self._running_agent()
+        if proc is not None:
+            return proc
         info = self.pane_info()
         if info is None or info.dead or self.agent == "shell":
             return None
@@ -99,9 +94,22 @@ class Tile:
         if found is None:
             return None
         _, proc = found
-        self._agent_pid = proc.pid
+        self._agent_proc = proc
         self._seen_agent = True
         return proc
+
+    def _running_agent(self) -> psutil.Process | None:
+        """The agent process found before, if it still runs (no tmux call; pid reuse detected)."""
+        proc = self._agent_proc
+        if proc is None:
+            return None
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return proc
+        except psutil.Error:
+            pass
+        self._agent_proc = None
+        return None
 
     @property
     def state(self) -> str:
@@ -114,16 +122,19 @@ class Tile:
         return state
 
     def _read_state(self) -> str:
-        info = self.pane_info()
-        if info is None or info.dead:
-            return "exited"
         profile = self.profile
-        if self.agent == "shell":
-            return screen_state(profile, self.screen(), current_command=info.current_command)
-        proc = self.agent_process()
+        # A live agent process means a live pane: then no tmux call is needed but the screen.
+        proc = self._running_agent() if self.agent != "shell" else None
         if proc is None:
-            # The agent was running and is gone (the pane fell back to its shell).
-            return "exited" if self._seen_agent else "unknown"
+            info = self.pane_info()
+            if info is None or info.dead:
+                return "exited"
+            if self.agent == "shell":
+                return screen_state(profile, self.screen(), current_command=info.current_command)
+            proc = self.agent_process()
+            if proc is None:
+                # The agent was running and is gone (the pane fell back to its shell).
+                return "exited" if self._seen_agent else "unknown"
         if profile.kind == "claude":
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
