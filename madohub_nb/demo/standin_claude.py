@@ -28,18 +28,16 @@ from ..transcripts import claude_project_dir_name
 from . import personas
 from .standin_tui import (
     CURSOR_BLOCK,
-    TICK_S,
-    InputLine,
+    AgentStandin,
     Key,
-    StandinApp,
+    Turn,
+    agent_home,
     build_parser,
     indent_rows,
     iso_utc,
+    launch,
     plan_turn,
-    set_process_name,
     style,
-    think_seconds,
-    wrap,
 )
 
 VERSION: Final = "2.1.197"
@@ -78,10 +76,7 @@ _PROMPT_BG = "48;5;237"
 
 def config_dir(env: dict[str, str] | None = None) -> Path:
     """Claude's config directory: ``$CLAUDE_CONFIG_DIR``, else ``$HOME/.claude``."""
-    env = dict(os.environ) if env is None else env
-    if env.get("CLAUDE_CONFIG_DIR"):
-        return Path(env["CLAUDE_CONFIG_DIR"])
-    return Path(env.get("HOME") or Path.home()) / ".claude"
+    return agent_home("CLAUDE_CONFIG_DIR", ".claude", env)
 
 
 def _now_ms() -> int:
@@ -446,11 +441,8 @@ def _one_line(text: str, limit: int) -> str:
 
 
 @dataclass
-class _Turn:
-    prompt: str
+class _Turn(Turn):
     prompt_id: str
-    started: float
-    due: float
     verb: str
     done_verb: str
     bash: str | None
@@ -468,7 +460,7 @@ def _claude_paste_label(n: int, text: str) -> str | None:
     return f"[Pasted text #{n} +{lines} lines]" if lines else f"[Pasted text #{n}]"
 
 
-class ClaudeStandin(StandinApp):
+class ClaudeStandin(AgentStandin[_Turn]):
     """The stand-in Claude Code TUI."""
 
     def __init__(
@@ -480,22 +472,12 @@ class ClaudeStandin(StandinApp):
         cwd: str,
         home: Path,
     ) -> None:
-        super().__init__()
-        self.persona = persona
-        self.think_s = think_s
+        super().__init__(persona, think_s, cwd, paste_label=_claude_paste_label)
         self.allow_bash = allow_bash
         self.skip_permissions = skip_permissions
-        self.cwd = cwd
         self.home = home
         self._files: ClaudeFiles | None = None
-        self.state = "idle"
-        self.input = InputLine(paste_label=_claude_paste_label)
         self.history: list[tuple[str, str, str]] = []
-        self.queued: list[str] = []
-        self.turn: _Turn | None = None
-        self.turns = 0
-        self.spin = 0
-        self.next_spin = 0.0
         self.choice = 0
 
     @property
@@ -515,36 +497,12 @@ class ClaudeStandin(StandinApp):
     def on_key(self, key: Key, now: float) -> None:
         if self.state == "waiting":
             self._permission_key(key, now)
-            return
-        if key.name == "text":
-            self.input.insert(key.text)
-        elif key.name == "paste":
-            self.input.paste(key.text)
-        elif key.name == "newline":
-            self.input.insert("\n")
-        elif key.name == "enter":
-            self._enter(now)
-        elif key.name == "backspace":
-            self.input.backspace()
-        elif key.name == "escape" and self.state == "busy":
-            self._interrupt()
         elif key.name == "up" and self.queued and not self.input.text:
-            self.input.insert("\n".join(self.queued))
-            self.queued.clear()
-        elif key.name == "ctrl_c":
-            self._ctrl_c(now)
-        elif key.name == "ctrl_d" and not self.input.text:
-            self.running = False
-
-    def _ctrl_c(self, now: float) -> None:
-        if self.state == "busy":
-            self._interrupt()
-        elif self.input.text:
-            self.input.clear()
+            self.input.insert(self.take_queued())
         else:
-            self.quit_twice(now)
+            super().on_key(key, now)
 
-    def _enter(self, now: float) -> None:
+    def on_enter(self, now: float) -> None:
         text = self.input.text
         if not text.strip():
             return  # a CR on an empty prompt does nothing: why routers send "\r\r"
@@ -586,35 +544,19 @@ class ClaudeStandin(StandinApp):
         prompt_id = self.files.prompt(prompt, source, first_turn=self.turns == 1)
         plan = plan_turn(prompt)
         seed = zlib.crc32(prompt.encode())
-        self.turn = _Turn(
+        turn = _Turn(
             prompt=prompt,
             prompt_id=prompt_id,
             started=now,
-            due=now + (self.think_s if plan.sleep_s is None else plan.sleep_s),
+            due=now + plan.think_s(self.think_s),
             verb=BUSY_VERBS[seed % len(BUSY_VERBS)],
             done_verb=DONE_VERBS[seed % len(DONE_VERBS)],
             bash=plan.bash,
         )
-        self.state = "busy"
-        self.spin = 0
-        self.next_spin = now + TICK_S
+        self.begin_turn(turn, now)
         self.files.set_status("busy")
 
-    def on_tick(self, now: float) -> None:
-        if self.state != "busy" or self.turn is None:
-            return
-        if now >= self.turn.due:
-            self._advance(now)
-        while self.state == "busy" and now >= self.next_spin:
-            self.spin += 1
-            self.next_spin += TICK_S
-
-    def deadline(self, now: float) -> float | None:
-        if self.state == "busy" and self.turn is not None:
-            return min(self.turn.due, self.next_spin)
-        return None
-
-    def _advance(self, now: float) -> None:
+    def on_turn_due(self, now: float) -> None:
         turn = self.turn
         assert turn is not None
         if turn.phase == "thinking" and turn.bash is not None:
@@ -702,7 +644,7 @@ class ClaudeStandin(StandinApp):
             turn.prompt_id, turn.tool_id, turn.tool_uuid, REJECTED, "User rejected tool use", True
         )
         self.history.append(("tool", f"Bash({turn.bash})", "User rejected this command"))
-        self._interrupt(INTERRUPTED_FOR_TOOL)
+        self.interrupt(INTERRUPTED_FOR_TOOL)
 
     def _finish(self, now: float) -> None:
         turn = self.turn
@@ -714,22 +656,17 @@ class ClaudeStandin(StandinApp):
         self.state = "idle"
         if self.queued:
             # The queued prompt starts at once: the status stays busy.
-            prompt = "\n".join(self.queued)
-            self.queued.clear()
+            prompt = self.take_queued()
             self.files.queue("dequeue")
             self._submit(prompt, "queued", now)
         else:
             self.files.set_status("idle")
 
-    def _interrupt(self, record: str = INTERRUPTED) -> None:
+    def interrupt(self, record: str = INTERRUPTED) -> None:
         """Escape while busy: the turn ends without an answer (and without turn_duration)."""
         self.files.interrupted(record)
         self.history.append(("note", "Interrupted · What should Claude do instead?", ""))
-        self.turn = None
-        self.state = "idle"
-        if self.queued:
-            self.input.insert("\n".join(self.queued))
-            self.queued.clear()
+        super().interrupt()
         self.files.set_status("idle")
 
     def _clear(self) -> None:
@@ -741,11 +678,7 @@ class ClaudeStandin(StandinApp):
         self.painter.clear()
 
     # Screen ---------------------------------------------------------------
-    def final_frame(self) -> list[str]:
-        cols, _ = self.painter.size()
-        return self._conversation_rows(cols)
-
-    def _conversation_rows(self, cols: int) -> list[str]:
+    def conversation_rows(self, cols: int) -> list[str]:
         rows = [
             style(_ORANGE, " ▐▛███▜▌")
             + "   "
@@ -765,7 +698,7 @@ class ClaudeStandin(StandinApp):
 
     def frame(self) -> list[str]:
         cols, lines = self.painter.size()
-        rows = self._conversation_rows(cols)
+        rows = self.conversation_rows(cols)
         rule = style(_RULE, "─" * cols)
         if self.state == "waiting":
             return rows + self._permission_rows(cols, rule)
@@ -802,8 +735,7 @@ class ClaudeStandin(StandinApp):
     def _input_rows(self, cols: int, max_rows: int) -> list[str]:
         if not self.input.parts and self.queued:
             return ["❯\u00a0" + style(_GREY, "Press up to edit queued messages")]
-        body = wrap(self.input.shown, cols - 3)
-        rows = ["❯\u00a0" + body[0], *("  " + r for r in body[1:])]
+        rows = self.prompt_rows(cols, "❯\u00a0")
         rows[-1] += CURSOR_BLOCK
         return rows[-max_rows:]
 
@@ -835,7 +767,6 @@ class ClaudeStandin(StandinApp):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in Claude Code in this terminal."""
-    set_process_name("claude")
     parser = build_parser("claude")
     parser.add_argument(
         "--allow-bash",
@@ -847,13 +778,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run [[bash CMD]] without the permission prompt",
     )
-    args = parser.parse_args(argv)
+    run = launch("claude", argv, parser)
     app = ClaudeStandin(
-        persona=args.persona,
-        think_s=think_seconds(args.think_s),
-        allow_bash=args.allow_bash or os.environ.get(ALLOW_BASH_ENV) == "1",
-        skip_permissions=args.dangerously_skip_permissions,
-        cwd=os.path.realpath(os.getcwd()),
+        persona=run.persona,
+        think_s=run.think_s,
+        allow_bash=run.args.allow_bash or os.environ.get(ALLOW_BASH_ENV) == "1",
+        skip_permissions=run.args.dangerously_skip_permissions,
+        cwd=run.cwd,
         home=config_dir(),
     )
     return app.run()

@@ -12,7 +12,6 @@ keeps it open while running, as the real one does. No network.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 import uuid
@@ -23,18 +22,15 @@ from typing import IO, Any, Final
 
 from . import personas
 from .standin_tui import (
-    TICK_S,
-    InputLine,
+    AgentStandin,
     Key,
-    StandinApp,
-    build_parser,
+    Turn,
+    agent_home,
     indent_rows,
     iso_utc,
+    launch,
     plan_turn,
-    set_process_name,
     style,
-    think_seconds,
-    wrap,
 )
 
 VERSION: Final = "0.171.0"
@@ -47,10 +43,7 @@ _DIM = "2"
 
 def codex_home(env: dict[str, str] | None = None) -> Path:
     """``$CODEX_HOME``, else ``$HOME/.codex``."""
-    env = dict(os.environ) if env is None else env
-    if env.get("CODEX_HOME"):
-        return Path(env["CODEX_HOME"])
-    return Path(env.get("HOME") or Path.home()) / ".codex"
+    return agent_home("CODEX_HOME", ".codex", env)
 
 
 def uuid7() -> str:
@@ -247,43 +240,41 @@ class CodexRollout:
         )
         self._message("user", prompt, turn_id, "user.text", "user")
         now_ms = int(time.time() * 1000)
+        user_message = {
+            "type": "UserMessage",
+            "id": uuid7(),
+            "client_id": str(uuid.uuid4()),
+            "content": [{"type": "text", "text": prompt, "text_elements": []}],
+        }
+        self._item_completed(turn_id, user_message, now_ms, now_ms)
+        return turn_id
+
+    def _item_completed(
+        self, turn_id: str, item: dict[str, Any], started_ms: int, completed_ms: int
+    ) -> None:
+        """The event that says a message of the turn is final."""
         self._write(
             "event_msg",
             {
                 "type": "item_completed",
                 "thread_id": self.session_id,
                 "turn_id": turn_id,
-                "item": {
-                    "type": "UserMessage",
-                    "id": uuid7(),
-                    "client_id": str(uuid.uuid4()),
-                    "content": [{"type": "text", "text": prompt, "text_elements": []}],
-                },
-                "started_at_ms": now_ms,
-                "completed_at_ms": now_ms,
+                "item": item,
+                "started_at_ms": started_ms,
+                "completed_at_ms": completed_ms,
             },
         )
-        return turn_id
 
     def turn_completed(self, turn_id: str, text: str, started: float) -> None:
         """The answer and the ``task_complete`` end-of-turn marker."""
         message_id = f"msg_standin_{uuid.uuid4().hex[:16]}"
         now = time.time()
-        self._write(
-            "event_msg",
-            {
-                "type": "item_completed",
-                "thread_id": self.session_id,
-                "turn_id": turn_id,
-                "item": {
-                    "type": "AgentMessage",
-                    "id": message_id,
-                    "content": [{"type": "Text", "text": text}],
-                },
-                "started_at_ms": int(started * 1000),
-                "completed_at_ms": int(now * 1000),
-            },
-        )
+        agent_message = {
+            "type": "AgentMessage",
+            "id": message_id,
+            "content": [{"type": "Text", "text": text}],
+        }
+        self._item_completed(turn_id, agent_message, int(started * 1000), int(now * 1000))
         self._history += 1
         self._write(
             "response_item",
@@ -360,12 +351,9 @@ class CodexRollout:
 
 
 @dataclass
-class _Turn:
-    prompt: str
+class _Turn(Turn):
     turn_id: str
-    started: float
     started_wall: float
-    due: float
 
 
 def _codex_paste_label(n: int, text: str) -> str | None:
@@ -380,24 +368,14 @@ def _worked_for(seconds: float) -> str:
     return f"{int(seconds) // 60}m {int(seconds) % 60:02d}s"
 
 
-class CodexStandin(StandinApp):
+class CodexStandin(AgentStandin[_Turn]):
     """The stand-in Codex TUI."""
 
     def __init__(self, persona: str, think_s: float, cwd: str, home: Path) -> None:
-        super().__init__()
-        self.persona = persona
-        self.think_s = think_s
-        self.cwd = cwd
+        super().__init__(persona, think_s, cwd, paste_label=_codex_paste_label)
         self.rollout = CodexRollout(home, cwd, persona)
-        self.state = "idle"
-        self.composer = InputLine(paste_label=_codex_paste_label)
         self.history: list[tuple[str, str]] = []
-        self.queued: list[str] = []
-        self.turn: _Turn | None = None
-        self.turns = 0
         self.last_typed = float("-inf")
-        self.spin = 0
-        self.next_spin = 0.0
 
     def stop(self) -> None:
         self.rollout.close()
@@ -409,39 +387,19 @@ class CodexStandin(StandinApp):
 
     # Keys -----------------------------------------------------------------
     def on_key(self, key: Key, now: float) -> None:
-        if key.name == "text":
-            self.composer.insert(key.text)
+        super().on_key(key, now)
+        if key.name in ("text", "paste"):
             self.last_typed = now
-        elif key.name == "paste":
-            self.composer.paste(key.text)
-            self.last_typed = now
-        elif key.name == "newline":
-            self.composer.insert("\n")
-        elif key.name == "enter":
-            self._enter(now)
-        elif key.name == "backspace":
-            self.composer.backspace()
-        elif key.name == "escape" and self.state == "busy":
-            self._interrupt()
-        elif key.name == "ctrl_c":
-            if self.state == "busy":
-                self._interrupt()
-            elif self.composer.text:
-                self.composer.clear()
-            else:
-                self.quit_twice(now)
-        elif key.name == "ctrl_d" and not self.composer.text:
-            self.running = False
 
-    def _enter(self, now: float) -> None:
-        if self.composer.is_blank():
+    def on_enter(self, now: float) -> None:
+        if self.input.is_blank():
             return
         if now - self.last_typed < PASTE_BURST_S:
             # Codex's paste-burst detection (REAL-AGENTS.md): Enter right after text is a newline.
-            self.composer.insert("\n")
+            self.input.insert("\n")
             return
-        prompt = self.composer.text.strip()
-        self.composer.clear()
+        prompt = self.input.text.strip()
+        self.input.clear()
         if self.state == "busy":
             self.queued.append(prompt)
         else:
@@ -451,63 +409,39 @@ class CodexStandin(StandinApp):
     def _submit(self, prompt: str, now: float) -> None:
         self.turns += 1
         self.history.append(("prompt", prompt))
-        plan = plan_turn(prompt)
-        self.turn = _Turn(
+        turn = _Turn(
             prompt=prompt,
-            turn_id=self.rollout.turn_started(prompt),
             started=now,
+            due=now + plan_turn(prompt).think_s(self.think_s),
+            turn_id=self.rollout.turn_started(prompt),
             started_wall=time.time(),
-            due=now + (self.think_s if plan.sleep_s is None else plan.sleep_s),
         )
-        self.state = "busy"
-        self.spin = 0
-        self.next_spin = now + TICK_S
+        self.begin_turn(turn, now)
 
-    def on_tick(self, now: float) -> None:
+    def on_turn_due(self, now: float) -> None:
         turn = self.turn
-        if self.state != "busy" or turn is None:
-            return
-        if now >= turn.due:
-            text = personas.reply(self.persona, turn.prompt, self.turns)
-            self.rollout.turn_completed(turn.turn_id, text, turn.started_wall)
-            self.history.append(("answer", text))
-            self.history.append(
-                ("worked", f"Worked for {_worked_for(now - turn.started)} • {datetime.now():%H:%M}")
-            )
-            self.turn = None
-            self.state = "idle"
-            if self.queued:
-                prompt = "\n".join(self.queued)
-                self.queued.clear()
-                self._submit(prompt, now)
-            return
-        while now >= self.next_spin:
-            self.spin += 1
-            self.next_spin += TICK_S
+        assert turn is not None
+        text = personas.reply(self.persona, turn.prompt, self.turns)
+        self.rollout.turn_completed(turn.turn_id, text, turn.started_wall)
+        self.history.append(("answer", text))
+        self.history.append(
+            ("worked", f"Worked for {_worked_for(now - turn.started)} • {datetime.now():%H:%M}")
+        )
+        self.turn = None
+        self.state = "idle"
+        if self.queued:
+            self._submit(self.take_queued(), now)
 
-    def deadline(self, now: float) -> float | None:
-        if self.state == "busy" and self.turn is not None:
-            return min(self.turn.due, self.next_spin)
-        return None
-
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
         if self.turn is not None:
             self.rollout.turn_aborted(self.turn.turn_id)
         self.history.append(
             ("note", "Conversation interrupted - tell the model what to do differently.")
         )
-        self.turn = None
-        self.state = "idle"
-        if self.queued:
-            self.composer.insert("\n".join(self.queued))
-            self.queued.clear()
+        super().interrupt()
 
     # Screen ---------------------------------------------------------------
-    def final_frame(self) -> list[str]:
-        cols, _ = self.painter.size()
-        return self._conversation_rows(cols)
-
-    def _conversation_rows(self, cols: int) -> list[str]:
+    def conversation_rows(self, cols: int) -> list[str]:
         rows = [
             "",
             "  " + style("38;5;75", ">_ ") + style("1", "OpenAI Codex") + f" (v{VERSION})",
@@ -528,7 +462,7 @@ class CodexStandin(StandinApp):
 
     def frame(self) -> list[str]:
         cols, lines = self.painter.size()
-        top = self._conversation_rows(cols)
+        top = self.conversation_rows(cols)
         bottom: list[str] = []
         if self.state == "busy" and self.turn is not None:
             secs = int(time.monotonic() - self.turn.started)
@@ -538,9 +472,8 @@ class CodexStandin(StandinApp):
             for q in self.queued:
                 bottom += indent_rows(q, cols, "  ↳ ", "    ")
             bottom.append("")
-        if self.composer.parts:
-            body = wrap(self.composer.shown, cols - 3)
-            composer = ["› " + body[0], *("  " + r for r in body[1:])][-max(3, lines // 3) :]
+        if self.input.parts:
+            composer = self.prompt_rows(cols, "› ")[-max(3, lines // 3) :]
             footer = ""
         else:
             composer = ["› " + style(_DIM, "Ask Codex to do anything")]
@@ -555,15 +488,8 @@ class CodexStandin(StandinApp):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in Codex CLI in this terminal."""
-    set_process_name("codex")
-    args = build_parser("codex").parse_args(argv)
-    app = CodexStandin(
-        persona=args.persona,
-        think_s=think_seconds(args.think_s),
-        cwd=os.path.realpath(os.getcwd()),
-        home=codex_home(),
-    )
-    return app.run()
+    run = launch("codex", argv)
+    return CodexStandin(run.persona, run.think_s, run.cwd, home=codex_home()).run()
 
 
 if __name__ == "__main__":

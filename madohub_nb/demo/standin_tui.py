@@ -1,4 +1,4 @@
-"""What the two stand-in TUIs share: raw keys, painting, the event loop, prompt markers.
+"""What the two stand-in TUIs share: raw keys, painting, the event loop, turns, markers.
 
 The stand-ins behave like the real full-screen TUIs inside tmux: the terminal
 is in raw mode, bracketed paste is on, and the screen is repainted by diff, so
@@ -24,8 +24,9 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from . import personas
 
@@ -78,6 +79,14 @@ def set_process_name(name: str) -> None:
         pass  # not Linux: the launcher's file name still names the process
 
 
+def agent_home(env_var: str, dot_dir: str, env: dict[str, str] | None = None) -> Path:
+    """Where an agent keeps its files: ``$<env_var>``, else ``$HOME/<dot_dir>``."""
+    env = dict(os.environ) if env is None else env
+    if env.get(env_var):
+        return Path(env[env_var])
+    return Path(env.get("HOME") or Path.home()) / dot_dir
+
+
 def iso_utc(ts: float | None = None) -> str:
     """``ts`` (default now) as the agents stamp records: ``2026-11-29T22:52:49.180Z``."""
     moment = datetime.fromtimestamp(time.time() if ts is None else ts, tz=timezone.utc)
@@ -98,6 +107,10 @@ class TurnPlan:
 
     sleep_s: float | None
     bash: str | None
+
+    def think_s(self, default_s: float) -> float:
+        """How long the turn thinks: ``N`` of ``[[sleep N]]``, else ``default_s``."""
+        return default_s if self.sleep_s is None else self.sleep_s
 
 
 def plan_turn(prompt: str) -> TurnPlan:
@@ -144,6 +157,28 @@ def build_parser(prog: str = "claude") -> argparse.ArgumentParser:
         help="seconds per turn without [[sleep N]] (default: $MADOHUB_STANDIN_THINK_S or 1.0)",
     )
     return parser
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A stand-in's command line, read: who answers, seconds per turn, where it runs."""
+
+    args: argparse.Namespace
+    persona: str
+    think_s: float
+    cwd: str
+
+
+def launch(
+    prog: str, argv: list[str] | None, parser: argparse.ArgumentParser | None = None
+) -> Launch:
+    """Name this process ``prog`` (what routers look for) and read its command line.
+
+    ``parser`` is ``build_parser(prog)`` unless a stand-in adds options of its own.
+    """
+    set_process_name(prog)
+    args = (parser or build_parser(prog)).parse_args(argv)
+    return Launch(args, args.persona, think_seconds(args.think_s), os.path.realpath(os.getcwd()))
 
 
 # Text width -----------------------------------------------------------------
@@ -576,3 +611,127 @@ class StandinApp:
             termios.tcsetattr(self.fd_in, termios.TCSADRAIN, saved)
         except (OSError, termios.error):
             pass  # the terminal is gone (SIGHUP)
+
+
+# A stand-in agent -------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One prompt being answered: when it started and when its think time is up."""
+
+    prompt: str
+    started: float
+    due: float
+
+
+TurnT = TypeVar("TurnT", bound=Turn)
+
+
+class AgentStandin(StandinApp, Generic[TurnT]):
+    """What both stand-in agents do alike: a prompt line, one turn at a time, a queue.
+
+    A prompt submitted while a turn runs is queued; Escape (or Ctrl-C) while
+    busy interrupts the turn and puts queued prompts back on the prompt line.
+    A spinner ticks every ``TICK_S`` while busy. Subclasses implement
+    ``on_enter``, ``on_turn_due``, ``conversation_rows`` and ``frame``.
+    """
+
+    def __init__(
+        self,
+        persona: str,
+        think_s: float,
+        cwd: str,
+        paste_label: Callable[[int, str], str | None],
+    ) -> None:
+        super().__init__()
+        self.persona = persona
+        self.think_s = think_s
+        self.cwd = cwd
+        self.state = "idle"
+        self.input = InputLine(paste_label=paste_label)
+        self.queued: list[str] = []
+        self.turn: TurnT | None = None
+        self.turns = 0
+        self.spin = 0
+        self.next_spin = 0.0
+
+    # Hooks ---------------------------------------------------------------
+    def on_enter(self, now: float) -> None:
+        """Enter on the prompt line: submit it, queue it, or edit it."""
+
+    def on_turn_due(self, now: float) -> None:
+        """The current turn's think time is up: answer (or go on to its next step)."""
+
+    def conversation_rows(self, cols: int) -> list[str]:
+        """The banner and the conversation so far, ``cols`` wide (no input box)."""
+        return []
+
+    # Keys ----------------------------------------------------------------
+    def on_key(self, key: Key, now: float) -> None:
+        if key.name == "text":
+            self.input.insert(key.text)
+        elif key.name == "paste":
+            self.input.paste(key.text)
+        elif key.name == "newline":
+            self.input.insert("\n")
+        elif key.name == "enter":
+            self.on_enter(now)
+        elif key.name == "backspace":
+            self.input.backspace()
+        elif key.name == "escape" and self.state == "busy":
+            self.interrupt()
+        elif key.name == "ctrl_c":
+            if self.state == "busy":
+                self.interrupt()
+            elif self.input.text:
+                self.input.clear()
+            else:
+                self.quit_twice(now)
+        elif key.name == "ctrl_d" and not self.input.text:
+            self.running = False
+
+    # Turns ---------------------------------------------------------------
+    def begin_turn(self, turn: TurnT, now: float) -> None:
+        """Make ``turn`` the current one: busy, spinner from its first frame."""
+        self.turn = turn
+        self.state = "busy"
+        self.spin = 0
+        self.next_spin = now + TICK_S
+
+    def take_queued(self) -> str:
+        """The queued prompts as one prompt (one per line); the queue is emptied."""
+        prompt = "\n".join(self.queued)
+        self.queued.clear()
+        return prompt
+
+    def interrupt(self) -> None:
+        """End the turn without an answer; queued prompts go back on the prompt line."""
+        self.turn = None
+        self.state = "idle"
+        if self.queued:
+            self.input.insert(self.take_queued())
+
+    def on_tick(self, now: float) -> None:
+        if self.state != "busy" or self.turn is None:
+            return
+        if now >= self.turn.due:
+            self.on_turn_due(now)
+        while self.state == "busy" and now >= self.next_spin:
+            self.spin += 1
+            self.next_spin += TICK_S
+
+    def deadline(self, now: float) -> float | None:
+        if self.state == "busy" and self.turn is not None:
+            return min(self.turn.due, self.next_spin)
+        return None
+
+    # Screen --------------------------------------------------------------
+    def final_frame(self) -> list[str]:
+        cols, _ = self.painter.size()
+        return self.conversation_rows(cols)
+
+    def prompt_rows(self, cols: int, mark: str) -> list[str]:
+        """The prompt line wrapped after a two-column ``mark``, a column left for the cursor."""
+        body = wrap(self.input.shown, cols - 3)
+        return [mark + body[0], *("  " + r for r in body[1:])]

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+
+from ._http import (
+    FakeHandler,
+    FakeServer,
+    new_id,
+    sleep_seconds,
+    split_chunks,
+)
 
 Reply = str | Callable[[dict[str, Any]], "str | dict[str, Any] | None"]
 """A fixed answer text, or ``f(request_body) -> text | message dict | None`` (None: default)."""
@@ -38,14 +39,10 @@ Reply = str | Callable[[dict[str, Any]], "str | dict[str, Any] | None"]
 SNIPPET_CHARS = 40
 """How much of the prompt the default answer echoes (as in the recorded fixtures)."""
 
-STREAM_CHUNKS = 3
-"""Number of ``text_delta`` events one answer is split into."""
-
 TOOL_NAME = "Bash"
 TOOL_DESCRIPTION = "Run fake command"
 TOOL_PREAMBLE = "Running it."
 
-_SLEEP_RE = re.compile(r"\[\[sleep\s+([0-9]+(?:\.[0-9]+)?)\]\]")
 _BASH_RE = re.compile(r"\[\[bash\s+(.+?)\]\]", re.DOTALL)
 _TITLE_SYSTEM_RE = re.compile(r"\btitle\b", re.IGNORECASE)
 
@@ -65,17 +62,6 @@ ERROR_TYPES: dict[int, str] = {
     529: "overloaded_error",
 }
 """Anthropic ``error.type`` for each HTTP status the fake can be told to fail with."""
-
-
-@dataclass
-class _Fault:
-    status: int
-    retry_after: float | None
-    body: str | None
-
-
-def _new_id(prefix: str, hex_chars: int) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:hex_chars]}"
 
 
 def _blocks(content: object) -> list[dict[str, Any]]:
@@ -167,16 +153,20 @@ def _title_for(body: dict[str, Any]) -> str:
     return words or "Fake session"
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeServer):
     """A scripted Anthropic Messages API on ``127.0.0.1``, served from a daemon thread.
 
     Use as a context manager (or ``start()``/``stop()``); point clients at
-    ``base_url``. ``requests`` holds every POST received (``method``, ``path``,
-    ``headers``, ``body``); ``prompts`` the prompt text of every conversation
-    request answered (title side requests, tool-result follow-ups and requests
-    failed by ``fail_next`` are not counted). When ``api_key`` is given,
-    requests carrying another key get a 401.
+    ``base_url`` (``http://127.0.0.1:PORT``, what ``ANTHROPIC_BASE_URL`` /
+    ``base_url=`` take). ``requests`` holds every POST received (``method``,
+    ``path``, ``headers``, ``body``); ``prompts`` the prompt text of every
+    conversation request answered (title side requests, tool-result follow-ups
+    and requests failed by ``fail_next`` are not counted). When ``api_key`` is
+    given, requests carrying another key get a 401.
     """
+
+    thread_name = "fake-anthropic"
+    server_version = "FakeAnthropic/1"
 
     def __init__(
         self,
@@ -186,81 +176,12 @@ class FakeAnthropic:
         api_key: str | None = None,
         model: str | None = None,
     ) -> None:
+        super().__init__(port=port)
         self.reply = reply
         self.expected_api_key = api_key
         self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self.prompts: list[str] = []
-        self._port = port
-        self._lock = threading.Condition()
-        self._faults: deque[_Fault] = deque()
         self._hangs: deque[float] = deque()
         self._keys_seen: set[str] = set()
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle ---------------------------------------------------------------
-    def start(self) -> FakeAnthropic:
-        """Bind and serve in a daemon thread; returns self."""
-        if self._server is not None:
-            return self
-        self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"fake-anthropic-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, wake stalled handlers and close open connections."""
-        server = self._server
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        server.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The TCP port served (0 before ``start()``)."""
-        return self._server.server_address[1] if self._server else 0
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT``: what ``ANTHROPIC_BASE_URL`` / ``base_url=`` take."""
-        if self._server is None:
-            raise RuntimeError("FakeAnthropic is not started; use start() or a with block")
-        return f"http://127.0.0.1:{self.port}"
 
     # scripting ---------------------------------------------------------------
     def fail_next(
@@ -278,8 +199,7 @@ class FakeAnthropic:
         """
         if not 200 <= status <= 599:
             raise ValueError(f"status must be an HTTP status from 200 to 599, got {status}")
-        with self._lock:
-            self._faults.extend(_Fault(status, retry_after, body) for _ in range(times))
+        self._add_faults(status, times, retry_after, body)
 
     def hang_next(self, seconds: float, times: int = 1) -> None:
         """Stall the next ``times`` conversation requests ``seconds`` before answering.
@@ -294,43 +214,69 @@ class FakeAnthropic:
         with self._lock:
             return key in self._keys_seen
 
-    def wait_for_prompts(self, count: int, timeout_s: float = 10.0) -> list[str]:
-        """Block until ``count`` prompts arrived; return them. TimeoutError otherwise."""
-        with self._lock:
-            if not self._lock.wait_for(lambda: len(self.prompts) >= count, timeout_s):
-                raise TimeoutError(
-                    f"FakeAnthropic got {len(self.prompts)} of {count} prompts in {timeout_s}s: "
-                    f"{self.prompts!r}"
-                )
-            return list(self.prompts)
-
     # request handling (called from handler threads) -----------------------------
+    def handle_head(self, http: FakeHandler, path: str) -> None:
+        http.send_bytes(200, b"", "text/plain", head=True)
+
+    def handle_get(self, http: FakeHandler, path: str, headers: dict[str, str]) -> None:
+        http.send_bytes(200, b"ok", "text/plain")
+
+    def handle_post(self, http: FakeHandler, path: str, headers: dict[str, str], body: Any) -> None:
+        if path not in ("/v1/messages", "/v1/messages/count_tokens"):
+            http.send_json(404, _error_body(404, f"no route for {path}"))
+            return
+        if not isinstance(body, dict):
+            http.send_json(400, _error_body(400, "request body is not a JSON object"))
+            return
+        expected = self.expected_api_key
+        if expected is not None and expected not in (headers.get("x-api-key"), _bearer(headers)):
+            http.send_json(401, _error_body(401, "invalid x-api-key"))
+            return
+        if path.endswith("/count_tokens"):
+            tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
+            http.send_json(200, json.dumps({"input_tokens": tokens}))
+            return
+
+        # Injected stalls and faults hit conversation requests, not Claude
+        # Code's title side request, whose timing relative to them varies.
+        title = is_title_request(body)
+        hang = None if title else self._take_hang()
+        if hang is not None:
+            self._pause(hang)
+            if self._stopping.is_set():
+                http.close_connection = True
+                return
+        fault = None if title else self._take_fault()
+        if fault is not None:
+            extra = {}
+            if fault.retry_after is not None:
+                extra["retry-after"] = f"{fault.retry_after:g}"
+            text = fault.body if fault.body is not None else _error_body(fault.status)
+            http.send_json(fault.status, text, extra)
+            return
+
+        message, sleep_s = self._answer(body)
+        if body.get("stream"):
+            http.start_stream()
+            for name, data in sse_events(message):
+                http.send_event(json.dumps(data), name)
+                if name == "ping" and sleep_s:
+                    self._pause(sleep_s)
+            http.end_stream()
+        else:
+            self._pause(sleep_s)
+            http.send_json(200, json.dumps(message))
+
     def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> None:
-        with self._lock:
-            self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
-            key = headers.get("x-api-key") or ""
-            auth = headers.get("authorization") or ""
-            if auth.lower().startswith("bearer "):
-                key = key or auth[7:]
-            if key:
+        key = headers.get("x-api-key") or _bearer(headers)
+        if key:
+            with self._lock:
                 self._keys_seen.add(key)
-            self._lock.notify_all()
-
-    def _add_prompt(self, text: str) -> None:
-        with self._lock:
-            self.prompts.append(text)
-            self._lock.notify_all()
-
-    def _take_fault(self) -> _Fault | None:
-        with self._lock:
-            return self._faults.popleft() if self._faults else None
+        super()._record(method, path, headers, body)
 
     def _take_hang(self) -> float | None:
         with self._lock:
             return self._hangs.popleft() if self._hangs else None
-
-    def _pause(self, seconds: float) -> None:
-        self._stopping.wait(seconds)
 
     def _answer(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """The reply message for a request, and how long to pause mid-reply."""
@@ -346,13 +292,12 @@ class FakeAnthropic:
         sleep_s = 0.0
         if prompt is not None:
             self._add_prompt(prompt)
-            match = _SLEEP_RE.search(prompt)
-            sleep_s = float(match.group(1)) if match else 0.0
+            sleep_s = sleep_seconds(prompt)
             bash = _BASH_RE.search(prompt)
             if bash:
                 tool_use = {
                     "type": "tool_use",
-                    "id": _new_id("toolu_fake_", 16),
+                    "id": new_id("toolu_fake_", 16),
                     "name": TOOL_NAME,
                     "input": {"command": bash.group(1).strip(), "description": TOOL_DESCRIPTION},
                 }
@@ -387,7 +332,7 @@ def _text_block(text: str) -> dict[str, Any]:
 def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
     output_tokens = sum(len(str(b.get("text", "")).split()) for b in content) or 1
     return {
-        "id": _new_id("msg_fake_", 20),
+        "id": new_id("msg_fake_", 20),
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -396,13 +341,6 @@ def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dic
         "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": output_tokens},
     }
-
-
-def _chunks(text: str, count: int = STREAM_CHUNKS) -> list[str]:
-    if not text:
-        return []
-    size = max(1, -(-len(text) // count))
-    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -417,12 +355,13 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             head = {**block, "input": {}}
             deltas = [
                 {"type": "input_json_delta", "partial_json": part}
-                for part in _chunks(json.dumps(block.get("input", {})))
+                for part in split_chunks(json.dumps(block.get("input", {})))
             ]
         else:
             head = {**block, "text": ""}
             deltas = [
-                {"type": "text_delta", "text": part} for part in _chunks(str(block.get("text", "")))
+                {"type": "text_delta", "text": part}
+                for part in split_chunks(str(block.get("text", "")))
             ]
         yield (
             "content_block_start",
@@ -448,141 +387,13 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
-def _key_matches(headers: dict[str, str], expected: str) -> bool:
+def _bearer(headers: dict[str, str]) -> str | None:
+    """The token of an ``authorization: Bearer …`` header, if the request has one."""
     auth = headers.get("authorization") or ""
-    bearer = auth[7:] if auth.lower().startswith("bearer ") else None
-    return expected in (headers.get("x-api-key"), bearer)
+    return auth[7:] if auth.lower().startswith("bearer ") else None
 
 
 def _error_body(status: int, message: str | None = None) -> str:
     kind = ERROR_TYPES.get(status, "api_error")
     text = message or f"fake {kind} (HTTP {status})"
     return json.dumps({"type": "error", "error": {"type": kind, "message": text}})
-
-
-def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "FakeAnthropic/1"
-
-        def setup(self) -> None:
-            super().setup()
-            with fake._lock:
-                fake._connections.add(self.connection)
-
-        def finish(self) -> None:
-            with fake._lock:
-                fake._connections.discard(self.connection)
-            try:
-                super().finish()
-            except OSError:
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            """Quiet: tests read ``fake.requests`` instead of a log."""
-
-        def do_HEAD(self) -> None:
-            self._send_bytes(200, b"", "text/plain", head=True)
-
-        def do_GET(self) -> None:
-            self._send_bytes(200, b"ok", "text/plain")
-
-        def do_POST(self) -> None:
-            try:
-                self._post()
-            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-                self.close_connection = True
-
-        def _post(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            path = urlsplit(self.path).path.rstrip("/")
-            try:
-                body: Any = json.loads(raw) if raw else {}
-            except ValueError:
-                body = None
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            fake._record("POST", self.path, headers, body)
-
-            if path not in ("/v1/messages", "/v1/messages/count_tokens"):
-                self._send_json(404, _error_body(404, f"no route for {path}"))
-                return
-            if not isinstance(body, dict):
-                self._send_json(400, _error_body(400, "request body is not a JSON object"))
-                return
-            expected = fake.expected_api_key
-            if expected is not None and not _key_matches(headers, expected):
-                self._send_json(401, _error_body(401, "invalid x-api-key"))
-                return
-            if path.endswith("/count_tokens"):
-                tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
-                self._send_json(200, json.dumps({"input_tokens": tokens}))
-                return
-
-            # Injected stalls and faults hit conversation requests, not Claude
-            # Code's title side request, whose timing relative to them varies.
-            title = is_title_request(body)
-            hang = None if title else fake._take_hang()
-            if hang is not None:
-                fake._pause(hang)
-                if fake._stopping.is_set():
-                    self.close_connection = True
-                    return
-            fault = None if title else fake._take_fault()
-            if fault is not None:
-                extra = {}
-                if fault.retry_after is not None:
-                    extra["retry-after"] = f"{fault.retry_after:g}"
-                text = fault.body if fault.body is not None else _error_body(fault.status)
-                self._send_json(fault.status, text, extra)
-                return
-
-            message, sleep_s = fake._answer(body)
-            if body.get("stream"):
-                self._stream(message, sleep_s)
-            else:
-                fake._pause(sleep_s)
-                self._send_json(200, json.dumps(message))
-
-        def _stream(self, message: dict[str, Any], sleep_s: float) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("request-id", _new_id("req_fake_", 20))
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for name, data in sse_events(message):
-                self._chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                if name == "ping" and sleep_s:
-                    fake._pause(sleep_s)
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-        def _chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def _send_json(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
-            self._send_bytes(status, text.encode(), "application/json", extra=extra)
-
-        def _send_bytes(
-            self,
-            status: int,
-            data: bytes,
-            content_type: str,
-            *,
-            head: bool = False,
-            extra: dict[str, str] | None = None,
-        ) -> None:
-            self.send_response(status)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", _new_id("req_fake_", 20))
-            for key, value in (extra or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            if not head:
-                self.wfile.write(data)
-            self.wfile.flush()
-
-    return Handler

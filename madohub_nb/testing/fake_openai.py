@@ -19,19 +19,18 @@ seconds before its text (a slow model). ``fail_next`` injects HTTP errors.
 from __future__ import annotations
 
 import json
-import re
-import socket
-import threading
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
-from madohub_nb.testing.fake_anthropic import default_answer
+from ._http import (
+    FakeHandler,
+    FakeServer,
+    new_id,
+    sleep_seconds,
+    split_chunks,
+)
+from .fake_anthropic import default_answer
 
 Reply = str | Callable[[dict[str, Any]], "str | None"]
 """A fixed answer text, or ``f(request_body) -> text | None`` (None: the default answer)."""
@@ -39,19 +38,17 @@ Reply = str | Callable[[dict[str, Any]], "str | None"]
 DEFAULT_MODEL = "fake-model"
 """What ``GET /v1/models`` lists and responses name when the request names no model."""
 
-STREAM_CHUNKS = 3
-"""Number of text deltas one answer is split into."""
-
 TITLE_PROMPT_MARKER = "User prompt:"
 """Codex's title request quotes the user's prompt after this line."""
 
 TITLE_MAX_CHARS = 36
 
-_SLEEP_RE = re.compile(r"\[\[sleep\s+([0-9]+(?:\.[0-9]+)?)\]\]")
+ID_CHARS = 24
+"""Random hex digits in the ids the fake makes up (``resp_fake_…``, ``msg_fake_…``)."""
 
 
 def _new_id(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:24]}"
+    return new_id(prefix, ID_CHARS)
 
 
 def _text_of(content: object) -> list[str]:
@@ -116,19 +113,6 @@ def title_for(body: dict[str, Any]) -> str:
     return (words or "Fake task")[:TITLE_MAX_CHARS]
 
 
-def sleep_seconds(text: str) -> float:
-    """The pause a ``[[sleep N]]`` marker asks for (0 without one)."""
-    match = _SLEEP_RE.search(text)
-    return float(match.group(1)) if match else 0.0
-
-
-def _chunks(text: str, count: int = STREAM_CHUNKS) -> list[str]:
-    if not text:
-        return []
-    size = max(1, -(-len(text) // count))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
 def _usage(prompt: str, text: str) -> dict[str, Any]:
     input_tokens = max(1, len(prompt.split()))
     output_tokens = max(1, len(text.split()))
@@ -187,7 +171,7 @@ def responses_events(model: str, text: str, prompt: str) -> Iterator[dict[str, A
     part = {"type": "output_text", "text": "", "annotations": []}
     where = {"item_id": item_id, "output_index": 0, "content_index": 0}
     yield {"type": "response.content_part.added", **where, "part": part}
-    for delta in _chunks(text):
+    for delta in split_chunks(text):
         yield {"type": "response.output_text.delta", **where, "delta": delta}
     yield {"type": "response.output_text.done", **where, "text": text}
     yield {"type": "response.content_part.done", **where, "part": {**part, "text": text}}
@@ -235,7 +219,7 @@ def chat_chunks(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
             {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
         ],
     }
-    for delta in _chunks(text):
+    for delta in split_chunks(text):
         yield {
             **base,
             "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}],
@@ -248,121 +232,103 @@ def chat_chunks(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
     }
 
 
-class FakeOpenAIResponses:
+class FakeOpenAIResponses(FakeServer):
     """A scripted OpenAI Responses API on ``127.0.0.1``, served from a daemon thread.
 
     Use as a context manager (or ``start()``/``stop()``). Point Codex at
-    ``base_url`` (it ends in ``/v1``). ``requests`` holds every request received
-    (``method``, ``path``, ``headers``, ``body``), ``prompts`` the prompt text of
-    every model request, and ``unknown_paths`` the paths it answered 404.
+    ``base_url`` (``http://127.0.0.1:PORT/v1``, what a provider's ``base_url``
+    takes). ``requests`` holds every request received (``method``, ``path``,
+    ``headers``, ``body``), ``prompts`` the prompt text of every model request,
+    and ``unknown_paths`` the paths it answered 404.
     """
 
-    def __init__(self, reply: Reply | None = None, *, port: int = 0, model: str | None = None):
+    thread_name = "fake-openai"
+    server_version = "FakeOpenAI/1"
+    base_path = "/v1"
+    request_id_header = "x-request-id"
+    request_id_chars = ID_CHARS
+
+    def __init__(
+        self, reply: Reply | None = None, *, port: int = 0, model: str | None = None
+    ) -> None:
+        super().__init__(port=port)
         self.reply = reply
         self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self.prompts: list[str] = []
         self.unknown_paths: list[str] = []
-        self._port = port
-        self._lock = threading.Condition()
-        self._faults: deque[int] = deque()
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle ---------------------------------------------------------------
-    def start(self) -> FakeOpenAIResponses:
-        """Bind and serve in a daemon thread; returns self."""
-        if self._server is not None:
-            return self
-        self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, name=f"fake-openai-{self.port}", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, wake paused handlers and close open connections."""
-        server = self._server
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        server.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeOpenAIResponses:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The TCP port served (0 before ``start()``)."""
-        return self._server.server_address[1] if self._server else 0
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``: what a provider's ``base_url`` takes."""
-        if self._server is None:
-            raise RuntimeError("FakeOpenAIResponses is not started; use start() or a with block")
-        return f"http://127.0.0.1:{self.port}/v1"
 
     # scripting ---------------------------------------------------------------
     def fail_next(self, status: int, times: int = 1) -> None:
         """Answer the next ``times`` model requests with HTTP ``status`` and an error body."""
         if not 400 <= status <= 599:
             raise ValueError(f"status must be an HTTP error status from 400 to 599, got {status}")
-        with self._lock:
-            self._faults.extend(status for _ in range(times))
-
-    def wait_for_prompts(self, count: int, timeout_s: float = 10.0) -> list[str]:
-        """Block until ``count`` prompts arrived; return them. TimeoutError otherwise."""
-        with self._lock:
-            if not self._lock.wait_for(lambda: len(self.prompts) >= count, timeout_s):
-                raise TimeoutError(
-                    f"FakeOpenAIResponses got {len(self.prompts)} of {count} prompts in "
-                    f"{timeout_s}s: {self.prompts!r}"
-                )
-            return list(self.prompts)
+        self._add_faults(status, times)
 
     # request handling (called from handler threads) -----------------------------
-    def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> None:
-        with self._lock:
-            self.requests.append({"method": method, "path": path, "headers": headers, "body": body})
-            self._lock.notify_all()
+    def handle_get(self, http: FakeHandler, path: str, headers: dict[str, str]) -> None:
+        self._record("GET", http.path, headers, None)
+        if path == "/v1/models":
+            model = self.model or DEFAULT_MODEL
+            listing = {
+                "object": "list",
+                "data": [{"id": model, "object": "model", "created": 0, "owned_by": "fake"}],
+            }
+            http.send_json(200, json.dumps(listing))
+            return
+        self._unknown(path)
+        http.send_json(404, _error_body(404, f"no route for GET {path}"))
+
+    def handle_post(self, http: FakeHandler, path: str, headers: dict[str, str], body: Any) -> None:
+        if path not in ("/v1/responses", "/v1/chat/completions"):
+            self._unknown(path)
+            http.send_json(404, _error_body(404, f"no route for POST {path}"))
+            return
+        if not isinstance(body, dict):
+            http.send_json(400, _error_body(400, "request body is not a JSON object"))
+            return
+        fault = self._take_fault()
+        if fault is not None:
+            status = fault.status
+            http.send_json(status, _error_body(status, f"fake error (HTTP {status})"))
+            return
+
+        model, text, prompt, sleep_s = self._answer(body)
+        if path == "/v1/responses":
+            if body.get("stream"):
+                self._stream_responses(http, model, text, prompt, sleep_s)
+            else:
+                self._pause(sleep_s)
+                done = response_object(model, text, prompt, status="completed")
+                http.send_json(200, json.dumps(done))
+        elif body.get("stream"):
+            self._stream_chat(http, model, text, prompt, sleep_s)
+        else:
+            self._pause(sleep_s)
+            http.send_json(200, json.dumps(chat_completion(model, text, prompt)))
+
+    def _stream_responses(
+        self, http: FakeHandler, model: str, text: str, prompt: str, sleep_s: float
+    ) -> None:
+        http.start_stream()
+        for seq, event in enumerate(responses_events(model, text, prompt)):
+            http.send_event(json.dumps({**event, "sequence_number": seq}), event["type"])
+            if event["type"] == "response.in_progress" and sleep_s:
+                self._pause(sleep_s)
+        http.end_stream()
+
+    def _stream_chat(
+        self, http: FakeHandler, model: str, text: str, prompt: str, sleep_s: float
+    ) -> None:
+        http.start_stream()
+        for index, chunk in enumerate(chat_chunks(model, text, prompt)):
+            http.send_event(json.dumps(chunk))
+            if index == 0 and sleep_s:
+                self._pause(sleep_s)
+        http.send_event("[DONE]")
+        http.end_stream()
 
     def _unknown(self, path: str) -> None:
         with self._lock:
             self.unknown_paths.append(path)
-
-    def _take_fault(self) -> int | None:
-        with self._lock:
-            return self._faults.popleft() if self._faults else None
-
-    def _pause(self, seconds: float) -> None:
-        self._stopping.wait(seconds)
 
     def _answer(self, body: dict[str, Any]) -> tuple[str, str, str, float]:
         """``(model, reply text, prompt, pause seconds)`` for one model request."""
@@ -370,10 +336,8 @@ class FakeOpenAIResponses:
         if is_title_request(body):
             return model, json.dumps({"title": title_for(body)}), "", 0.0
         prompt = prompt_text(body)
-        with self._lock:
-            if prompt is not None:
-                self.prompts.append(prompt)
-            self._lock.notify_all()
+        if prompt is not None:
+            self._add_prompt(prompt)
         scripted: str | None = None
         if isinstance(self.reply, str):
             scripted = self.reply
@@ -386,129 +350,3 @@ class FakeOpenAIResponses:
 def _error_body(status: int, message: str) -> str:
     kind = "invalid_request_error" if status < 500 else "server_error"
     return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}})
-
-
-def _make_handler(fake: FakeOpenAIResponses) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "FakeOpenAI/1"
-
-        def setup(self) -> None:
-            super().setup()
-            with fake._lock:
-                fake._connections.add(self.connection)
-
-        def finish(self) -> None:
-            with fake._lock:
-                fake._connections.discard(self.connection)
-            try:
-                super().finish()
-            except OSError:
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            """Quiet: tests read ``fake.requests`` instead of a log."""
-
-        def do_GET(self) -> None:
-            path = urlsplit(self.path).path.rstrip("/")
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            fake._record("GET", self.path, headers, None)
-            if path == "/v1/models":
-                model = fake.model or DEFAULT_MODEL
-                listing = {
-                    "object": "list",
-                    "data": [{"id": model, "object": "model", "created": 0, "owned_by": "fake"}],
-                }
-                self._send_json(200, json.dumps(listing))
-                return
-            fake._unknown(path)
-            self._send_json(404, _error_body(404, f"no route for GET {path}"))
-
-        def do_POST(self) -> None:
-            try:
-                self._post()
-            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
-                self.close_connection = True
-
-        def _post(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            path = urlsplit(self.path).path.rstrip("/")
-            try:
-                body: Any = json.loads(raw) if raw else {}
-            except ValueError:
-                body = None
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            fake._record("POST", self.path, headers, body)
-
-            if path not in ("/v1/responses", "/v1/chat/completions"):
-                fake._unknown(path)
-                self._send_json(404, _error_body(404, f"no route for POST {path}"))
-                return
-            if not isinstance(body, dict):
-                self._send_json(400, _error_body(400, "request body is not a JSON object"))
-                return
-            status = fake._take_fault()
-            if status is not None:
-                self._send_json(status, _error_body(status, f"fake error (HTTP {status})"))
-                return
-
-            model, text, prompt, sleep_s = fake._answer(body)
-            if path == "/v1/responses":
-                if body.get("stream"):
-                    self._stream_responses(model, text, prompt, sleep_s)
-                else:
-                    fake._pause(sleep_s)
-                    done = response_object(model, text, prompt, status="completed")
-                    self._send_json(200, json.dumps(done))
-            elif body.get("stream"):
-                self._stream_chat(model, text, prompt, sleep_s)
-            else:
-                fake._pause(sleep_s)
-                self._send_json(200, json.dumps(chat_completion(model, text, prompt)))
-
-        def _stream_responses(self, model: str, text: str, prompt: str, sleep_s: float) -> None:
-            self._start_stream()
-            for seq, event in enumerate(responses_events(model, text, prompt)):
-                data = {**event, "sequence_number": seq}
-                self._chunk(f"event: {event['type']}\ndata: {json.dumps(data)}\n\n".encode())
-                if event["type"] == "response.in_progress" and sleep_s:
-                    fake._pause(sleep_s)
-            self._end_stream()
-
-        def _stream_chat(self, model: str, text: str, prompt: str, sleep_s: float) -> None:
-            self._start_stream()
-            for index, chunk in enumerate(chat_chunks(model, text, prompt)):
-                self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
-                if index == 0 and sleep_s:
-                    fake._pause(sleep_s)
-            self._chunk(b"data: [DONE]\n\n")
-            self._end_stream()
-
-        def _start_stream(self) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("x-request-id", _new_id("req_fake_"))
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-
-        def _end_stream(self) -> None:
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-        def _chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def _send_json(self, status: int, text: str) -> None:
-            data = text.encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("x-request-id", _new_id("req_fake_"))
-            self.end_headers()
-            self.wfile.write(data)
-            self.wfile.flush()
-
-    return Handler
