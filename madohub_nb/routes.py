@@ -8,6 +8,7 @@ each firing to :func:`madohub_nb.rounds.run_round`.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import html
 import time
 from typing import TYPE_CHECKING
@@ -141,6 +142,8 @@ class Route:
             keyword = KeywordTrigger(self.pattern or "")
         else:
             streamer = StreamTrigger()
+        # Output arrives in arbitrary chunks: keep a UTF-8 character split across two whole.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.ready.set()
         try:
             while self.state in ("active", "paused", "exhausted"):
@@ -184,7 +187,7 @@ class Route:
                         continue
                     await self._fire(found, (time.monotonic() - started) * 1000)
                 elif data:
-                    text = strip_ansi(data.decode("utf-8", "replace"))
+                    text = strip_ansi(decoder.decode(data))
                     if keyword is not None:
                         decision = keyword.output(now, text)
                         if decision.action != "fire":
@@ -199,9 +202,7 @@ class Route:
                         left = self.guard.cooldown_left_ms(_now_ms())
                         if left > 0 and self.state == "active" and not self.guard.exhausted:
                             await asyncio.sleep(left / 1000)
-                            streamer.output(
-                                _now_ms(), strip_ansi(listener.take().decode("utf-8", "replace"))
-                            )
+                            streamer.output(_now_ms(), strip_ansi(decoder.decode(listener.take())))
                         chunk = streamer.take()
                         if chunk.strip():
                             await self._fire(Extraction(chunk, "terminal", None), 0.0)
