@@ -3,9 +3,9 @@
 How to recognise the agent's process, what its screen looks like when it is
 busy, idle or waiting for a permission, which parts of the screen are chrome,
 and how it wants input submitted. The facts come from REAL-AGENTS.md and the
-captured screens in ``fixtures/real/screens/``; Amp and OpenCode facts come
-from public tools and are not observed here. Nothing else in the package
-should branch on an agent's kind: read the profile instead.
+captured screens in ``fixtures/real/screens/``; OpenCode's from its real 1.18.33
+TUI (tests/real_agents); Amp's from public tools, not observed here. Nothing
+else in the package should branch on an agent's kind: read the profile instead.
 """
 
 from __future__ import annotations
@@ -189,7 +189,9 @@ _CODEX_COMPOSER_TO_END = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*\Z"
 # "← for agents · ? for shortcuts"). For ~4 s after start-up (while its app-server daemon
 # starts) Codex 0.171.0 shows the composer over a bare "? for shortcuts", or over nothing once
 # a draft is typed, and takes no submit: text typed then stays in the composer (observed).
-_CODEX_READY_COMPOSER = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*?\n[^\n]* · [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+_CODEX_READY_COMPOSER = (
+    rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*?\n[^\n]* · [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+)
 # "• Working (2s • esc to interrupt)", or a reasoning header in its place.
 _CODEX_STATUS = r"• [^\n]*\(\d[^\n]*esc to interrupt\)"
 
@@ -275,28 +277,46 @@ AMP: Final = AgentProfile(
     extractor="terminal",
 )
 
-# --- OpenCode (public tools; not observed here) -----------------------------
+# --- OpenCode (observed 1.18.33, npm opencode-ai) ----------------------------
+# Screens (100 columns): the input box is a run of "┃" lines over a "╹▀▀▀" edge; its last "┃"
+# line names the agent and model ("┃  Build · Fake model Fake"). The home screen shows the
+# placeholder 'Ask anything… "Fix broken tests"' in it; in a session the empty box has none.
+# Busy: "⬝⬝⬝■■■  esc interrupt" in the footer. Prompts are "┃" blocks, answers are indented
+# 5 spaces and end with "▣  Build · Fake model · 3.3s". A wide pane (160 columns; not 100) gets
+# a sidebar beside the conversation, which terminal extraction may then read too.
+_OPENCODE_BOX_EDGE = r"[ \t]*╹▀"
+_OPENCODE_BOX_LINE = r"[ \t]*┃[^\n]*\n"
+
 OPENCODE: Final = AgentProfile(
     kind="opencode",
     process_tokens=("opencode",),
     busy_markers=(_rx(r"esc interrupt"),),
-    idle_markers=(_rx(r"Ask anything"),),
-    waiting_markers=(_rx(r"△ Permission required"),),
+    # The box's bottom edge, which is drawn whenever the TUI takes input (busy is checked first).
+    idle_markers=(_rx(rf"^{_OPENCODE_BOX_EDGE}"),),
+    waiting_markers=(_rx(r"△ Permission required"),),  # public tools; not observed
     title_busy_markers=(),
     no_marker_state="unknown",
     idle_commands=(),
     marker_tail_lines=12,
-    chrome_patterns=(),
-    answer_start=None,
+    chrome_patterns=(
+        _from_line_to_end(rf"{_OPENCODE_BOX_LINE}(?:{_OPENCODE_BOX_LINE})*{_OPENCODE_BOX_EDGE}"),
+        re.compile(r"\A[\s\S]*^[ \t]*┃[^\n]*\n?", re.MULTILINE),  # up to the last prompt
+        _line(r"[ \t]*▣ [^\n]*"),  # "▣  Build · Fake model · 3.3s"
+    ),
+    answer_start=_rx(r"^ {5}(?=\S)"),
     answer_exclude=None,
     tool_output=None,
-    input_line=None,
-    input_placeholders=(),
+    # Only the box's last draft line is captured: enough to see a prompt still sitting there.
+    input_line=_rx(
+        rf"^[ \t]*┃[ \t]*\n(?:{_OPENCODE_BOX_LINE})*?[ \t]*┃[ \t]?[ \t]?(?P<text>[^\n]*)\n"
+        rf"[ \t]*┃[ \t]*\n[ \t]*┃  \S[^\n]*\n{_OPENCODE_BOX_EDGE}"
+    ),
+    input_placeholders=(_rx(r"Ask anything…[^\n]*"),),
     submit_keys=("\r", "\r"),
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
-    newline_key="C-j",  # OpenCode's input_newline default includes ctrl+j
-    typed_tab="\t",  # not observed
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # the footer says "tab agents": Tab switches the agent
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="terminal",

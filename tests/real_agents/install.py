@@ -25,6 +25,7 @@ from madohub_nb.errors import MadohubError, MadohubValueError
 AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "claude": ("@anthropic-ai/claude-code", "claude"),
     "codex": ("@openai/codex", "codex"),
+    "opencode": ("opencode-ai", "opencode"),
 }
 
 #: The versions the real-agent tier runs against (REAL-AGENTS.md observed these).
@@ -32,6 +33,7 @@ PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("claude", "2.1.197"),
     ("claude", "2.1.332"),
     ("codex", "0.171.0"),
+    ("opencode", "1.18.33"),
 )
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
