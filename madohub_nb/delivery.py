@@ -89,6 +89,23 @@ def literal_chunks(line: str, max_bytes: int = SEND_KEYS_MAX_BYTES) -> list[tupl
     return chunks
 
 
+def _batches(commands: list[list[str]], max_bytes: int) -> list[list[list[str]]]:
+    """``commands`` grouped into tmux invocations of about ``max_bytes`` at most.
+
+    tmux refuses one invocation over ~16 KB, however it is split into commands.
+    """
+    batches: list[list[list[str]]] = []
+    size = max_bytes
+    for cmd in commands:
+        cost = sum(len(arg.encode()) + 1 for arg in cmd)
+        if size + cost > max_bytes:
+            batches.append([])
+            size = 0
+        batches[-1].append(cmd)
+        size += cost
+    return batches
+
+
 class Deliverer:
     """Types prompts into panes; one delivery at a time per target pane."""
 
@@ -199,9 +216,9 @@ class Deliverer:
             if i < len(lines) - 1:
                 # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
                 commands.append(["send-keys", "-t", tile.pane_id, key_name(newline_key or "\r")])
-            if commands:
+            for batch in _batches(commands, SEND_KEYS_MAX_BYTES):
                 await tmux.arun(
-                    *[arg for j, cmd in enumerate(commands) for arg in ([";"] if j else []) + cmd]
+                    *[arg for j, cmd in enumerate(batch) for arg in ([";"] if j else []) + cmd]
                 )
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)

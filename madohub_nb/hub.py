@@ -448,8 +448,12 @@ class Hub:
         return await run_round(self, plan)
 
     # log and waiting ------------------------------------------------------------
-    def _append_round(self, rec: RoundRecord) -> None:
-        """Write a finished round; if the log refuses, keep it and pause routing."""
+    def _append_round(self, rec: RoundRecord) -> RoundRecord:
+        """Write a finished round; if the log refuses, keep it and pause routing.
+
+        Returns the round as logged, secrets redacted: what events and callers get.
+        """
+        rec = self.log.redact(rec)
         try:
             self.log.append(rec)
         except LogError as exc:
@@ -459,6 +463,7 @@ class Hub:
             self._rounds_written += 1
         self._emit(HubEvent("round", rec.route_id, rec.status, rec))
         self._wake_round_waiters()
+        return rec
 
     def _log_unwritable(self, exc: LogError) -> None:
         for r in self.routes:

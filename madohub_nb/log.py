@@ -498,6 +498,10 @@ class RoundLog:
             raise MadohubValueError(f"round meta must be a dict, got {type(rec.meta).__name__}")
         return rec
 
+    def redact(self, rec: RoundRecord) -> RoundRecord:
+        """A copy of ``rec`` as the log stores it (secrets redacted): safe to show."""
+        return self._scrubbed(rec)
+
     def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
         """A copy of ``rec`` with every secret replaced in text fields and meta.
 

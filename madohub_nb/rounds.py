@@ -91,8 +91,7 @@ async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
         rec.status, rec.error = "error", "cancelled: the hub was closed before the round finished"
         hub._append_round(rec)
         raise
-    hub._append_round(rec)
-    return rec
+    return hub._append_round(rec)
 
 
 async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:

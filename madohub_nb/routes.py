@@ -183,7 +183,8 @@ class Route:
                         continue
                     started = time.monotonic()
                     found = await asyncio.to_thread(extract, source, legacy)
-                    if not idle.accept(found.message_id if found else None):
+                    unique = found is not None and found.method != "terminal"
+                    if not idle.accept(found.message_id if found else None, unique=unique):
                         continue
                     await self._fire(found, (time.monotonic() - started) * 1000)
                 elif data:

@@ -21,6 +21,9 @@ from .settings import TRIGGERS, check_choice
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""
 
+FIRED_KEYS_KEPT = 1000
+"""Transcript turn keys an on-idle route remembers, so that no turn fires twice."""
+
 KEYWORD_WINDOW_CHARS = 4096
 """Output kept for keyword matching across chunk boundaries."""
 
@@ -42,6 +45,7 @@ class IdleTrigger:
         self.last_output_ms: float | None = None
         self.last_turn_key: str | None = None
         self._recheck_at_ms: float | None = None
+        self._fired: dict[str, None] = {}  # unique keys fired so far, oldest first
 
     def baseline(self, turn_key: str | None) -> None:
         """The turn already finished when the route was made: never fire for it."""
@@ -71,13 +75,22 @@ class IdleTrigger:
             return Decision("check", self._recheck_at_ms)
         return Decision("fire")
 
-    def accept(self, turn_key: str | None) -> bool:
-        """After a ``fire`` decision: is this a new turn? Records it; one turn fires once."""
-        if turn_key is None or turn_key == self.last_turn_key:
+    def accept(self, turn_key: str | None, *, unique: bool = False) -> bool:
+        """After a ``fire`` decision: is this a new turn? Records it; one turn fires once.
+
+        A ``unique`` key (a transcript's message id) names one turn for good: it never
+        fires again, even when its turn shows up as the latest once more (a transcript
+        cut back). A screen key (a hash of the text) only has to differ from the last.
+        """
+        if turn_key is None or turn_key == self.last_turn_key or turn_key in self._fired:
             self.last_output_ms = None  # nothing new: wait for the next output
             self._recheck_at_ms = None
             return False
         self.last_turn_key = turn_key
+        if unique:
+            self._fired[turn_key] = None
+            if len(self._fired) > FIRED_KEYS_KEPT:
+                del self._fired[next(iter(self._fired))]
         self.last_output_ms = None
         self._recheck_at_ms = None
         return True

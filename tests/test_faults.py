@@ -1,0 +1,720 @@
+"""Faults and concurrency on real tmux: what breaks is reported, nothing else breaks.
+
+Panes, agents and the tmux server are killed for real; transcripts are
+deleted, cut and rotated under a running route; the Anthropic API fails
+through the local fake; a hub process is SIGKILLed mid-route; two hubs share
+one log; the log's disk fills up or turns read-only. Every round still ends as
+exactly one logged row (or, when the log itself cannot be written, one kept
+in ``hub.unlogged`` while routing pauses), and routes that were not hit go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from conftest import (
+    FAST_IDLE_MS,
+    kill_tree,
+    start_recorder,
+    start_standin,
+    user_prompts,
+    wait_until,
+)
+
+import madohub_nb as mh
+from madohub_nb.extraction import transcript_path
+from madohub_nb.testing.fake_anthropic import FakeAnthropic
+
+API_KEY = "sk-ant-test-faults-0123456789abcdef"
+SUBMIT = b"\r\r"
+
+
+def _rows(hub: mh.Hub, route: mh.Route | str) -> list[dict[str, Any]]:
+    route_id = route if isinstance(route, str) else route.id
+    df = hub.log.df
+    return df[df["route_id"] == route_id].to_dict("records")
+
+
+def _wait_rows(hub: mh.Hub, route: mh.Route, n: int, timeout_s: float = 30) -> list[dict[str, Any]]:
+    wait_until(lambda: len(_rows(hub, route)) >= n, timeout_s, what=f"{n} rows of {route.id}")
+    return _rows(hub, route)
+
+
+def _kill_agent(tile: mh.Tile) -> int:
+    proc = tile.agent_process()
+    assert proc is not None, f"{tile.name} runs no agent"
+    os.kill(proc.pid, signal.SIGKILL)
+    return proc.pid
+
+
+def _ready(*routes: mh.Route) -> None:
+    wait_until(lambda: all(r.ready.is_set() for r in routes), 10, what="routes listening")
+
+
+def _lines(tag: str, n: int) -> str:
+    return "\n".join(f"{tag} line {i:02d}" for i in range(n))
+
+
+# --- panes and agents die ------------------------------------------------------------
+
+
+def test_target_killed_before_delivery_is_an_error_and_other_routes_go_on(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "w", cwd=project)
+    doomed = start_standin(hub, "doomed", cwd=project)
+    alive = start_standin(hub, "alive", cwd=project)
+    to_doomed = hub.connect("w", "doomed", template="A: {output}", cooldown_ms=1000)
+    to_alive = hub.connect("w", "alive", template="B: {output}", cooldown_ms=1000)
+    _ready(to_doomed, to_alive)
+    hub.tmux.kill_pane(doomed.pane_id)
+    wait_until(lambda: doomed.state == "exited", 10)
+    hub.send("w", "ping").result(30)
+    (lost,) = _wait_rows(hub, to_doomed, 1)
+    (fine,) = _wait_rows(hub, to_alive, 1)
+    assert lost["status"] == "error"
+    assert "target 'doomed' has exited; nothing was typed" in lost["error"]
+    assert fine["status"] == "delivered", fine["error"]
+    wait_until(lambda: user_prompts(alive) == ["B: Done: ping"], 10)
+    assert to_alive.state == "active"
+
+
+def test_target_pane_killed_while_typing_is_an_error_with_the_reason(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "w", cwd=project)
+    doomed = start_standin(hub, "doomed", cwd=project)
+    route = hub.connect("w", "doomed", template=_lines("long", 40) + "\n{output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "go").result(30)
+    wait_until(lambda: "long line 05" in doomed.screen(), 30, what="typing under way")
+    hub.tmux.kill_pane(doomed.pane_id)
+    (row,) = _wait_rows(hub, route, 1)
+    assert row["status"] == "error"
+    assert "typing into 'doomed' failed" in row["error"]
+    assert "can't find pane" in row["error"]
+
+
+def test_target_agent_crash_while_typing_is_not_logged_as_delivered(
+    hub: mh.Hub, project: Path
+) -> None:
+    # The first tile's pane stays after its program dies (remain-on-exit): tmux then
+    # accepts keys for the dead pane without complaint.
+    doomed = start_standin(hub, "doomed", cwd=project)
+    start_standin(hub, "w", cwd=project)
+    route = hub.connect("w", "doomed", template=_lines("long", 40) + "\n{output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "go").result(30)
+    wait_until(lambda: "long line 05" in doomed.screen(), 30, what="typing under way")
+    _kill_agent(doomed)
+    (row,) = _wait_rows(hub, route, 1)
+    assert row["status"] == "error", row
+    assert "'doomed' exited" in row["error"]
+
+
+def test_target_crash_while_a_round_waits_for_it_ends_the_wait(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "w", cwd=project)
+    busy = start_standin(hub, "busy", cwd=project)
+    route = hub.connect("w", "busy", cooldown_ms=1000)
+    _ready(route)
+    hub.send("busy", "[[sleep 60]] a long turn").result(30)
+    wait_until(lambda: busy.state == "busy", 10)
+    hub.send("w", "for the busy one").result(30)
+    wait_until(lambda: route.rounds == 1, 20, what="the round to fire and wait")
+    _kill_agent(busy)
+    (row,) = _wait_rows(hub, route, 1)
+    assert row["status"] == "error"
+    assert "target 'busy' has exited; nothing was typed" in row["error"]
+
+
+def test_source_killed_stops_its_route_only(hub: mh.Hub, project: Path) -> None:
+    w1 = start_standin(hub, "w1", cwd=project)
+    start_standin(hub, "w2", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project)
+    r1 = hub.connect("w1", "sink", template="1: {output}", cooldown_ms=1000)
+    r2 = hub.connect("w2", "sink", template="2: {output}", cooldown_ms=1000)
+    _ready(r1, r2)
+    _kill_agent(w1)
+    wait_until(lambda: r1.state == "stopped", 20, what="the route of the dead source to stop")
+    assert r1.last_error is not None and "source 'w1' exited" in r1.last_error
+    assert r2.state == "active"
+    hub.send("w2", "still here").result(30)
+    wait_until(lambda: user_prompts(sink) == ["2: Done: still here"], 30)
+    assert w1.state == "exited"
+    assert _rows(hub, r1) == []
+
+
+def test_source_crash_mid_turn_fires_no_round(hub: mh.Hub, project: Path) -> None:
+    w = start_standin(hub, "w", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project)
+    route = hub.connect("w", "sink", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "[[sleep 30]] never finishes").result(30)
+    wait_until(lambda: w.state == "busy", 10)
+    _kill_agent(w)
+    wait_until(lambda: route.state == "stopped", 20, what="the route to notice")
+    assert route.rounds == 0
+    assert _rows(hub, route) == []
+    assert user_prompts(sink) == []
+
+
+def test_tmux_server_killed_under_the_hub(hub: mh.Hub, project: Path) -> None:
+    a = start_standin(hub, "a", cwd=project)
+    b = start_standin(hub, "b", cwd=project)
+    route = hub.connect("a", "b", cooldown_ms=1000)
+    _ready(route)
+    server = hub.tmux.server_pid()
+    assert server is not None
+    agents = [p.pid for t in (a, b) if (p := t.agent_process()) is not None]
+    try:
+        os.kill(server, signal.SIGKILL)
+        wait_until(lambda: a.state == "exited" and b.state == "exited", 15, what="tiles exited")
+        wait_until(lambda: route.state == "stopped", 15, what="the route to stop")
+        # The hub keeps answering: state, the log, a hand send (logged as an error round).
+        rec = hub.send("b", "anyone?").result(30)
+        assert rec.status == "error"
+        assert "has exited" in (rec.error or "")
+        assert "tiles=2" in repr(hub)
+        assert list(hub.log.df["status"]) == ["error"]
+        clients = hub.watcher.client_pids()
+        hub.close()
+        assert hub.closed
+        assert not any(psutil.pid_exists(p) and _alive(p) for p in clients)
+    finally:
+        for pid in agents:
+            kill_tree(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# --- transcripts change under a route ------------------------------------------------
+
+
+def test_transcript_changes_under_a_route_still_route_the_next_turn(
+    hub: mh.Hub, project: Path
+) -> None:
+    w = start_standin(hub, "w", cwd=project, think_s=0.1)
+    sink = start_standin(hub, "sink", cwd=project)
+    route = hub.connect("w", "sink", template="> {output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "turn 0").result(30)
+    wait_until(lambda: user_prompts(sink) == ["> Done: turn 0"], 30)
+    # Each change, then a turn: it is routed once, from the (new) transcript or the screen.
+    changes = ["cut mid-line", "emptied", "cleared", "deleted"]
+    for n, change in enumerate(changes, start=1):
+        path = transcript_path(w)
+        assert path is not None
+        if change == "cut mid-line":
+            os.truncate(path, path.stat().st_size - 40)
+        elif change == "emptied":
+            os.truncate(path, 0)
+        elif change == "cleared":  # /clear: a new session id, a new transcript file
+            hub.send("w", "/clear").result(30)
+            wait_until(lambda p=path: transcript_path(w) not in (None, p), 10, what="a new session")
+        else:
+            path.unlink()
+        hub.send("w", f"turn {n}").result(30)
+        row = _wait_rows(hub, route, n + 1)[-1]
+        expected = (n + 1, "delivered", f"Done: turn {n}")
+        assert (row["round"], row["status"], row["extracted"]) == expected, change
+        # Without the file the screen is read; otherwise the transcript.
+        assert row["extraction_method"] == ("terminal" if change == "deleted" else "jsonl")
+    assert user_prompts(sink) == [f"> Done: turn {n}" for n in range(len(changes) + 1)]
+
+
+def test_an_old_answer_showing_again_is_not_routed_again(hub: mh.Hub, project: Path) -> None:
+    """The transcript cut back to an earlier turn: that turn was routed once already."""
+    w = start_standin(hub, "w", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project)
+    route = hub.connect("w", "sink", template="> {output}", cooldown_ms=1000)
+    _ready(route)
+    for word in ("one", "two"):
+        hub.send("w", word).result(30)
+        wait_until(lambda word=word: user_prompts(sink)[-1:] == [f"> Done: {word}"], 30)
+    _wait_rows(hub, route, 2)
+    path = transcript_path(w)
+    assert path is not None
+    data = path.read_bytes()
+    first_turn_end = data.index(b"\n", data.index(b'"turn_duration"')) + 1
+    os.truncate(path, first_turn_end)  # the file ends with turn one again
+    assert w.last_response() is not None and w.last_response().text == "Done: one"
+    for _ in range(2):  # repaints: output, then silence, as after a turn
+        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
+        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
+        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+    assert route.rounds == 2
+    assert user_prompts(sink) == ["> Done: one", "> Done: two"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: with its transcript gone, a routed turn is read from the screen under a "
+    "new key and routed again (turn identity across extraction methods is a design choice)",
+)
+def test_deleting_the_transcript_after_a_routed_turn_does_not_route_it_again(
+    hub: mh.Hub, project: Path
+) -> None:
+    w = start_standin(hub, "w", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project)
+    route = hub.connect("w", "sink", template="> {output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "one").result(30)
+    wait_until(lambda: user_prompts(sink) == ["> Done: one"], 30)
+    path = transcript_path(w)
+    assert path is not None
+    path.unlink()
+    for _ in range(2):
+        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
+        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
+        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+    assert route.rounds == 1
+
+
+# --- the AI API fails ----------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_api_failures_are_error_rounds_and_the_routes_recover(
+    hub: mh.Hub, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeAnthropic(reply="AI prompt", api_key=API_KEY) as fake:
+        hub.api_key, hub.base_url = API_KEY, fake.base_url
+        made = hub.ai_config
+        # A short per-attempt timeout and one retry, so the stalled API times out soon.
+        monkeypatch.setattr(
+            hub,
+            "ai_config",
+            lambda model=None: dataclasses.replace(made(model), timeout_s=1.0, max_retries=1),
+        )
+        start_standin(hub, "w", cwd=project, think_s=0.1)
+        sinks = [start_standin(hub, name, cwd=project) for name in ("sink1", "sink2")]
+        routes = [
+            hub.connect("w", sink.name, transform=transform, cooldown_ms=1000, max_rounds=10)
+            for sink, transform in zip(sinks, ("ai-routing", "summary"), strict=True)
+        ]
+        _ready(*routes)
+
+        def turn(n: int) -> list[dict[str, Any]]:
+            hub.send("w", f"turn {n}").result(30)
+            return [_wait_rows(hub, route, n, timeout_s=60)[-1] for route in routes]
+
+        fake.fail_next(500, times=4)  # both attempts of both routes
+        failed = turn(1)
+        fake.fail_next(429, times=1, retry_after=1)  # one retry after the pause: fine
+        limited = turn(2)
+        fake.hang_next(30, times=4)
+        stalled = turn(3)
+        hub.base_url = f"http://127.0.0.1:{_closed_port()}"
+        refused = turn(4)
+        hub.base_url = fake.base_url
+        recovered = turn(5)
+
+    for i, route in enumerate(routes):
+        rows = [failed[i], limited[i], stalled[i], refused[i], recovered[i]]
+        assert [r["status"] for r in rows] == ["error", "delivered", "error", "error", "delivered"]
+        assert "API error 500" in failed[i]["error"]
+        assert "timed out" in stalled[i]["error"]
+        assert "connection refused" in refused[i]["error"]
+        assert all(API_KEY not in r["error"] for r in (failed[i], stalled[i], refused[i]))
+        assert user_prompts(sinks[i]) == ["AI prompt", "AI prompt"]
+        assert route.state == "active"
+
+
+# --- the kernel dies -----------------------------------------------------------------
+
+CHILD_HUB = """
+import sys, time
+import madohub_nb as mh
+from madohub_nb.demo import standin_command
+
+socket_name, log_path, project, report = sys.argv[1:5]
+hub = mh.Hub(socket_name=socket_name, idle_delay_ms=300, log_path=log_path)
+out = open(report, "a", buffering=1)
+hub.log.subscribe(lambda rec: out.write(rec.round_id + "\\n"))
+env = {"MADOHUB_STANDIN_THINK_S": "0.1"}
+for name in ("a", "b"):
+    tile = hub.tile(name, agent="claude", command=standin_command("claude", persona="counter"),
+                    cwd=project, env=env)
+    while tile.state != "idle":
+        time.sleep(0.05)
+routes = [hub.connect("a", "b", max_rounds=20, cooldown_ms=1000),
+          hub.connect("b", "a", max_rounds=20, cooldown_ms=1000)]
+while not all(r.ready.is_set() for r in routes):
+    time.sleep(0.05)
+hub.send("a", "start counting")
+out.write("READY\\n")
+time.sleep(600)
+"""
+
+
+def test_sigkilled_hub_process_leaves_every_finished_round_in_the_log(
+    tmux_socket: str, tmp_path: Path, project: Path
+) -> None:
+    log_path, report = tmp_path / "rounds.sqlite3", tmp_path / "finished.txt"
+    script = tmp_path / "child_hub.py"
+    script.write_text(CHILD_HUB)
+    child = subprocess.Popen(
+        [sys.executable, str(script), tmux_socket, str(log_path), str(project), str(report)],
+        stderr=subprocess.PIPE,
+    )
+    helpers: list[int] = []
+    try:
+
+        def finished() -> list[str]:
+            lines = report.read_text().splitlines() if report.exists() else []
+            return [ln for ln in lines if ln != "READY"]
+
+        wait_until(lambda: len(finished()) >= 5, 90, what="five finished rounds in the child")
+        helpers = [p.pid for p in psutil.Process(child.pid).children(recursive=True)]
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        reported = finished()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+        for pid in helpers:
+            kill_tree(pid)
+    assert child.returncode == -signal.SIGKILL
+    with sqlite3.connect(log_path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    log = mh.RoundLog(log_path)
+    try:
+        df = log.df
+        assert set(reported) <= set(df["round_id"])
+        assert df["round_id"].is_unique
+        assert set(df["status"]) <= {"delivered", "error"}
+        # The log takes new rounds after the crash.
+        rec = mh.RoundRecord(
+            route_id="after", source="", target="a", round=0, trigger="manual",
+            transform="none", dispatch="shadow", status="shadow",
+        )  # fmt: skip
+        log.append(rec)
+        assert log.get(rec.round_id).route_id == "after"
+    finally:
+        log.close()
+
+
+# --- two hubs, one log ---------------------------------------------------------------
+
+CHILD_REPLAYS = """
+import sys
+import madohub_nb as mh
+
+socket_name, log_path, round_id, count = sys.argv[1:5]
+hub = mh.Hub(socket_name=socket_name, log_path=log_path)
+for i in range(int(count)):
+    hub.replay(round_id, template=f"child {i}: {{output}}")
+print(hub.session_id)
+hub.close()
+"""
+
+
+def test_two_hubs_share_one_log_file_without_losing_a_round(
+    hub: mh.Hub, tmp_path: Path, tmux_socket: str
+) -> None:
+    first = mh.RoundRecord(
+        route_id="a->b#1", source="a", target="b", round=1, trigger="on-idle",
+        transform="prompt-wrap", dispatch="shadow", status="shadow", extracted="the original",
+    )  # fmt: skip
+    hub.log.append(first)
+    script = tmp_path / "child_replays.py"
+    script.write_text(CHILD_REPLAYS)
+    count = 150
+    child = subprocess.Popen(
+        [sys.executable, str(script), tmux_socket, str(hub.log.path), first.round_id, str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        mine = [
+            hub.replay(first.round_id, template=f"parent {i}: {{output}}") for i in range(count)
+        ]
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            kill_tree(child.pid)
+    assert child.returncode == 0, err
+    child_session = out.strip()
+    df = hub.log.df
+    assert len(df) == 1 + 2 * count
+    assert df["round_id"].is_unique
+    assert {r.round_id for r in mine} <= set(df["round_id"])
+    replays = df[df["replay_of"] == first.round_id]
+    assert sorted(replays["session_id"].value_counts().items()) == sorted(
+        [(hub.session_id, count), (child_session, count)]
+    )
+    assert set(replays["status"]) == {"shadow"}
+    with sqlite3.connect(hub.log.path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# --- the log cannot be written ---------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MB file system (tmpfs); needs the right to mount (root here and in CI)."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _routing_pair(hub: mh.Hub, project: Path) -> tuple[mh.Route, mh.Tile, mh.Tile]:
+    w = start_standin(hub, "w", cwd=project, think_s=0.1)
+    sink = start_standin(hub, "sink", cwd=project)
+    route = hub.connect("w", "sink", template="> {output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("w", "turn 1").result(30)
+    wait_until(lambda: user_prompts(sink) == ["> Done: turn 1"], 30)
+    _wait_rows(hub, route, 1)
+    return route, w, sink
+
+
+def _blocked_turn(hub: mh.Hub, route: mh.Route, w: mh.Tile, sink: mh.Tile) -> None:
+    """A turn of the source while the log cannot be written: nothing typed, routing paused."""
+    before = user_prompts(sink)
+    rows = len(_rows(hub, route))
+    # Typed by hand into the source pane, as a person would: the hub types nothing here.
+    hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "turn 2")
+    hub.tmux.run("send-keys", "-t", w.pane_id, "C-m")
+    wait_until(lambda: route.state == "paused", 30, what="routing to pause")
+    assert route.last_error is not None and "cannot write round log" in route.last_error
+    # The round is kept: as an error row when the log had room for it, else in hub.unlogged.
+    wait_until(lambda: route.last_status == "error", 30, what="the blocked round to end")
+    kept = [r for r in hub.unlogged if r.route_id == route.id]
+    logged = _rows(hub, route)[rows:]
+    assert len(kept) + len(logged) == 1, (kept, logged)
+    (blocked,) = [r.error for r in kept] + [r["error"] for r in logged]
+    assert "round log" in blocked
+    assert user_prompts(sink) == before
+
+
+def _recovers(hub: mh.Hub, route: mh.Route, sink: mh.Tile) -> None:
+    route.resume()
+    hub.send("w", "turn 3").result(30)
+    wait_until(lambda: user_prompts(sink)[-1:] == ["> Done: turn 3"], 30, what="routing again")
+    wait_until(lambda: _rows(hub, route)[-1]["round"] == 3, 10, what="round 3 logged")
+    last = _rows(hub, route)[-1]
+    assert (last["status"], last["extracted"]) == ("delivered", "Done: turn 3")
+
+
+def test_full_disk_pauses_routing_instead_of_running_unlogged(
+    tmux_socket: str, home: Path, project: Path, small_disk: Path
+) -> None:
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=small_disk / "r.sqlite3"
+    )
+    try:
+        route, w, sink = _routing_pair(hub, project)
+        filler = small_disk / "filler"
+        with filler.open("wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass  # the disk is full
+        _blocked_turn(hub, route, w, sink)
+        filler.unlink()
+        _recovers(hub, route, sink)
+    finally:
+        hub.close()
+
+
+def test_hub_refuses_a_log_in_a_read_only_folder(
+    tmux_socket: str, home: Path, small_disk: Path, tmp_path: Path
+) -> None:
+    mh.RoundLog(
+        small_disk / "r.sqlite3"
+    ).close()  # a log made earlier, then the folder turned read-only
+    view = tmp_path / "ro"
+    view.mkdir()
+    subprocess.run(["mount", "--bind", str(small_disk), str(view)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
+        for name in ("r.sqlite3", "new.sqlite3"):
+            with pytest.raises(mh.LogError, match="check its folder exists and is writable"):
+                mh.Hub(socket_name=tmux_socket, log_path=view / name)
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+@pytest.mark.parametrize("trouble", ["size cap", "read-only"])
+def test_log_turning_unwritable_under_a_hub_pauses_routing(
+    hub: mh.Hub, project: Path, trouble: str
+) -> None:
+    # As root, chmod does not stop writes, and a mount cannot turn read-only while SQLite
+    # holds the file open: the log is reopened capped at its size, or read-only.
+    route, w, sink = _routing_pair(hub, project)
+    path = hub.log.path
+    hub.log.close()
+    if trouble == "size cap":
+        hub.log = mh.RoundLog(path, max_bytes=path.stat().st_size)
+    else:
+        hub.log = mh.RoundLog(path, read_only=True)
+    _blocked_turn(hub, route, w, sink)
+    hub.log.close()
+    hub.log = mh.RoundLog(path)
+    _recovers(hub, route, sink)
+
+
+# --- concurrency ---------------------------------------------------------------------
+
+
+def test_many_routes_into_one_target_never_interleave(
+    hub: mh.Hub, project: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "sink.bin"
+    names = ["s1", "s2", "s3", "s4"]
+    for name in names:
+        start_standin(hub, name, cwd=project, think_s=0.1)
+    start_recorder(hub, "rec", out)
+    routes = [
+        hub.connect(n, "rec", template=_lines(n, 8) + "\n{output}", cooldown_ms=1000) for n in names
+    ]
+    _ready(*routes)
+    sends = [hub.send(n, f"from {n}") for n in names]
+    for f in sends:
+        f.result(30)
+    wait_until(lambda: out.read_bytes().count(SUBMIT) == 4, 60, what="four prompts")
+    typed = out.read_bytes().split(SUBMIT)
+    assert typed[-1] == b""
+    expected = {(_lines(n, 8) + f"\nDone: from {n}").encode() for n in names}
+    assert sorted(typed[:-1]) == sorted(expected)
+
+
+def test_a_finished_turn_fires_once_whatever_output_follows(hub: mh.Hub, project: Path) -> None:
+    w = start_standin(hub, "w", cwd=project)
+    start_standin(hub, "sink1", cwd=project)
+    start_standin(hub, "sink2", cwd=project)
+    # Transcript keys (madoagent) and screen keys (legacy reads the terminal).
+    routes = [
+        hub.connect("w", sink, dispatch=dispatch, cooldown_ms=1000)
+        for sink, dispatch in (("sink1", "madoagent"), ("sink2", "legacy"))
+    ]
+    _ready(*routes)
+    hub.send("w", "once").result(30)
+    for route in routes:
+        _wait_rows(hub, route, 1)
+    for width in (150, 200):  # keys typed and deleted, a resize: repaints, no new turn
+        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
+        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
+        hub.tmux.run("resize-window", "-t", w.pane_id, "-x", str(width), "-y", "50")
+        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+    for route in routes:
+        assert route.rounds == 1
+        assert len(_rows(hub, route)) == 1
+
+
+def test_pause_resume_stop_from_another_thread_during_a_delivery(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "w", cwd=project, think_s=0.1)
+    sink = start_standin(hub, "sink", cwd=project)
+    start_standin(hub, "watch", cwd=project)
+    template = _lines("slow", 30) + "\n{output}"
+    route = hub.connect("w", "sink", template=template, cooldown_ms=1000)
+    witness = hub.connect("w", "watch", dispatch="shadow", cooldown_ms=1000)
+    _ready(route, witness)
+    hub.send("w", "first").result(30)
+    wait_until(lambda: "slow line 03" in sink.screen(), 30, what="typing under way")
+    states: list[str] = []
+
+    def flip() -> None:
+        for action in (route.pause, route.resume, route.pause, route.resume, route.stop):
+            action()
+            states.append(route.state)
+
+    worker = threading.Thread(target=flip)
+    worker.start()
+    worker.join(10)
+    assert states == ["paused", "active", "paused", "active", "stopped"]
+    (row,) = _wait_rows(hub, route, 1)
+    assert row["status"] == "delivered", row["error"]  # the round under way finished
+    wait_until(lambda: user_prompts(sink) == [template.replace("{output}", "Done: first")], 20)
+    assert route.state == "stopped"
+    # The next turn is seen (by the witness route) but the stopped route fires no more.
+    hub.send("w", "second").result(30)
+    _wait_rows(hub, witness, 2)
+    wait_until(lambda: route._task is not None and route._task.done(), 10)
+    assert len(_rows(hub, route)) == 1
+    assert route.rounds == 1
+
+
+def test_stopping_a_route_whose_round_waits_for_a_busy_target_types_nothing(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "w", cwd=project)
+    busy = start_standin(hub, "busy", cwd=project)
+    route = hub.connect("w", "busy", template="late: {output}", cooldown_ms=1000)
+    _ready(route)
+    hub.send("busy", "[[sleep 4]] a long turn").result(30)
+    wait_until(lambda: busy.state == "busy", 10)
+    hub.send("w", "queued").result(30)
+    wait_until(lambda: route.rounds == 1, 20, what="the round to fire and wait")
+    route.stop()
+    (row,) = _wait_rows(hub, route, 1, timeout_s=30)
+    assert row["status"] in ("stopped", "error"), row
+    assert "stopped" in row["error"]
+    wait_until(lambda: busy.state == "idle", 20)
+    assert user_prompts(busy) == ["[[sleep 4]] a long turn"]
+
+
+def test_closing_the_hub_while_a_round_waits_still_logs_the_round(
+    tmux_socket: str, home: Path, project: Path, tmp_path: Path
+) -> None:
+    log_path = tmp_path / "closing.sqlite3"
+    hub = mh.Hub(socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=log_path)
+    try:
+        start_standin(hub, "w", cwd=project)
+        busy = start_standin(hub, "busy", cwd=project)
+        route = hub.connect("w", "busy", cooldown_ms=1000)
+        _ready(route)
+        hub.send("busy", "[[sleep 30]] a long turn").result(30)
+        wait_until(lambda: busy.state == "busy", 10)
+        hub.send("w", "queued").result(30)
+        wait_until(lambda: route.rounds == 1, 20, what="the round to fire and wait")
+    finally:
+        hub.close()
+    log = mh.RoundLog(log_path, read_only=True)
+    try:
+        rows = log.df[log.df["route_id"] == route.id].to_dict("records")
+    finally:
+        log.close()
+    assert [(r["round"], r["status"]) for r in rows] == [(1, "error")]
+    assert "closed" in rows[0]["error"]
