@@ -88,7 +88,7 @@ def tmux_socket(home: Path) -> Iterator[str]:
     conf = home / ".tmux.conf"
     conf.write_text("set -g focus-events on\nset -g history-limit 5000\n")
     yield name
-    pid = _server_pid(name)
+    pid = _server_pid(name) or _server_pid_by_process(name)
     if pid is None:
         return
     try:
@@ -106,6 +106,15 @@ def tmux_socket(home: Path) -> Iterator[str]:
         time.sleep(0.02)
     for p in alive:
         kill_tree(p.pid, timeout_s=1.0)
+
+
+def _server_pid_by_process(socket_name: str) -> int | None:
+    """The server's pid when its socket file is gone: the tmux process started with ``-L name``."""
+    for proc in psutil.process_iter(["name", "cmdline", "ppid"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["name"] == "tmux" and socket_name in cmd and proc.info["ppid"] in (0, 1):
+            return proc.pid
+    return None
 
 
 def _running(proc: psutil.Process) -> bool:
