@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,9 +58,9 @@ def test_a_new_hub_on_the_same_log_sees_earlier_rounds(
         again.close()
 
 
-def test_ai_routing_writes_the_prompt_through_the_sdk(
-    tmux_socket: str, home: Path, tmp_path: Path, project: Path
-) -> None:
+@pytest.fixture
+def ai_pair(tmux_socket: str, home: Path, tmp_path: Path, project: Path) -> Iterator[tuple]:
+    """A fake Messages API, a hub whose AI transforms use it, and two stand-in tiles."""
     with FakeAnthropic(reply="Please review the palindrome function.") as fake:
         hub = mh.Hub(
             socket_name=tmux_socket,
@@ -70,47 +71,35 @@ def test_ai_routing_writes_the_prompt_through_the_sdk(
         )
         try:
             start_standin(hub, "writer", cwd=project)
-            reviewer = start_standin(hub, "reviewer", cwd=project)
-            route = hub.connect("writer", "reviewer", transform="ai-routing", cooldown_ms=1000)
-            row = _one_round(hub, route, "palindrome function")
-            assert row["status"] == "delivered", row["error"]
-            assert row["prompt"] == "Please review the palindrome function."
-            (request,) = [r for r in fake.requests if r["path"].startswith("/v1/messages")]
-            assert "Done: palindrome function" in str(request["body"]["messages"])
-            wait_until(
-                lambda: user_prompts(reviewer) == ["Please review the palindrome function."], 10
-            )
-            text = hub.log.df.to_string() + repr(hub) + repr(route) + repr(hub.ai_config())
-            assert KEY not in text
+            yield fake, hub, start_standin(hub, "reviewer", cwd=project)
         finally:
             hub.close()
+
+
+def test_ai_routing_writes_the_prompt_through_the_sdk(ai_pair: tuple) -> None:
+    fake, hub, reviewer = ai_pair
+    route = hub.connect("writer", "reviewer", transform="ai-routing", cooldown_ms=1000)
+    row = _one_round(hub, route, "palindrome function")
+    assert row["status"] == "delivered", row["error"]
+    assert row["prompt"] == "Please review the palindrome function."
+    (request,) = [r for r in fake.requests if r["path"].startswith("/v1/messages")]
+    assert "Done: palindrome function" in str(request["body"]["messages"])
+    wait_until(lambda: user_prompts(reviewer) == ["Please review the palindrome function."], 10)
+    text = hub.log.df.to_string() + repr(hub) + repr(route) + repr(hub.ai_config())
+    assert KEY not in text
 
 
 @pytest.mark.parametrize("transform", ["ai-routing", "summary"])
-def test_api_errors_make_an_error_round_and_type_nothing(
-    tmux_socket: str, home: Path, tmp_path: Path, project: Path, transform: str
-) -> None:
-    with FakeAnthropic() as fake:
-        fake.fail_next(500, times=10)
-        hub = mh.Hub(
-            socket_name=tmux_socket,
-            idle_delay_ms=FAST_IDLE_MS,
-            log_path=tmp_path / "l.sqlite3",
-            api_key=KEY,
-            base_url=fake.base_url,
-        )
-        try:
-            start_standin(hub, "writer", cwd=project)
-            reviewer = start_standin(hub, "reviewer", cwd=project)
-            route = hub.connect("writer", "reviewer", transform=transform, cooldown_ms=1000)
-            row = _one_round(hub, route)
-            assert row["status"] == "error"
-            assert "500" in row["error"]
-            assert KEY not in row["error"]
-            assert user_prompts(reviewer) == []
-            assert route.state == "active"  # one failed round does not end the route
-        finally:
-            hub.close()
+def test_api_errors_make_an_error_round_and_type_nothing(ai_pair: tuple, transform: str) -> None:
+    fake, hub, reviewer = ai_pair
+    fake.fail_next(500, times=10)
+    route = hub.connect("writer", "reviewer", transform=transform, cooldown_ms=1000)
+    row = _one_round(hub, route)
+    assert row["status"] == "error"
+    assert "500" in row["error"]
+    assert KEY not in row["error"]
+    assert user_prompts(reviewer) == []
+    assert route.state == "active"  # one failed round does not end the route
 
 
 def test_on_keyword_fires_when_the_pattern_appears(hub: mh.Hub, project: Path) -> None:
