@@ -157,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             f"(target < {limit_s:.2f} s, i.e. {DATAFRAME_TARGET_S} s per 100000) "
             f"baseline pd.DataFrame(list_of_dicts) {dicts_s:.3f} s"
         )
+    # Like the other benchmarks: a missed target is reported, not an error of the run.
     print("targets met" if ok_append and ok_frame else "TARGET MISSED")
-    return 0 if ok_append and ok_frame else 1
+    return 0
 
 
 if __name__ == "__main__":
