@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import hashlib
 import html
 import time
 from typing import TYPE_CHECKING
@@ -25,6 +26,13 @@ from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger
 if TYPE_CHECKING:
     from .hub import Hub
     from .tiles import Tile
+
+
+def _text_key(found: Extraction | None) -> str | None:
+    """The identity of an answer's text, whichever way it was read (transcript or screen)."""
+    if found is None:
+        return None
+    return hashlib.sha1(" ".join(found.text.split()).encode("utf-8", "replace")).hexdigest()
 
 
 def _now_ms() -> float:
@@ -137,7 +145,7 @@ class Route:
         if self.trigger in ("on-idle", "on-complete"):
             idle = IdleTrigger(hub.idle_delay_ms)
             first = await asyncio.to_thread(extract, source, legacy)
-            idle.baseline(first.message_id if first else None)
+            idle.baseline(first.message_id if first else None, _text_key(first))
         elif self.trigger == "on-keyword":
             keyword = KeywordTrigger(self.pattern or "")
         else:
@@ -184,7 +192,8 @@ class Route:
                     started = time.monotonic()
                     found = await asyncio.to_thread(extract, source, legacy)
                     unique = found is not None and found.method != "terminal"
-                    if not idle.accept(found.message_id if found else None, unique=unique):
+                    key = found.message_id if found else None
+                    if not idle.accept(key, unique=unique, text_key=_text_key(found)):
                         continue
                     await self._fire(found, (time.monotonic() - started) * 1000)
                 elif data:

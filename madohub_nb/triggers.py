@@ -44,12 +44,14 @@ class IdleTrigger:
         self.idle_delay_ms = idle_delay_ms
         self.last_output_ms: float | None = None
         self.last_turn_key: str | None = None
+        self.last_text_key: str | None = None
         self._recheck_at_ms: float | None = None
         self._fired: dict[str, None] = {}  # unique keys fired so far, oldest first
 
-    def baseline(self, turn_key: str | None) -> None:
+    def baseline(self, turn_key: str | None, text_key: str | None = None) -> None:
         """The turn already finished when the route was made: never fire for it."""
         self.last_turn_key = turn_key
+        self.last_text_key = text_key
 
     def output(self, now_ms: float, text: str = "") -> None:
         self.last_output_ms = now_ms
@@ -75,20 +77,26 @@ class IdleTrigger:
             return Decision("check", self._recheck_at_ms)
         return Decision("fire")
 
-    def accept(self, turn_key: str | None, *, unique: bool = False) -> bool:
+    def accept(
+        self, turn_key: str | None, *, unique: bool = False, text_key: str | None = None
+    ) -> bool:
         """After a ``fire`` decision: is this a new turn? Records it; one turn fires once.
 
         A ``unique`` key (a transcript's message id) names one turn for good: it never
         fires again, even when its turn shows up as the latest once more (a transcript
-        cut back). A screen key (a hash of the text) only has to differ from the last.
+        cut back). A screen key (a hash of the text) only has to differ from the last,
+        and also from the text of the last turn read from a transcript (``text_key``),
+        so a turn whose transcript vanished is not routed again from the screen.
         """
-        if turn_key is None or turn_key == self.last_turn_key or turn_key in self._fired:
+        seen = turn_key is None or turn_key == self.last_turn_key or turn_key in self._fired
+        if seen or (not unique and text_key is not None and text_key == self.last_text_key):
             self.last_output_ms = None  # nothing new: wait for the next output
             self._recheck_at_ms = None
             return False
         self.last_turn_key = turn_key
+        self.last_text_key = text_key
         if unique:
-            self._fired[turn_key] = None
+            self._fired[turn_key] = None  # type: ignore[index]
             if len(self._fired) > FIRED_KEYS_KEPT:
                 del self._fired[next(iter(self._fired))]
         self.last_output_ms = None

@@ -264,11 +264,6 @@ def test_an_old_answer_showing_again_is_not_routed_again(hub: mh.Hub, project: P
     assert user_prompts(sink) == ["> Done: one", "> Done: two"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: with its transcript gone, a routed turn is read from the screen under a "
-    "new key and routed again (turn identity across extraction methods is a design choice)",
-)
 def test_deleting_the_transcript_after_a_routed_turn_does_not_route_it_again(
     hub: mh.Hub, project: Path
 ) -> None:

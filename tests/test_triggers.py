@@ -106,3 +106,16 @@ def test_loop_guard_counts_rounds_and_cooldown() -> None:
 def test_loop_guard_refuses_out_of_range_values(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LoopGuard(**kwargs)
+
+
+def test_a_turn_read_again_from_the_screen_is_not_new() -> None:
+    trig = IdleTrigger(idle_delay_ms=100)
+    trig.output(0)
+    assert trig.evaluate(100, "idle").action == "fire"
+    assert trig.accept("msg_1", unique=True, text_key="answer")
+    trig.output(200)  # the transcript is gone: the same answer, now read from the screen
+    assert trig.evaluate(300, "idle").action == "fire"
+    assert not trig.accept("screen:abc", text_key="answer")
+    trig.output(400)  # the same text in a new transcript turn is a new turn
+    assert trig.evaluate(500, "idle").action == "fire"
+    assert trig.accept("msg_2", unique=True, text_key="answer")
