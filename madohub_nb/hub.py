@@ -226,9 +226,9 @@ class Hub:
         while time.monotonic() < deadline:
             info = self.tmux.pane_info(pane_id)
             if info is None or info.dead:
-                for _ in range(
-                    10
-                ):  # tmux marks the pane dead a moment before it records the status
+                # tmux marks the pane dead at the pty's EOF and records the exit status
+                # only when it reaps the child; under load that can take a while.
+                for _ in range(60):
                     if info is None or info.dead_status is not None:
                         break
                     time.sleep(0.03)
@@ -236,6 +236,11 @@ class Hub:
                 screen = self.tmux.capture(pane_id, history_lines=50) if info else ""
                 self.tmux.kill_pane(pane_id)
                 status = info.dead_status if info else None
+                if (
+                    status is None
+                ):  # tmux also writes it into the pane: "Pane is dead (status 3, …)"
+                    found = re.search(r"Pane is dead \(status (\d+)", screen)
+                    status = int(found.group(1)) if found else None
                 printed = [
                     ln
                     for ln in screen.splitlines()

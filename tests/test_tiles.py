@@ -128,7 +128,8 @@ def test_duplicate_tile_name_is_refused(hub: mh.Hub) -> None:
 def test_command_that_exits_at_once_is_a_clear_error(hub: mh.Hub, first: bool) -> None:
     if not first:  # later tiles are new windows of the hub's session
         hub.tile("a", agent="shell", command="bash --norc")
-    with pytest.raises(mh.TileError, match="exited at once with status 3; it printed: boom"):
+    # The status is in the message when tmux has reaped the child by then (almost always).
+    with pytest.raises(mh.TileError, match="exited at once( with status 3)?; it printed: boom"):
         hub.tile("dies", agent="shell", command="sh -c 'echo boom; exit 3'")
     assert "dies" not in hub.tiles
 
