@@ -177,17 +177,7 @@ class Hub:
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
                 f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
             )
-        return Tile(
-            name,
-            info.pane_id,
-            kind,
-            self.tmux,
-            session=info.session,
-            created=False,
-            claude_home=lambda: self.claude_home,
-            on_state=self._tile_state_changed,
-            pane_pid=info.pid,
-        )
+        return self._new_tile(name, info.pane_id, kind, info.session, False, info.pid)
 
     def _create(
         self,
@@ -257,16 +247,23 @@ class Hub:
         if kind is None:
             detected = detect_kind(info.pid, info.current_command) if info else "unknown"
             kind = detected if detected in AGENT_KINDS else "shell"
+        return self._new_tile(
+            name, pane_id, kind, self.session_name, True, info.pid if info else None
+        )
+
+    def _new_tile(
+        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None
+    ) -> Tile:
         return Tile(
             name,
             pane_id,
             kind,
             self.tmux,
-            session=self.session_name,
-            created=True,
+            session=session,
+            created=created,
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
-            pane_pid=info.pid if info else None,
+            pane_pid=pid,
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:
