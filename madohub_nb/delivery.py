@@ -159,7 +159,7 @@ class Deliverer:
                 raise DeliveryError(f"target {tile.name!r} has exited; nothing was typed")
             tmux = tile._tmux
             if info.in_mode:
-                await tmux.arun("send-keys", "-t", tile.pane_id, "-X", "cancel", check=False)
+                await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
             started = datetime.now(timezone.utc)
             profile = tile.profile
             lines = content.split("\n")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .errors import DeliveryError, LogError, MadohubError
@@ -160,7 +159,3 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
     rec.status = "delivered"
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)

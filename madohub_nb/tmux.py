@@ -216,10 +216,6 @@ class Tmux:
             return None
         return info
 
-    def list_panes(self) -> list[PaneInfo]:
-        out = self.run("list-panes", "-a", "-F", _PANE_FORMAT, check=False)
-        return [p for p in (_parse_pane_info(line.rstrip("\r")) for line in out.split("\n")) if p]
-
     def capture(self, pane_id: str, ansi: bool = False, history_lines: int = 0) -> str:
         """The pane's visible screen (plus ``history_lines`` of scrollback)."""
         args = ["capture-pane", "-p", "-J", "-t", pane_id]
@@ -228,16 +224,6 @@ class Tmux:
         if history_lines:
             args += ["-S", str(-history_lines)]
         return self.run(*args)
-
-    def send_literal(self, pane_id: str, text: str) -> None:
-        """Type ``text`` literally (no key-name lookup)."""
-        if text:
-            self.run("send-keys", "-t", pane_id, "-l", "--", text)
-
-    def send_keys(self, pane_id: str, *keys: str) -> None:
-        """Press tmux keys by name (``Enter``, ``C-j``) or as literal characters like ``\\r``."""
-        names = [key_name(k) for k in keys]
-        self.run("send-keys", "-t", pane_id, *names)
 
     def cancel_copy_mode(self, pane_id: str) -> None:
         self.run("send-keys", "-t", pane_id, "-X", "cancel", check=False)
