@@ -419,8 +419,8 @@ def counting_tmux_calls() -> Iterator[tuple[Counter[str], Counter[str]]]:
     Wraps ``Tmux.run`` and ``Tile.astate`` in this process: the real call
     still runs, one counter step is added. Yields (commands, state-read callers).
     """
-    from madohub_nb.tiles import Tile
-    from madohub_nb.tmux import Tmux
+    from madohub_nb.io.tmux import Tmux
+    from madohub_nb.pipeline.tile import Tile
 
     commands: Counter[str] = Counter()
     callers: Counter[str] = Counter()

@@ -99,7 +99,7 @@ class Recorder:
 
 def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
-    from madohub_nb.delivery import Deliverer
+    from madohub_nb.pipeline.deliver import Deliverer
 
     lines_n = args.lines or (30 if args.quick else 100)
     reps = 3 if args.quick else 5

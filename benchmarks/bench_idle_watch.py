@@ -70,7 +70,7 @@ def pane_commands(kind: str, root: Path, n: int) -> tuple[str, list[tuple[str, d
 
 def start_panes(socket: str, root: Path, kind: str, n: int) -> tuple[str, list[str]]:
     from madohub_nb.agents.profiles import get_profile, screen_state
-    from madohub_nb.tmux import Tmux
+    from madohub_nb.io.tmux import Tmux
 
     tmux = Tmux(socket)
     agent, commands = pane_commands(kind, root, n)

@@ -59,8 +59,8 @@ from _common import (  # noqa: E402
 
 if TYPE_CHECKING:
     from madohub_nb.hub import Hub
-    from madohub_nb.routes import Route
-    from madohub_nb.tiles import Tile
+    from madohub_nb.pipeline.route import Route
+    from madohub_nb.pipeline.tile import Tile
 
 PAIRS = 25
 IDLE_DELAY_MS = 1000

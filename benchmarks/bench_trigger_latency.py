@@ -51,7 +51,7 @@ from _common import (  # noqa: E402
 
 if TYPE_CHECKING:
     from madohub_nb.hub import Hub
-    from madohub_nb.tiles import Tile
+    from madohub_nb.pipeline.tile import Tile
 
 IDLE_DELAY_MS = 1000
 FIRE_P95_TARGET_MS = 100.0

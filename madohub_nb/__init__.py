@@ -24,10 +24,10 @@ from .errors import (
     TransformError,
 )
 from .hub import Hub, get_hub
-from .log import RoundLog, RoundRecord
-from .routes import Route
-from .tiles import Tile
-from .transcripts import Extraction, cwd_to_project_dir, read_last_response
+from .io.log import RoundLog, RoundRecord
+from .io.transcripts import Extraction, cwd_to_project_dir, read_last_response
+from .pipeline.route import Route
+from .pipeline.tile import Tile
 
 __version__ = "0.1.0"
 
@@ -55,12 +55,12 @@ __all__ = [
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext madohub_nb``: register the ``%madohub`` magics and the ``MadoHub`` config."""
-    from .magics import load_ipython_extension as load
+    from .notebook.magics import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload_ipython_extension as unload
+    from .notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)

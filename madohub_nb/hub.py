@@ -19,13 +19,24 @@ from pathlib import Path
 from typing import Any
 
 from .agents.detect import detect_kind
-from .delivery import Deliverer
 from .engine import Engine, EventBus, HubEvent, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
-from .log import RoundLog, RoundRecord
-from .protection import LoopGuard
-from .rounds import RoundPlan, run_round
-from .routes import Route
+from .io.log import RoundLog, RoundRecord
+from .io.tmux import Tmux
+from .io.transcripts import Extraction
+from .io.watch import OutputWatcher
+from .pipeline.deliver import Deliverer
+from .pipeline.protection import LoopGuard
+from .pipeline.round import RoundPlan, run_round
+from .pipeline.route import Route
+from .pipeline.tile import Tile
+from .pipeline.transforms import (
+    AIClientConfig,
+    make_transform_spec,
+    require_ai_key,
+    resolve_api_key,
+)
+from .pipeline.triggers import check_trigger
 from .settings import (
     AGENT_KINDS,
     AI_TRANSFORMS,
@@ -38,12 +49,6 @@ from .settings import (
     check_choice,
     check_range,
 )
-from .tiles import Tile
-from .tmux import Tmux
-from .transcripts import Extraction
-from .transforms import AIClientConfig, make_transform_spec, require_ai_key, resolve_api_key
-from .triggers import check_trigger
-from .watchers import OutputWatcher
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 EXIT_CHECK_S = 0.5
@@ -606,7 +611,7 @@ class HubRegistry:
     def get(self, **overrides: Any) -> Hub:
         with self._lock:
             if self._hub is None or self._hub.closed:
-                from .config import hub_kwargs_from_config
+                from .notebook.config import hub_kwargs_from_config
 
                 kwargs = {**hub_kwargs_from_config(), **overrides}
                 self._hub = Hub(**kwargs)

@@ -193,7 +193,7 @@ def user_prompts(tile: object) -> list[str]:
     """The prompts a Claude-like tile has received, read from its own transcript."""
     import json
 
-    from madohub_nb.extraction import transcript_path
+    from madohub_nb.pipeline.extract import transcript_path
 
     path = transcript_path(tile)  # type: ignore[arg-type]
     if path is None:

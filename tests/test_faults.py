@@ -35,7 +35,7 @@ from conftest import (
 )
 
 import madohub_nb as mh
-from madohub_nb.extraction import transcript_path
+from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 API_KEY = "sk-ant-test-faults-0123456789abcdef"

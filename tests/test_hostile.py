@@ -18,7 +18,7 @@ from conftest import start_recorder, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.profiles import get_profile
-from madohub_nb.extraction import transcript_path
+from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.settings import MAX_ROUTED_CHARS
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 

@@ -22,7 +22,7 @@ import pytest
 from conftest import REPO
 
 from madohub_nb.errors import LogError, MadohubValueError
-from madohub_nb.log import (
+from madohub_nb.io.log import (
     ROUND_COLUMNS,
     SCHEMA_VERSION,
     RoundLog,
@@ -63,7 +63,7 @@ def file_bytes(path: Path) -> bytes:
 
 APPENDER = """
 import sys
-from madohub_nb.log import RoundLog, RoundRecord
+from madohub_nb.io.log import RoundLog, RoundRecord
 path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 log = RoundLog(path)
 n = 0

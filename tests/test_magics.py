@@ -14,9 +14,9 @@ from conftest import REPO, wait_until
 from IPython.core.interactiveshell import InteractiveShell
 
 from madohub_nb import config
-from madohub_nb.config import MadoHub, hub_kwargs_from_config, settings
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.magics import (
+from madohub_nb.notebook.config import MadoHub, hub_kwargs_from_config, settings
+from madohub_nb.notebook.magics import (
     HelpShown,
     expand_variables,
     parse_command,
@@ -277,7 +277,7 @@ def test_ipython_config_file_configures_the_hub(home: Path, tmp_path: Path) -> N
     )
     code = (
         "%load_ext madohub_nb\n"
-        "from madohub_nb.config import hub_kwargs_from_config\n"
+        "from madohub_nb.notebook.config import hub_kwargs_from_config\n"
         "kw = hub_kwargs_from_config()\n"
         "print('RESULT', kw['idle_delay_ms'], kw['model'])\n"
     )
@@ -394,7 +394,7 @@ def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: Interactiv
 
 
 def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> None:
-    from madohub_nb.widgets import Dashboard, TileView
+    from madohub_nb.notebook.widgets import Dashboard, TileView
 
     hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
     view = hub_ip.run_line_magic("madohub", "watch sh")

@@ -15,8 +15,8 @@ from madohub_nb.agents.profiles import (
     get_profile,
     screen_state,
 )
+from madohub_nb.agents.screen import terminal_last_response
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.screen import terminal_last_response
 
 SCREEN_DIR = FIXTURES / "real" / "screens"
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
-from madohub_nb.extraction import transcript_path
+from madohub_nb.pipeline.extract import transcript_path
 
 
 def _rows(hub: mh.Hub, route_id: str | None = None) -> list[dict]:

@@ -9,8 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from madohub_nb.agents.profiles import get_profile
-from madohub_nb.errors import MadohubValueError
-from madohub_nb.screen import (
+from madohub_nb.agents.screen import (
     cap_text,
     clean_screen,
     input_text,
@@ -19,6 +18,7 @@ from madohub_nb.screen import (
     strip_ansi,
     terminal_last_response,
 )
+from madohub_nb.errors import MadohubValueError
 
 
 @pytest.fixture

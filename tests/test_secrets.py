@@ -24,9 +24,9 @@ from IPython.core.formatters import DisplayFormatter
 from IPython.core.interactiveshell import InteractiveShell
 
 import madohub_nb as mh
-from madohub_nb.config import MadoHub
+from madohub_nb.notebook.config import MadoHub
+from madohub_nb.notebook.widgets import Dashboard, RoundLogTable, RouteCard, TileView
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
-from madohub_nb.widgets import Dashboard, RoundLogTable, RouteCard, TileView
 
 
 def _new_key() -> str:

@@ -37,8 +37,8 @@ from conftest import start_recorder, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.profiles import get_profile
-from madohub_nb.delivery import prepare_content
-from madohub_nb.extraction import transcript_path
+from madohub_nb.pipeline.deliver import prepare_content
+from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.soak

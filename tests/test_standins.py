@@ -26,11 +26,11 @@ import pytest
 from conftest import wait_until
 
 from madohub_nb.agents.profiles import get_profile, screen_state
+from madohub_nb.agents.screen import input_text, terminal_last_response
 from madohub_nb.demo import PERSONAS, install_standins, standin_command
 from madohub_nb.demo.personas import echo, reply
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.screen import input_text, terminal_last_response
-from madohub_nb.transcripts import read_last_response
+from madohub_nb.io.transcripts import read_last_response
 
 THINK_S = 0.3
 RULE = "─" * 20

@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES
 
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.transcripts import (
+from madohub_nb.io.transcripts import (
     Extraction,
     ReadStats,
     claude_project_dir_name,

@@ -15,8 +15,7 @@ import pytest
 
 from madohub_nb import settings
 from madohub_nb.errors import MadohubValueError, TransformError
-from madohub_nb.testing import FakeAnthropic
-from madohub_nb.transforms import (
+from madohub_nb.pipeline.transforms import (
     DEFAULT_TEMPLATE,
     AIClientConfig,
     TransformContext,
@@ -29,6 +28,7 @@ from madohub_nb.transforms import (
     require_ai_key,
     resolve_api_key,
 )
+from madohub_nb.testing import FakeAnthropic
 
 KEY = "sk-ant-test-S3CRETS3CRETS3CRET-0123456789"
 

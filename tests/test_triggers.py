@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from madohub_nb.protection import LoopGuard
-from madohub_nb.triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
+from madohub_nb.pipeline.protection import LoopGuard
+from madohub_nb.pipeline.triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
 
 
 def test_on_idle_waits_for_silence_then_fires_when_idle() -> None:

@@ -17,7 +17,7 @@ from conftest import wait_until
 
 from madohub_nb import Hub
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.widgets import (
+from madohub_nb.notebook.widgets import (
     DASHBOARD_CLASS,
     SCREEN_BG,
     SCREEN_FG,

@@ -16,7 +16,7 @@ from typing import Final
 
 from .. import settings
 from ..errors import MadohubValueError
-from ..screen import clean_screen, input_text
+from .screen import clean_screen, input_text
 
 Pattern = re.Pattern[str]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..hub import Hub
-from ..tiles import Tile
+from ..pipeline.tile import Tile
 from . import standin_command
 
 KICKOFF = "Write a tiny Python function that checks whether a string is a palindrome."

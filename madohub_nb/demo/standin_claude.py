@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ..transcripts import claude_project_dir_name
+from ..io.transcripts import claude_project_dir_name
 from . import personas
 from .standin_tui import (
     CURSOR_BLOCK,

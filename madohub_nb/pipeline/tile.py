@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from . import extraction
-from .agents.claude import claude_config_dir, read_session_file
-from .agents.detect import find_agent_process
-from .agents.profiles import AgentProfile, get_profile, screen_state
-from .errors import TmuxError
-from .screen import strip_ansi
-from .tmux import PaneInfo, Tmux
+from ..agents.claude import claude_config_dir, read_session_file
+from ..agents.detect import find_agent_process
+from ..agents.profiles import AgentProfile, get_profile, screen_state
+from ..agents.screen import strip_ansi
+from ..errors import TmuxError
+from ..io.tmux import PaneInfo, Tmux
+from . import extract as extraction
 
 if TYPE_CHECKING:
-    from .transcripts import Extraction
+    from ..io.transcripts import Extraction
 
 
 class Tile:

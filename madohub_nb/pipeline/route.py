@@ -2,7 +2,7 @@
 
 A route is a small task on the engine loop: it listens to the source's pushed
 output, asks its trigger whether to fire, applies loop protection, and hands
-each firing to :func:`madohub_nb.rounds.run_round`.
+each firing to :func:`madohub_nb.pipeline.round.run_round`.
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ import html
 import time
 from typing import TYPE_CHECKING
 
-from .engine import HubEvent
-from .extraction import extract
+from ..agents.screen import strip_ansi
+from ..engine import HubEvent
+from ..io.transcripts import Extraction
+from .extract import extract
 from .protection import LoopGuard
-from .rounds import RoundPlan, run_round
-from .screen import strip_ansi
-from .transcripts import Extraction
+from .round import RoundPlan, run_round
 from .transforms import TransformSpec
 from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger
 
 if TYPE_CHECKING:
-    from .hub import Hub
-    from .tiles import Tile
+    from ..hub import Hub
+    from .tile import Tile
 
 
 def _text_key(found: Extraction | None) -> str | None:

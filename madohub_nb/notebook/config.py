@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Final
 from traitlets import Enum, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
-from .settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
+from ..settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
 
 if TYPE_CHECKING:
     from traitlets import TraitType
 
-    from .hub import Hub
+    from ..hub import Hub
 
 HUB_SETTINGS: Final = (
     "socket_name",
@@ -175,7 +175,7 @@ def hub_kwargs_from_config() -> dict[str, Any]:
 
 def live_hub() -> Hub | None:
     """The kernel's hub if one is open, without creating it."""
-    from .hub import registry
+    from ..hub import registry
 
     return registry.current
 

@@ -26,8 +26,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import settings
-from .errors import MadohubValueError, TransformError
+from .. import settings
+from ..errors import MadohubValueError, TransformError
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 

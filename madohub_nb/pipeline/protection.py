@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import MadohubValueError
-from .settings import (
+from ..errors import MadohubValueError
+from ..settings import (
     COOLDOWN_MS_DEFAULT,
     COOLDOWN_MS_RANGE,
     MAX_ROUNDS_DEFAULT,

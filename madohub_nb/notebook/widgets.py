@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import ipywidgets as widgets
 
-from .errors import MadohubValueError
+from ..errors import MadohubValueError
 
 if TYPE_CHECKING:
-    from .engine import HubEvent
-    from .hub import Hub
+    from ..engine import HubEvent
+    from ..hub import Hub
 
 # ANSI → HTML -------------------------------------------------------------------
 

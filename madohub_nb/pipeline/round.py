@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import DeliveryError, LogError, MadohubError
-from .log import RoundRecord
-from .transcripts import Extraction
+from ..errors import DeliveryError, LogError, MadohubError
+from ..io.log import RoundRecord
+from ..io.transcripts import Extraction
 from .transforms import TransformContext, TransformSpec, apply
 
 if TYPE_CHECKING:
-    from .hub import Hub
-    from .tiles import Tile
+    from ..hub import Hub
+    from .tile import Tile
 
 SCREEN_TAIL_LINES = 200
 """Scrollback read for the terminal transforms (full-output, raw)."""

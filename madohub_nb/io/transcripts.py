@@ -19,7 +19,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import MadohubValueError
+from ..errors import MadohubValueError
 
 EXTRACTION_METHODS = ("jsonl", "rollout", "terminal")
 """How an answer was extracted: Claude transcript, Codex rollout, or the screen."""

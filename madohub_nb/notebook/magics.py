@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
-from . import config
-from .errors import MadohubError, MadohubValueError
-from .settings import (
+from ..errors import MadohubError, MadohubValueError
+from ..settings import (
     AGENT_KINDS,
     COOLDOWN_MS_RANGE,
     DELIVERY_MODES,
@@ -31,11 +30,12 @@ from .settings import (
     TRANSFORMS,
     TRIGGERS,
 )
+from . import config
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .hub import Hub
+    from ..hub import Hub
 
 DEBUG_ENV = "MADOHUB_DEBUG"
 """Set to 1 to let magic errors raise with their traceback."""
@@ -374,7 +374,7 @@ class MadohubMagics(Magics):
 
     def hub(self) -> Hub:
         """The kernel's hub (created from ``MadoHub`` settings on first use)."""
-        from .hub import get_hub
+        from ..hub import get_hub
 
         config.settings(self.shell)  # so the hub is made from this shell's config
         return get_hub()
@@ -420,7 +420,7 @@ class MadohubMagics(Magics):
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:
-            from .demo import standin_command
+            from ..demo import standin_command
 
             kind = args.agent or "claude"
             kwargs["agent"] = kind
@@ -543,7 +543,7 @@ class MadohubMagics(Magics):
         )
 
     def _close(self, args: argparse.Namespace, cell: str) -> None:
-        from .hub import registry
+        from ..hub import registry
 
         self._no_cell(args, cell)
         if config.live_hub() is None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import settings
-from .errors import MadohubValueError
+from .. import settings
+from ..errors import MadohubValueError
 
 if TYPE_CHECKING:
-    from .agents.profiles import AgentProfile
+    from .profiles import AgentProfile
 
 # ESC-introduced sequences (ECMA-48), in the order they must be tried.
 _ESCAPE_SEQUENCE = re.compile(

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from .agents.claude import claude_config_dir, read_session_file
-from .agents.codex import codex_home, open_rollout_file
-from .screen import terminal_last_response
-from .transcripts import (
+from ..agents.claude import claude_config_dir, read_session_file
+from ..agents.codex import codex_home, open_rollout_file
+from ..agents.screen import terminal_last_response
+from ..io.transcripts import (
     Extraction,
     cwd_to_project_dir,
     find_claude_transcript,
@@ -27,7 +27,7 @@ from .transcripts import (
 )
 
 if TYPE_CHECKING:
-    from .tiles import Tile
+    from .tile import Tile
 
 
 def claude_transcript_path(proc: psutil.Process, claude_home: str | None) -> Path | None:

@@ -1,6 +1,6 @@
 """Output watching: tmux pushes every pane's bytes to us; nothing is polled.
 
-One control-mode client per tmux session (see :class:`~madohub_nb.tmux.ControlClient`)
+One control-mode client per tmux session (see :class:`~madohub_nb.io.tmux.ControlClient`)
 feeds :class:`PaneStream` objects; each route listening to a tile gets a
 :class:`Listener` with its own wake-up event and a bounded buffer of new output.
 """

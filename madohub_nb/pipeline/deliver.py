@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from .agents.profiles import AgentProfile
-from .errors import DeliveryError
-from .screen import cap_text, input_text, sanitize_for_typing
-from .settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
-from .tmux import key_name
+from ..agents.profiles import AgentProfile
+from ..agents.screen import cap_text, input_text, sanitize_for_typing
+from ..errors import DeliveryError
+from ..io.tmux import key_name
+from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
 if TYPE_CHECKING:
-    from .tiles import Tile
+    from .tile import Tile
 
 READY_TIMEOUT_S = 600.0
 """How long a delivery waits for a busy target to become idle before giving up."""

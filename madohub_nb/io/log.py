@@ -46,8 +46,8 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from .errors import LogError, MadohubValueError
-from .settings import (
+from ..errors import LogError, MadohubValueError
+from ..settings import (
     DELIVERY_MODES,
     EXTRACTION_METHODS,
     LOG_BUSY_TIMEOUT_MS,

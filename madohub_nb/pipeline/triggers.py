@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from .errors import MadohubValueError
-from .settings import TRIGGERS, check_choice
+from ..errors import MadohubValueError
+from ..settings import TRIGGERS, check_choice
 
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""

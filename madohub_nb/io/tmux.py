@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import MadohubValueError, TmuxError
+from ..errors import MadohubValueError, TmuxError
 
 PANE_ID_RE = re.compile(r"^%\d+$")
 TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")

@@ -1,0 +1,1 @@
+"""madohub_nb.io"""
