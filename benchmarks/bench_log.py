@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from madohub_nb import log as log_module
+from madohub_nb.io import log as log_module
 from madohub_nb.io.log import RoundLog, RoundRecord
 
 APPEND_TARGET_MS = 2.0

@@ -23,9 +23,10 @@ from .errors import (
     TmuxError,
     TransformError,
 )
-from .hub import Hub, get_hub
+from .hub import Hub
 from .io.log import RoundLog, RoundRecord
 from .io.transcripts import Extraction, cwd_to_project_dir, read_last_response
+from .notebook.registry import get_hub
 from .pipeline.route import Route
 from .pipeline.tile import Tile
 

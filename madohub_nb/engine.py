@@ -1,9 +1,11 @@
-"""The asyncio engine: which loop routing runs on, and the hub's event bus.
+"""The engine: an asyncio loop in a daemon thread of its own, and the hub's event bus.
 
-Inside Jupyter the engine uses the kernel's running loop, so widgets and
-routes share one thread with the cells and nothing needs locking. In a plain
-script or a test, where no loop runs, it starts its own loop in a daemon
-thread. Either way the public API only *schedules* work and returns at once.
+The loop never runs on the caller's thread, in Jupyter or in a script: a cell
+that blocks (``time.sleep``, a long pandas job) never delays a round. Every
+public call only *schedules* work here and returns at once; calls that take
+time return a :class:`HubFuture`, which a cell can ``await`` or resolve with
+``.result(timeout)`` from the kernel's thread. (An earlier version borrowed the
+kernel's own loop; that froze routing whenever a cell blocked.)
 """
 
 from __future__ import annotations
@@ -14,47 +16,35 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import MadohubError
+from .model import HubEvent
 
 log = logging.getLogger("madohub_nb")
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class HubEvent:
-    """Something widgets and listeners may want to redraw for.
-
-    kinds: ``tile_output`` (name), ``tile_state`` (name, state), ``tile_added`` (name),
-    ``route_state`` (route id, state), ``route_added`` (route id), ``round`` (record).
-    """
-
-    kind: str
-    name: str = ""
-    state: str = ""
-    data: Any = field(default=None, compare=False)
+CLOSE_TIMEOUT_S = 2.0
+"""How long closing waits for the loop's tasks to finish before it leaves them."""
 
 
 class EventBus:
-    """Synchronous fan-out of :class:`HubEvent` to subscribers, on the engine loop."""
+    """Synchronous fan-out of :class:`HubEvent` to subscribers, on the engine thread."""
 
     def __init__(self) -> None:
         self._subscribers: list[Callable[[HubEvent], None]] = []
 
     def subscribe(self, callback: Callable[[HubEvent], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for every event; returns a function that unsubscribes."""
-        self._subscribers.append(callback)
+        self._subscribers = [*self._subscribers, callback]
 
         def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
+            self._subscribers = [s for s in self._subscribers if s is not callback]
 
         return unsubscribe
 
     def emit(self, event: HubEvent) -> None:
-        for callback in list(self._subscribers):
+        for callback in self._subscribers:
             try:
                 callback(event)
             except Exception:  # a broken listener must not break routing
@@ -62,10 +52,10 @@ class EventBus:
 
 
 class HubFuture(concurrent.futures.Future[T]):
-    """A Future for work on the engine loop; awaitable in a notebook cell.
+    """The result of work on the engine thread: ``await`` it, or ``.result(timeout)``.
 
-    Blocking on it with ``result()`` from the loop's own thread (a Jupyter
-    cell) would freeze the kernel forever, so that raises a teaching error.
+    Blocking on it from the engine's own thread (a listener, a callback) would
+    wait for itself forever, so that raises a teaching error.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -75,8 +65,8 @@ class HubFuture(concurrent.futures.Future[T]):
     def result(self, timeout: float | None = None) -> T:
         if not self.done() and self._engine.in_loop_thread:
             raise MadohubError(
-                "waiting with .result() here would block the notebook's event loop; "
-                "use `await` on it instead (e.g. `rec = await hub.send(...)`), or just let it run"
+                "waiting with .result() on the engine's own thread would wait forever; "
+                "add a callback with .add_done_callback(...) instead"
             )
         return super().result(timeout)
 
@@ -85,23 +75,17 @@ class HubFuture(concurrent.futures.Future[T]):
 
 
 class Engine:
-    """Owns (or borrows) the event loop that every watcher and route task runs on."""
+    """Owns the event loop that every watcher, route and round runs on, in its own thread."""
 
-    def __init__(self) -> None:
-        try:
-            self.loop = asyncio.get_running_loop()
-            self.owns_loop = False
-            self._thread: threading.Thread | None = None
-        except RuntimeError:
-            self.loop = asyncio.new_event_loop()
-            self.owns_loop = True
-            ready = threading.Event()
-            self._thread = threading.Thread(
-                target=self._run_loop, args=(ready,), name="madohub-engine", daemon=True
-            )
-            self._thread.start()
-            ready.wait()
+    def __init__(self, name: str = "madohub-engine") -> None:
+        self.loop = asyncio.new_event_loop()
         self.closed = False
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run_loop, args=(ready,), name=name, daemon=True
+        )
+        self._thread.start()
+        ready.wait()
 
     def _run_loop(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
@@ -109,12 +93,13 @@ class Engine:
         self.loop.run_forever()
 
     @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    @property
     def in_loop_thread(self) -> bool:
-        """True when the caller runs on the engine loop's thread (a Jupyter cell, a callback)."""
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return self._thread is None or threading.current_thread() is self._thread
+        """True when the caller runs on the engine's thread (a task, a listener, a callback)."""
+        return threading.current_thread() is self._thread
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> HubFuture[T]:
         """Schedule ``coro`` on the engine loop from any thread; returns a Future at once."""
@@ -139,40 +124,44 @@ class Engine:
         return outer
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
-        """Run ``fn(*args)`` on the engine loop (thread-safe)."""
-        if not self.closed:
-            self.loop.call_soon_threadsafe(fn, *args)
+        """Run ``fn(*args)`` on the engine thread: now if already there, else soon (thread-safe)."""
+        if self.closed:
+            return
+        if self.in_loop_thread:
+            fn(*args)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self.loop.call_soon_threadsafe(fn, *args)
 
     def run_sync(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` to completion and return its result, from a thread that is not the loop's."""
-        if self.in_loop_thread and not self.owns_loop:
-            coro.close()
-            raise MadohubError(
-                "this call would block the notebook's event loop; use the async variant "
-                "(e.g. `await hub.replay_async(...)`) in a cell instead"
-            )
+        """Run ``coro`` on the engine and wait for its result (from any other thread)."""
         if self.in_loop_thread:
             coro.close()
-            raise MadohubError("run_sync called from the engine thread itself")
+            raise MadohubError("run_sync called from the engine thread itself; await it instead")
         return self.submit(coro).result(timeout_s)
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Stop the loop thread we own (a borrowed kernel loop is left running)."""
+    def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Cancel what runs on the loop, stop it and end its thread (safe from any thread)."""
         if self.closed:
             return
         self.closed = True
-        if self.owns_loop and self._thread is not None:
 
-            async def _cancel_all() -> None:
-                me = asyncio.current_task()
-                tasks = [t for t in asyncio.all_tasks(self.loop) if t is not me]
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+        async def _cancel_all() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks(self.loop) if t is not me]
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=timeout_s)
 
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(timeout_s)
+        if self.in_loop_thread:
+            task = self.loop.create_task(_cancel_all())
+            task.add_done_callback(lambda _: self.loop.stop())
+            return  # the thread ends by itself once the loop stops
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(timeout_s + 0.5)
+        with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout_s)
-            if not self._thread.is_alive():
-                self.loop.close()
+        self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self.loop.close()

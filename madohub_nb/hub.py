@@ -1,62 +1,80 @@
-"""The hub: one object that owns tiles, routes, the round log and the engine.
+"""The hub: the public face of tiles, routes, the round log and the engine.
 
-Every public call validates its arguments at once (a ``ValueError`` that
-names the bad value and what is allowed) and then only schedules work on the
-engine loop, so a notebook cell that wires a route returns immediately.
+Every call validates its arguments at once (a ``ValueError`` that names the
+bad value and what is allowed), builds the object, and only *schedules* work
+on the engine thread, so it returns at once, from any thread. Calls that take
+time return a :class:`HubFuture`. The machinery lives in :class:`Runtime`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import html
 import os
-import re
-import threading
-import time
-import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from .agents.detect import detect_kind
-from .engine import Engine, EventBus, HubEvent, HubFuture
-from .errors import LogError, MadohubError, MadohubValueError, TileError
-from .io.log import RoundLog, RoundRecord
-from .io.tmux import Tmux
-from .io.transcripts import Extraction
-from .io.watch import OutputWatcher
-from .pipeline.deliver import Deliverer
+from .engine import HubFuture
+from .errors import MadohubError, MadohubValueError
+from .io.log import RoundRecord
+from .model import AGENT_KINDS, HubEvent
 from .pipeline.protection import LoopGuard
+from .pipeline.replay import replay_plan
 from .pipeline.round import RoundPlan, run_round
 from .pipeline.route import Route
-from .pipeline.tile import Tile
-from .pipeline.transforms import (
-    AIClientConfig,
-    make_transform_spec,
-    require_ai_key,
-    resolve_api_key,
-)
+from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference
+from .pipeline.transforms import AIClientConfig, make_transform_spec, require_ai_key
 from .pipeline.triggers import check_trigger
+from .render import html_for_hub
+from .runtime import Runtime
 from .settings import (
-    AGENT_KINDS,
+    AI_MAX_RETRIES,
+    AI_TIMEOUT_S,
     AI_TRANSFORMS,
     COOLDOWN_MS_DEFAULT,
     DELIVERY_MODES,
     DISPATCH_MODES,
     IDLE_DELAY_MS,
-    IDLE_DELAY_MS_RANGE,
     MAX_ROUNDS_DEFAULT,
     check_choice,
-    check_range,
 )
 
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-EXIT_CHECK_S = 0.5
-"""How long a new tile is watched for a command that exits at once."""
+
+def _forward(name: str, doc: str, writable: bool = True) -> Any:
+    """A hub attribute that is the runtime's (settings may be changed live)."""
+
+    def get(hub: Hub) -> Any:
+        return getattr(hub._rt, name)
+
+    def put(hub: Hub, value: Any) -> None:
+        setattr(hub._rt, name, value)
+
+    return property(get, put if writable else None, doc=doc)
 
 
 class Hub:
-    """Tiles, routes, the round log and the asyncio engine of one kernel (or script)."""
+    """Tiles, routes, the round log and the engine thread of one kernel (or script)."""
+
+    idle_delay_ms = _forward("idle_delay_ms", "Silence (ms) after completion before on-idle fires.")
+    api_key = _forward(
+        "api_key", "Anthropic key (this setting, else ANTHROPIC_API_KEY); never logged."
+    )
+    base_url = _forward("base_url", "Anthropic API base URL (None: the SDK's default).")
+    model = _forward("model", "Model of the AI transforms (None: the toolkit's default).")
+    claude_home = _forward("claude_home", "Claude config dir used when an agent's cannot be read.")
+    delivery = _forward("delivery", "Default delivery of routes and sends: typed or paste.")
+    ai_timeout_s = _forward("ai_timeout_s", "Per-attempt timeout (s) of one Anthropic request.")
+    ai_max_retries = _forward("ai_max_retries", "Retries of a failed Anthropic request.")
+    socket_name = _forward("socket_name", "The tmux socket (tmux -L); fixed.", writable=False)
+    tmux = _forward("tmux", "The tmux adapter.", writable=False)
+    log = _forward("log", "The round log; ``hub.log.df`` is a DataFrame of it.")
+    events = _forward("events", "Events for widgets and listeners.", writable=False)
+    engine = _forward("engine", "The engine thread and its loop.", writable=False)
+    watcher = _forward("watcher", "Pushed pane output.", writable=False)
+    tiles = _forward("tiles", "{name: Tile}", writable=False)
+    routes = _forward("routes", "[Route], in the order they were made.", writable=False)
+    unlogged = _forward("unlogged", "Rounds the log refused (kept, not lost).", writable=False)
+    rounds_written = _forward("rounds_written", "Rounds written to the log.", writable=False)
+    session_id = _forward("session_id", "This hub's id in the round log.", writable=False)
+    session_name = _forward("session_name", "The tmux session of its new panes.", writable=False)
 
     def __init__(
         self,
@@ -69,66 +87,32 @@ class Hub:
         claude_home: str | os.PathLike[str] | None = None,
         *,
         delivery: str = "typed",
+        ai_timeout_s: float = AI_TIMEOUT_S,
+        ai_max_retries: int = AI_MAX_RETRIES,
     ) -> None:
-        self.idle_delay_ms = idle_delay_ms
-        check_choice("delivery", delivery, DELIVERY_MODES)
-        self.socket_name = socket_name
-        self.base_url = base_url
-        self.model = model
-        self.claude_home = str(claude_home) if claude_home is not None else None
-        self.delivery = delivery
-        self._api_key = api_key
-        self.session_id = uuid.uuid4().hex[:12]
-        self.session_name = f"madohub-{self.session_id}"
-        self.tmux = Tmux(socket_name)
-        self.log = RoundLog(log_path, secrets=[api_key] if api_key else ())
-        self.log_path = str(self.log.path)
-        self.events = EventBus()
-        self.engine = Engine()
-        self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
-        self.deliverer = Deliverer()
-        self.tiles: dict[str, Tile] = {}
-        self.routes: list[Route] = []
-        self.unlogged: list[RoundRecord] = []
-        """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
-        self._rounds_written = 0
-        self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._rt = Runtime(
+            socket_name=socket_name,
+            idle_delay_ms=idle_delay_ms,
+            log_path=log_path,
+            api_key=api_key,
+            base_url=base_url,
+            model=model,
+            claude_home=claude_home,
+            delivery=delivery,
+            ai_timeout_s=ai_timeout_s,
+            ai_max_retries=ai_max_retries,
+        )
+        self.log_path = str(self._rt.log.path)
         self._route_counter = 0
-        self._lock = threading.RLock()
         self.closed = False
 
-    # settings -------------------------------------------------------------
     @property
-    def idle_delay_ms(self) -> int:
-        return self._idle_delay_ms
-
-    @idle_delay_ms.setter
-    def idle_delay_ms(self, value: int) -> None:
-        self._idle_delay_ms = check_range("idle_delay_ms", value, IDLE_DELAY_MS_RANGE, " ms")
-
-    @property
-    def api_key(self) -> str | None:
-        """The Anthropic API key in use (this setting, else ANTHROPIC_API_KEY); never logged."""
-        return resolve_api_key(self._api_key)
-
-    @api_key.setter
-    def api_key(self, value: str | None) -> None:
-        self._api_key = value
-        if value:
-            self.log.register_secret(value)
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self.engine.loop
+    def loop(self) -> Any:
+        return self._rt.engine.loop
 
     def ai_config(self, model: str | None = None) -> AIClientConfig:
-        key = self.api_key
-        if key:
-            self.log.register_secret(key)
-        kwargs: dict[str, Any] = {"api_key": key, "base_url": self.base_url}
-        if model or self.model:
-            kwargs["model"] = model or self.model
-        return AIClientConfig(**kwargs)
+        """The Anthropic client settings the AI transforms use now (the key is never shown)."""
+        return self._rt.ai_config(model)
 
     # tiles ------------------------------------------------------------------
     def tile(
@@ -138,146 +122,30 @@ class Hub:
         command: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
-        pane: str | None = None,
+        pane: Any = None,
     ) -> Tile:
-        """Start ``command`` in a new pane, or adopt an existing ``pane`` (``%3`` or ``sess:win.pane``)."""
+        """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
+        ``libtmux.Pane``). Returns at once; ``tile.ready`` resolves once it has started."""
         self._check_open()
-        if not isinstance(name, str) or not NAME_RE.match(name):
-            raise MadohubValueError(
-                f"tile name {name!r} is not allowed; use a letter then letters, digits, '-' or '_' "
-                "(at most 40), e.g. 'writer'"
-            )
-        if name in self.tiles:
-            raise MadohubValueError(f"a tile named {name!r} already exists; pick another name")
         if agent is not None:
             check_choice("agent kind", agent, AGENT_KINDS)
-        if pane is not None:
-            if command is not None or cwd is not None or env:
-                raise MadohubValueError(
-                    "pane= adopts a running pane; command=, cwd= and env= only apply to new panes"
-                )
-            tile = self._adopt(name, pane, agent)
-        else:
-            tile = self._create(name, agent, command, cwd, env)
-        with self._lock:
-            if name in self.tiles:
-                if tile.created:
-                    self.tmux.kill_pane(tile.pane_id)
-                raise MadohubValueError(f"a tile named {name!r} already exists; pick another name")
-            self.tiles[name] = tile
-        self.engine.submit(self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid))
-        self._emit(HubEvent("tile_added", name, tile.last_state, tile))
-        return tile
-
-    def _adopt(self, name: str, pane: str, agent: str | None) -> Tile:
-        info = self.tmux.resolve_pane(pane)
-        if info.dead:
-            raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
-        for other in self.tiles.values():
-            if other.pane_id == info.pane_id:
-                raise MadohubValueError(f"pane {info.pane_id} is already the tile {other.name!r}")
-        kind = agent or detect_kind(info.pid, info.current_command)
-        if kind not in AGENT_KINDS:
-            raise TileError(
-                f"could not tell which agent runs in pane {info.pane_id} (it runs "
-                f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
+        if pane is None:
+            return self._rt.create_tile(
+                name, agent, command, check_new_tile(name, command, cwd, env), env
             )
-        return self._new_tile(name, info.pane_id, kind, info.session, False, info.pid)
-
-    def _create(
-        self,
-        name: str,
-        agent: str | None,
-        command: str | None,
-        cwd: str | os.PathLike[str] | None,
-        env: Mapping[str, str] | None,
-    ) -> Tile:
-        if command is not None and (not isinstance(command, str) or not command.strip()):
+        check_tile_name(name)
+        if command is not None or cwd is not None or env:
             raise MadohubValueError(
-                f"command must be a non-empty shell command string, got {command!r}"
+                "pane= adopts a running pane; command=, cwd= and env= only apply to new panes"
             )
-        workdir: str | None = None
-        if cwd is not None:
-            path = Path(os.path.expanduser(str(cwd)))
-            if not path.is_dir():
-                raise MadohubValueError(f"cwd {str(cwd)!r} is not an existing directory")
-            workdir = str(path.resolve())
-        if env is not None:
-            if not isinstance(env, Mapping) or not all(
-                isinstance(k, str)
-                and isinstance(v, str)
-                and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k)
-                for k, v in env.items()
-            ):
-                raise MadohubValueError(
-                    "env must map variable names (letters, digits, '_') to strings"
-                )
-        kind = agent or _guess_kind(command)
-        pane_id = self.tmux.new_pane(
-            self.session_name, command, cwd=workdir, env=env, window_name=name
-        )
-        # A command that exits at once is an error the user must see now, not a dead tile later.
-        deadline = time.monotonic() + EXIT_CHECK_S
-        while time.monotonic() < deadline:
-            info = self.tmux.pane_info(pane_id)
-            if info is None or info.dead:
-                # tmux marks the pane dead at the pty's EOF and records the exit status
-                # only when it reaps the child; under load that can take a while.
-                for _ in range(60):
-                    if info is None or info.dead_status is not None:
-                        break
-                    time.sleep(0.03)
-                    info = self.tmux.pane_info(pane_id) or info
-                screen = self.tmux.capture(pane_id, history_lines=50) if info else ""
-                self.tmux.kill_pane(pane_id)
-                status = info.dead_status if info else None
-                if (
-                    status is None
-                ):  # tmux also writes it into the pane: "Pane is dead (status 3, …)"
-                    found = re.search(r"Pane is dead \(status (\d+)", screen)
-                    status = int(found.group(1)) if found else None
-                printed = [
-                    ln
-                    for ln in screen.splitlines()
-                    if ln.strip() and not ln.startswith("Pane is dead")
-                ]
-                tail = " | ".join(printed[-3:])
-                raise TileError(
-                    f"command {command!r} for tile {name!r} exited at once"
-                    + (f" with status {status}" if status is not None else "")
-                    + (f"; it printed: {tail}" if tail else "")
-                )
-            time.sleep(0.05)
-        info = self.tmux.pane_info(pane_id)
-        if kind is None:
-            detected = detect_kind(info.pid, info.current_command) if info else "unknown"
-            kind = detected if detected in AGENT_KINDS else "shell"
-        return self._new_tile(
-            name, pane_id, kind, self.session_name, True, info.pid if info else None
-        )
-
-    def _new_tile(
-        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None
-    ) -> Tile:
-        return Tile(
-            name,
-            pane_id,
-            kind,
-            self.tmux,
-            session=session,
-            created=created,
-            claude_home=lambda: self.claude_home,
-            on_state=self._tile_state_changed,
-            pane_pid=pid,
-        )
+        return self._rt.adopt_tile(name, pane_reference(pane, self.socket_name), agent)
 
     def _tile(self, name: str | Tile, role: str) -> Tile:
-        if isinstance(name, Tile):
-            name = name.name
-        tile = self.tiles.get(name)
+        key = name.name if isinstance(name, Tile) else name
+        tile = self._rt.tiles.get(key)
         if tile is None:
-            known = ", ".join(sorted(self.tiles)) or "none yet; make one with hub.tile(...)"
-            raise MadohubValueError(f"no {role} tile named {name!r}; tiles: {known}")
+            known = ", ".join(sorted(self._rt.tiles)) or "none yet; make one with hub.tile(...)"
+            raise MadohubValueError(f"no {role} tile named {key!r}; tiles: {known}")
         return tile
 
     # routes -----------------------------------------------------------------
@@ -299,8 +167,7 @@ class Hub:
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
         self._check_open()
-        src = self._tile(source, "source")
-        dst = self._tile(target, "target")
+        src, dst = self._tile(source, "source"), self._tile(target, "target")
         if src is dst:
             raise MadohubValueError(
                 f"a route from {src.name!r} to itself would feed the agent its own output"
@@ -310,72 +177,56 @@ class Hub:
         guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
         check_choice("dispatch", dispatch, DISPATCH_MODES)
         mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.agent == "shell" and dispatch != "shadow" and not allow_shell:
+        if dst.profile.executes_input and dispatch != "shadow" and not allow_shell:
             raise MadohubValueError(
                 f"target {dst.name!r} is a shell: whatever is typed there runs as a command; "
                 "pass allow_shell=True to route into it anyway"
             )
         if transform in AI_TRANSFORMS:
             require_ai_key(transform, self.api_key)
-        with self._lock:
+        rt = self._rt
+        with rt.lock:
             self._route_counter += 1
-            route_id = f"{src.name}->{dst.name}#{self._route_counter}"
             route = Route(
-                self,
-                route_id,
-                src,
-                dst,
-                trigger=trigger,
-                pattern=pattern,
-                spec=spec,
-                guard=guard,
-                dispatch=dispatch,
-                delivery=mode,
-                allow_shell=allow_shell,
-            )
-            self.routes.append(route)
-        self.engine.call_soon(route.start)
-        self._emit(HubEvent("route_added", route.id, route.state, route))
+                rt, f"{src.name}->{dst.name}#{self._route_counter}", src, dst,
+                trigger=trigger, pattern=pattern, spec=spec, guard=guard, dispatch=dispatch,
+                delivery=mode, allow_shell=allow_shell,
+            )  # fmt: skip
+            rt.routes = [*rt.routes, route]
+        rt.call_soon(route.start)
+        rt.emit(HubEvent("route_added", route.id, route.state, route))
         return route
 
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
-        for r in self.routes:
+        routes = self._rt.routes
+        for r in routes:
             if r.id == key or (isinstance(key, str) and r.id.endswith(f"#{key}")):
                 return r
-        if isinstance(key, int) and -len(self.routes) <= key < len(self.routes):
-            return self.routes[key]
-        known = ", ".join(r.id for r in self.routes) or "none yet"
+        if isinstance(key, int) and -len(routes) <= key < len(routes):
+            return routes[key]
+        known = ", ".join(r.id for r in routes) or "none yet"
         raise MadohubValueError(f"no route {key!r}; routes: {known}")
 
-    # hand delivery and replay -------------------------------------------------
+    # hand delivery, replay, waiting ----------------------------------------------
     def send(
         self, tile: str | Tile, text: str, *, delivery: str | None = None, allow_shell: bool = False
     ) -> HubFuture[RoundRecord]:
-        """Type ``text`` into a tile by hand (logged as round 0 of route ``send``); returns a Future."""
+        """Type ``text`` into a tile by hand (logged as round 0 of route ``send``)."""
         self._check_open()
         dst = self._tile(tile, "target")
         if not isinstance(text, str) or not text.strip():
             raise MadohubValueError("text must be a non-empty string")
         mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.agent == "shell" and not allow_shell:
+        if dst.profile.executes_input and not allow_shell:
             raise MadohubValueError(
                 f"{dst.name!r} is a shell: typed text runs as a command; pass allow_shell=True to send anyway"
             )
         plan = RoundPlan(
-            route_id="send",
-            source="",
-            target=dst,
-            round=0,
-            max_rounds=0,
-            trigger="manual",
-            spec=None,
-            dispatch="madoagent",
-            delivery=mode,
-            extraction=None,
-            prompt=text,
-        )
-        return self.engine.submit(run_round(self, plan))
+            route_id="send", source="", target=dst, round=0, max_rounds=0, trigger="manual",
+            spec=None, dispatch="madoagent", delivery=mode, extraction=None, prompt=text,
+        )  # fmt: skip
+        return self._rt.engine.submit(run_round(self._rt, plan))
 
     def replay(
         self,
@@ -384,139 +235,34 @@ class Hub:
         template: str | None = None,
         deliver: bool = False,
         model: str | None = None,
-    ) -> RoundRecord:
-        """Recompute a logged round's prompt (with another transform or template); log it as a new row."""
-        coro = self.replay_async(round_id, transform, template, deliver, model)
-        if self.engine.in_loop_thread:
-            name = transform or self.log.get(round_id).transform
-            if deliver or name in AI_TRANSFORMS:
-                coro.close()
-                raise MadohubError(
-                    "this replay needs the event loop (an AI transform or a delivery); "
-                    "in a notebook cell use `await hub.replay_async(...)`"
-                )
-            return _run_now(coro)
-        return self.engine.run_sync(coro)
-
-    async def replay_async(
-        self,
-        round_id: str,
-        transform: str | None = None,
-        template: str | None = None,
-        deliver: bool = False,
-        model: str | None = None,
-    ) -> RoundRecord:
-        orig = self.log.get(round_id)
-        name = transform or (orig.transform if orig.transform != "none" else "prompt-wrap")
-        tmpl = (
-            template
-            if template is not None
-            else (orig.template if name == orig.transform else None)
-        )
-        spec = make_transform_spec(name, tmpl, model)
-        if name in AI_TRANSFORMS:
-            require_ai_key(name, self.api_key)
-        if orig.extracted is None:
-            raise MadohubValueError(f"round {round_id} has no extracted output to replay")
-        route = next((r for r in self.routes if r.id == orig.route_id), None)
-        target = self.tiles.get(orig.target)
-        if deliver and target is None:
-            raise MadohubValueError(
-                f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
-            )
-        if deliver and target is not None and target.agent == "shell":
-            if route is None or not route.allow_shell:
-                raise MadohubValueError(
-                    f"{target.name!r} is a shell: a delivered replay runs there as a command; "
-                    "only rounds of a route made with allow_shell=True are replayed into it"
-                )
-        screen_tail = orig.meta.get("screen_tail")
-        plan = RoundPlan(
-            route_id=orig.route_id,
-            source=orig.source,
-            target=target,
-            round=orig.round,
-            max_rounds=route.max_rounds
-            if route
-            else int(orig.meta.get("max_rounds", MAX_ROUNDS_DEFAULT)),
-            trigger="replay",
-            spec=spec,
-            dispatch="madoagent" if deliver else "shadow",
+    ) -> HubFuture[RoundRecord]:
+        """Recompute a logged round's prompt (another transform or template) as a new row."""
+        self._check_open()
+        orig = self._rt.log.get(round_id)
+        plan = replay_plan(
+            orig,
+            transform=transform,
+            template=template,
+            deliver=deliver,
+            model=model,
+            route=next((r for r in self._rt.routes if r.id == orig.route_id), None),
+            target=self._rt.tiles.get(orig.target),
             delivery=self.delivery,
-            extraction=Extraction(
-                orig.extracted,
-                orig.extraction_method or "terminal",
-                Path(orig.extraction_path) if orig.extraction_path else None,
-            ),
-            screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
-            replay_of=orig.round_id,
-            meta={"target": orig.target},
+            api_key=self.api_key,
         )
-        return await run_round(self, plan)
+        return self._rt.engine.submit(run_round(self._rt, plan))
 
-    # log and waiting ------------------------------------------------------------
-    def _append_round(self, rec: RoundRecord) -> RoundRecord:
-        """Write a finished round; if the log refuses, keep it and pause routing.
+    async def replay_async(self, round_id: str, **kwargs: Any) -> RoundRecord:
+        """``await hub.replay_async(...)``: the same as ``await hub.replay(...)``."""
+        return await self.replay(round_id, **kwargs)
 
-        Returns the round as logged, secrets redacted: what events and callers get.
-        """
-        rec = self.log.redact(rec)
-        try:
-            self.log.append(rec)
-        except LogError as exc:
-            self.unlogged.append(rec)
-            self._log_unwritable(exc)
-        else:
-            self._rounds_written += 1
-        self._emit(HubEvent("round", rec.route_id, rec.status, rec))
-        self._wake_round_waiters()
-        return rec
-
-    def _log_unwritable(self, exc: LogError) -> None:
-        for r in self.routes:
-            if r.state == "active":
-                r.last_error = f"paused: the round log cannot be written ({exc})"
-                r.pause()
-
-    def _wake_round_waiters(self) -> None:
-        for n, fut in list(self._round_waiters):
-            if self._rounds_written + len(self.unlogged) >= n and not fut.done():
-                fut.set_result(None)
-        self._round_waiters = [(n, f) for n, f in self._round_waiters if not f.done()]
-
-    async def wait_rounds(self, n: int, timeout_s: float = 60.0) -> int:
-        """Wait until this hub has finished ``n`` rounds in all; returns the count."""
-        if self._rounds_written + len(self.unlogged) < n:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._round_waiters.append((n, fut))
-            self.engine.call_soon(self._wake_round_waiters)
-            await asyncio.wait_for(
-                asyncio.shield(fut) if self.engine.in_loop_thread else fut, timeout_s
-            )
-        return self._rounds_written + len(self.unlogged)
+    def wait_rounds(self, n: int, timeout_s: float = 60.0) -> HubFuture[int]:
+        """A future that resolves once this hub has finished ``n`` rounds in all."""
+        return self._rt.engine.submit(self._rt.wait_rounds(n, timeout_s))
 
     def wait_rounds_sync(self, n: int, timeout_s: float = 60.0) -> int:
-        """:meth:`wait_rounds` for scripts and tests (not from a notebook cell)."""
-        return self.engine.run_sync(self.wait_rounds(n, timeout_s), timeout_s + 5)
-
-    @property
-    def rounds_written(self) -> int:
-        return self._rounds_written
-
-    # events ---------------------------------------------------------------------
-    def _emit(self, event: HubEvent) -> None:
-        if self.engine.in_loop_thread:
-            self.events.emit(event)
-        else:
-            self.engine.call_soon(self.events.emit, event)
-
-    def _tile_state_changed(self, name: str, state: str) -> None:
-        self._emit(HubEvent("tile_state", name, state))
-
-    def _on_output(self, pane_id: str, nbytes: int) -> None:
-        for tile in self.tiles.values():
-            if tile.pane_id == pane_id:
-                self.events.emit(HubEvent("tile_output", tile.name, data=nbytes))
+        """Block until ``n`` rounds have finished (not from the engine thread)."""
+        return self.wait_rounds(n, timeout_s).result(timeout_s + 5)
 
     # life cycle -----------------------------------------------------------------
     def _check_open(self) -> None:
@@ -526,33 +272,12 @@ class Hub:
             )
 
     def close(self) -> None:
-        """Stop routes and watchers; kill the panes this hub created. Safe to call twice."""
-        if self.closed:
-            return
-        self.closed = True
-        for r in self.routes:
-            if r.state in ("active", "paused", "exhausted"):
-                r.state = "stopped"
-
-        async def _shutdown() -> None:
-            for r in self.routes:
-                if r._task is not None:
-                    r._task.cancel()
-            await asyncio.gather(*(r.wait_closed() for r in self.routes), return_exceptions=True)
-            await self.watcher.close()
-
-        if self.engine.in_loop_thread:
-            task = self.engine.loop.create_task(_shutdown())
-            task.add_done_callback(lambda _: None)
-        else:
-            try:
-                self.engine.run_sync(_shutdown(), 10)
-            except Exception:  # the loop may already be gone; still clean up below
-                pass
-        if any(t.created for t in self.tiles.values()):
-            self.tmux.kill_session(self.session_name)
-        self.engine.close()
-        self.log.close()
+        """Stop routes and watchers; kill the panes this hub created. Any thread; idempotent."""
+        with self._rt.lock:
+            if self.closed:
+                return
+            self.closed = True
+        self._rt.close()
 
     def __enter__(self) -> Hub:
         return self
@@ -563,76 +288,9 @@ class Hub:
     def __repr__(self) -> str:
         return (
             f"<Hub socket={self.socket_name!r} tiles={len(self.tiles)} routes={len(self.routes)} "
-            f"rounds={self._rounds_written} idle_delay_ms={self.idle_delay_ms} "
+            f"rounds={self.rounds_written} idle_delay_ms={self.idle_delay_ms} "
             f"api_key={'set' if self.api_key else 'unset'}{' closed' if self.closed else ''}>"
         )
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<li>{html.escape(t.name)} · {t.agent} · {t.pane_id} · {t.last_state}</li>"
-            for t in self.tiles.values()
-        )
-        routes = "".join(f"<li>{r._repr_html_()}</li>" for r in self.routes)
-        return (
-            f"<div><b>madohub hub</b> (socket {html.escape(str(self.socket_name))}, "
-            f"{self._rounds_written} rounds logged)<br>Tiles:<ul>{rows or '<li>none</li>'}</ul>"
-            f"Routes:<ul>{routes or '<li>none</li>'}</ul></div>"
-        )
-
-
-def _guess_kind(command: str | None) -> str | None:
-    """The agent kind a command's program name says (``claude``, ``/x/codex``), if any."""
-    if not command:
-        return None
-    first = os.path.basename(command.strip().split()[0].strip("'\""))
-    for kind in AGENT_KINDS:
-        if kind != "shell" and kind in first:
-            return kind
-    return None
-
-
-def _run_now(coro: Any) -> Any:
-    """Run a coroutine that never actually suspends (no I/O) to completion, synchronously."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise MadohubError("this replay needs the event loop; use `await hub.replay_async(...)`")
-
-
-class HubRegistry:
-    """The kernel's hub, made lazily from the ``MadoHub`` configuration."""
-
-    def __init__(self) -> None:
-        self._hub: Hub | None = None
-        self._lock = threading.Lock()
-
-    def get(self, **overrides: Any) -> Hub:
-        with self._lock:
-            if self._hub is None or self._hub.closed:
-                from .notebook.config import hub_kwargs_from_config
-
-                kwargs = {**hub_kwargs_from_config(), **overrides}
-                self._hub = Hub(**kwargs)
-            return self._hub
-
-    @property
-    def current(self) -> Hub | None:
-        """The kernel's hub if one is open (without making one)."""
-        hub = self._hub
-        return hub if hub is not None and not hub.closed else None
-
-    def reset(self) -> None:
-        with self._lock:
-            if self._hub is not None:
-                self._hub.close()
-            self._hub = None
-
-
-registry = HubRegistry()
-
-
-def get_hub() -> Hub:
-    """The kernel's hub (made on first use from ``%config MadoHub.*``)."""
-    return registry.get()
+        return html_for_hub(self)

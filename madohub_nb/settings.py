@@ -41,11 +41,6 @@ MAX_ROUNDS_RANGE: Final = (1, 20)
 COOLDOWN_MS_DEFAULT: Final = 3000
 COOLDOWN_MS_RANGE: Final = (1000, 30000)
 
-AGENT_KINDS: Final = ("claude", "codex", "amp", "opencode", "shell")
-TILE_STATES: Final = ("idle", "busy", "waiting", "exited", "unknown")
-ROUTE_STATES: Final = ("active", "paused", "stopped", "exhausted")
-ROUND_STATUSES: Final = ("delivered", "shadow", "stopped", "exhausted", "error")
-
 
 def check_choice(what: str, value: str, allowed: tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``allowed``, else raise a teaching error."""
@@ -67,9 +62,6 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
 
 
 # Round log ------------------------------------------------------------------
-EXTRACTION_METHODS: Final = ("jsonl", "rollout", "terminal")
-"""How a round's source output was extracted (the round log's extraction_method)."""
-
 LOG_BUSY_TIMEOUT_MS: Final = 5000
 """How long a round log write waits for another writer's lock before failing."""
 

@@ -1,13 +1,16 @@
-"""The engine borrows a running loop (Jupyter) or runs its own thread (scripts)."""
+"""The engine always runs its own loop in a thread of its own, in Jupyter and scripts alike."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
-from madohub_nb.engine import Engine, EventBus, HubEvent
+from madohub_nb.engine import Engine, EventBus
 from madohub_nb.errors import MadohubError
+from madohub_nb.model import HubEvent
 
 
 async def _double(x: int) -> int:
@@ -18,7 +21,7 @@ async def _double(x: int) -> int:
 def test_without_a_running_loop_the_engine_runs_its_own_thread() -> None:
     engine = Engine()
     try:
-        assert engine.owns_loop
+        assert engine.thread is not threading.current_thread()
         assert not engine.in_loop_thread
         assert engine.submit(_double(21)).result(5) == 42
         assert engine.run_sync(_double(2), 5) == 4
@@ -28,20 +31,76 @@ def test_without_a_running_loop_the_engine_runs_its_own_thread() -> None:
         engine.submit(_double(1))
 
 
-def test_inside_a_running_loop_the_engine_borrows_it_and_never_blocks_it() -> None:
+def test_inside_a_running_loop_the_engine_still_runs_its_own_thread() -> None:
+    """Jupyter's kernel runs a loop: the engine must not borrow it (a blocking cell would
+    freeze routing); futures resolve with .result() or await from the kernel's side."""
+
     async def main() -> None:
         engine = Engine()
-        assert not engine.owns_loop
-        assert engine.loop is asyncio.get_running_loop()
-        fut = engine.submit(_double(5))
-        with pytest.raises(MadohubError, match="block the notebook's event loop"):
-            fut.result()
-        assert await fut == 10
-        with pytest.raises(MadohubError, match="await"):
-            engine.run_sync(_double(1))
-        engine.close()
+        try:
+            assert engine.loop is not asyncio.get_running_loop()
+            assert not engine.in_loop_thread
+            assert engine.submit(_double(5)).result(5) == 10
+            assert await engine.submit(_double(6)) == 12
+        finally:
+            engine.close()
 
     asyncio.run(main())
+
+
+def test_work_on_the_engine_goes_on_while_the_calling_thread_blocks() -> None:
+    engine = Engine()
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        for _ in range(10):
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
+
+    try:
+        fut = engine.submit(ticker())
+        started = time.monotonic()
+        time.sleep(0.5)  # a cell that blocks the kernel thread
+        assert len(ticks) == 10 and ticks[-1] < started + 0.5
+        fut.result(1)
+    finally:
+        engine.close()
+
+
+def test_result_on_the_engine_thread_itself_raises_instead_of_hanging() -> None:
+    engine = Engine()
+    try:
+        inner = engine.submit(asyncio.sleep(2, result=1))
+
+        async def wait_inside() -> str:
+            try:
+                inner.result()
+            except MadohubError as exc:
+                return str(exc)
+            return "no error"
+
+        assert "engine's own thread" in engine.submit(wait_inside()).result(5)
+        with pytest.raises(MadohubError, match="engine thread itself"):
+            asyncio.run(_call_run_sync_inside(engine))
+    finally:
+        engine.close()
+
+
+async def _call_run_sync_inside(engine: Engine) -> None:
+    async def inner() -> None:
+        engine.run_sync(_double(1))
+
+    await engine.submit(inner())
+
+
+def test_close_from_another_thread_ends_the_engine_thread() -> None:
+    engine = Engine()
+    engine.submit(asyncio.sleep(60))
+    closer = threading.Thread(target=engine.close)
+    closer.start()
+    closer.join(5)
+    engine.thread.join(3)
+    assert not engine.thread.is_alive()
 
 
 def test_a_failing_listener_does_not_stop_the_others() -> None:

@@ -10,7 +10,6 @@ in ``hub.unlogged`` while routing pauses), and routes that were not hit go on.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import socket
@@ -297,13 +296,8 @@ def test_api_failures_are_error_rounds_and_the_routes_recover(
 ) -> None:
     with FakeAnthropic(reply="AI prompt", api_key=API_KEY) as fake:
         hub.api_key, hub.base_url = API_KEY, fake.base_url
-        made = hub.ai_config
         # A short per-attempt timeout and one retry, so the stalled API times out soon.
-        monkeypatch.setattr(
-            hub,
-            "ai_config",
-            lambda model=None: dataclasses.replace(made(model), timeout_s=1.0, max_retries=1),
-        )
+        hub.ai_timeout_s, hub.ai_max_retries = 1.0, 1
         start_standin(hub, "w", cwd=project, think_s=0.1)
         sinks = [start_standin(hub, name, cwd=project) for name in ("sink1", "sink2")]
         routes = [
@@ -422,7 +416,7 @@ import madohub_nb as mh
 socket_name, log_path, round_id, count = sys.argv[1:5]
 hub = mh.Hub(socket_name=socket_name, log_path=log_path)
 for i in range(int(count)):
-    hub.replay(round_id, template=f"child {i}: {{output}}")
+    hub.replay(round_id, template=f"child {i}: {{output}}").result(60)
 print(hub.session_id)
 hub.close()
 """
@@ -447,7 +441,8 @@ def test_two_hubs_share_one_log_file_without_losing_a_round(
     )
     try:
         mine = [
-            hub.replay(first.round_id, template=f"parent {i}: {{output}}") for i in range(count)
+            hub.replay(first.round_id, template=f"parent {i}: {{output}}").result(60)
+            for i in range(count)
         ]
         out, err = child.communicate(timeout=120)
     finally:

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, wait_until
 from IPython.core.interactiveshell import InteractiveShell
 
-from madohub_nb import config
+from madohub_nb.notebook import config
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.notebook.config import MadoHub, hub_kwargs_from_config, settings
 from madohub_nb.notebook.magics import (
@@ -133,7 +133,7 @@ def test_debug_flag_comes_first() -> None:
 @pytest.fixture
 def ip(home: Path) -> Iterator[InteractiveShell]:
     """A real IPython shell with the extension loaded; settings and hub reset afterwards."""
-    from madohub_nb.hub import registry
+    from madohub_nb.notebook.registry import registry
 
     shell = InteractiveShell.instance()
     MadoHub.clear_instance()

@@ -29,15 +29,15 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub: mh.Hub, pro
     )
     orig = _one_round(hub, route)
     assert orig["prompt"] == "A: Done: draft please"
-    replayed = hub.replay(orig["round_id"], template="B ({round}/{maxRounds}) {output}")
+    replayed = hub.replay(orig["round_id"], template="B ({round}/{maxRounds}) {output}").result(30)
     assert replayed.replay_of == orig["round_id"]
     assert replayed.prompt == "B (1/5) Done: draft please"
     assert replayed.status == "shadow"
-    raw = hub.replay(orig["round_id"], transform="raw")
+    raw = hub.replay(orig["round_id"], transform="raw").result(30)
     assert raw.prompt == "Done: draft please"
     df = hub.log.df
     assert list(df["replay_of"].dropna()) == [orig["round_id"], orig["round_id"]]
-    delivered = hub.replay(orig["round_id"], template="C: {output}", deliver=True)
+    delivered = hub.replay(orig["round_id"], template="C: {output}", deliver=True).result(60)
     assert delivered.status == "delivered", delivered.error
     wait_until(lambda: user_prompts(reviewer) == ["C: Done: draft please"], 10)
     with pytest.raises(ValueError, match="no round"):

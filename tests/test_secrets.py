@@ -112,7 +112,7 @@ def test_api_key_appears_nowhere_a_user_can_see(
             assert "API error 400" in df[df["status"] == "error"]["error"].iloc[0]
             assert "[api key]" in df[df["status"] == "error"]["error"].iloc[0]
             assert df[df["route_id"] == leaky.id]["prompt"].str.contains(r"\[redacted\]").any()
-            replayed = hub.replay(df[df["route_id"] == leaky.id].iloc[0]["round_id"])
+            replayed = hub.replay(df[df["route_id"] == leaky.id].iloc[0]["round_id"]).result(30)
             wait_until(lambda: "round" in views[1]._table.value, 10)
             views += [RouteCard(hub, r) for r in hub.routes]
             views += [TileView(hub, name, min_interval_s=0.05) for name in hub.tiles]
@@ -165,7 +165,7 @@ def test_config_magic_never_prints_the_key(home: Path) -> None:
             shell.run_line_magic("config", "MadoHub.api_key")
         shown = out.getvalue()
     finally:
-        from madohub_nb.hub import registry
+        from madohub_nb.notebook.registry import registry
 
         registry.reset()
         shell.run_line_magic("unload_ext", "madohub_nb")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -128,10 +129,20 @@ def test_duplicate_tile_name_is_refused(hub: mh.Hub) -> None:
 def test_command_that_exits_at_once_is_a_clear_error(hub: mh.Hub, first: bool) -> None:
     if not first:  # later tiles are new windows of the hub's session
         hub.tile("a", agent="shell", command="bash --norc")
+    # hub.tile() returns at once; the start-up check reports on the tile's ready future.
     # The status is in the message when tmux has reaped the child by then (almost always).
-    with pytest.raises(mh.TileError, match="exited at once( with status 3)?; it printed: boom"):
-        hub.tile("dies", agent="shell", command="sh -c 'echo boom; exit 3'")
-    assert "dies" not in hub.tiles
+    expected = "exited at once( with status 3)?; it printed: boom"
+    tile = hub.tile("dies", agent="shell", command="sh -c 'echo boom; exit 3'")
+    with pytest.raises(mh.TileError, match=expected):
+        tile.ready.result(10)
+    assert tile.error is not None and re.search(expected, tile.error)
+    assert tile.state == "exited"
+    # A round aimed at it says why, and types nothing.
+    rec = hub.send("dies", "echo hi", allow_shell=True).result(20)
+    assert rec.status == "error" and re.search(expected, rec.error or "")
+    # The name is free again for a corrected command.
+    again = hub.tile("dies", agent="shell", command="bash --norc")
+    assert hub.tiles["dies"] is again and again.ready.result(10) is again
 
 
 def test_exited_agent_reads_exited(hub: mh.Hub, project: Path) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import html
 import re
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,13 +20,15 @@ from madohub_nb import Hub
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.notebook.widgets import (
     DASHBOARD_CLASS,
-    SCREEN_BG,
-    SCREEN_FG,
     TILE_SCREEN_CLASS,
     Dashboard,
     RoundLogTable,
     RouteCard,
     TileView,
+)
+from madohub_nb.render import (
+    SCREEN_BG,
+    SCREEN_FG,
     ansi_to_html,
     badge,
     color_256,
@@ -252,26 +255,33 @@ def test_tile_view_of_an_unknown_tile_names_the_known_ones(hub: Hub) -> None:
         TileView(hub, "nope")
 
 
-def test_views_made_on_another_loop_are_updated_on_that_loop_only(hub: Hub) -> None:
-    """Jupyter's case when the engine runs in its own thread: updates are marshalled."""
+def test_views_keep_updating_on_the_engine_thread_while_the_kernel_thread_blocks(
+    hub: Hub,
+) -> None:
+    """A cell that blocks (time.sleep) must not freeze the views: they are updated on the
+    engine's thread, which the kernel's IOPub channel accepts."""
     _shell(hub, "sh")
     threads: set[str] = set()
 
-    async def watch() -> None:
-        view = TileView(hub, "sh", min_interval_s=0.05)
+    async def make_views() -> tuple[TileView, RoundLogTable]:  # made inside a running loop,
+        return TileView(hub, "sh", min_interval_s=0.05), RoundLogTable(hub)  # as in Jupyter
+
+    view, table = asyncio.run(make_views())
+    try:
         view._screen.observe(lambda _: threads.add(threading.current_thread().name), "value")
-        table = RoundLogTable(hub)
         table._table.observe(lambda _: threads.add(threading.current_thread().name), "value")
         hub.send("sh", "echo marshalled-$((1+1))", allow_shell=True)
-        for _ in range(300):
-            if "marshalled-2" in view.screen_value and table.records:
-                break
-            await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            "marshalled-2" in view.screen_value and table.records
+        ):
+            time.sleep(0.5)  # blocks this thread: nothing here drives the views
+        assert "marshalled-2" in view.screen_value, "the view did not update while blocked"
+        assert table.records, "the round table did not update while blocked"
+        assert threads == {hub.engine.thread.name}
+    finally:
         view.close()
         table.close()
-
-    asyncio.run(watch())
-    assert threads == {threading.current_thread().name}
 
 
 def test_route_card_buttons_and_events_follow_the_route_state(hub: Hub) -> None:

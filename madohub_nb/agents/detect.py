@@ -120,3 +120,17 @@ def detect_kind(pane_pid: int, pane_current_command: str | None = None) -> str:
     if _is_shell(root_name) or _is_shell(pane_current_command):
         return "shell"
     return UNKNOWN_KIND
+
+
+def kind_from_command(command: str | None) -> str | None:
+    """The agent kind a command's program names as a word (``claude``, ``/x/codex``), if any.
+
+    Whole words only, like process detection: ``sample-server`` is not ``amp``.
+    """
+    if not command or not command.strip():
+        return None
+    first = os.path.basename(command.strip().split()[0].strip("'\"")).lower()
+    for profile in PROFILES.values():
+        if any(_token_pattern(token).search(first) for token in profile.process_tokens):
+            return profile.kind
+    return None

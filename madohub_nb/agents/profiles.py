@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal, get_args
 
-from .. import settings
 from ..errors import MadohubValueError
+from ..model import AGENT_KINDS, EXTRACTION_METHODS, AgentKind, ExtractionMethod
 from .screen import clean_screen, input_text
 
 Pattern = re.Pattern[str]
 
-SCREEN_STATES: Final = ("busy", "waiting", "idle", "unknown")
-"""What :func:`screen_state` can answer (a subset of ``settings.TILE_STATES``)."""
+ScreenState = Literal["busy", "waiting", "idle", "unknown"]
+SCREEN_STATES: Final[tuple[str, ...]] = get_args(ScreenState)
+"""What :func:`screen_state` can answer (a subset of ``model.TILE_STATES``)."""
 
-EXTRACTORS: Final = ("jsonl", "rollout", "terminal")
+EXTRACTORS: Final = EXTRACTION_METHODS
 
 SHELL_COMMANDS: Final = ("bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash")
 """Command names of interactive shells (``#{pane_current_command}``, process names)."""
@@ -39,7 +40,7 @@ class AgentProfile:
     whole cleaned screen (blank lines kept).
     """
 
-    kind: str
+    kind: AgentKind
     process_tokens: tuple[str, ...]
     """Words that identify the agent's process by its command name (``claude``, ``codex``…)."""
     busy_markers: tuple[Pattern, ...]
@@ -48,7 +49,7 @@ class AgentProfile:
     """A permission or choice prompt that needs a person (or a route) to answer."""
     title_busy_markers: tuple[Pattern, ...]
     """Busy signs in the pane title (``#{pane_title}``), e.g. Amp's Braille spinner."""
-    no_marker_state: str
+    no_marker_state: ScreenState
     """The state when no marker matches a non-empty screen."""
     idle_commands: tuple[str, ...]
     """If not empty: idle only while the pane's foreground command is one of these."""
@@ -79,7 +80,7 @@ class AgentProfile:
     """``paste-buffer -p`` inserts multi-line text without submitting it."""
     executes_input: bool
     """Typed text runs as commands (a shell): routes must opt in."""
-    extractor: str
+    extractor: ExtractionMethod
     """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
 
     @property
@@ -353,16 +354,14 @@ SHELL: Final = AgentProfile(
 PROFILES: Final[dict[str, AgentProfile]] = {
     p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL)
 }
-"""The one table of agent profiles, by kind (the keys are ``settings.AGENT_KINDS``)."""
+"""The one table of agent profiles, by kind (the keys are ``AGENT_KINDS``)."""
 
 
 def get_profile(kind: str) -> AgentProfile:
     """The profile of ``kind``; a teaching error for an unknown kind."""
     profile = PROFILES.get(kind) if isinstance(kind, str) else None
     if profile is None:
-        raise MadohubValueError(
-            f"unknown agent kind {kind!r}; allowed: {', '.join(settings.AGENT_KINDS)}"
-        )
+        raise MadohubValueError(f"unknown agent kind {kind!r}; allowed: {', '.join(AGENT_KINDS)}")
     return profile
 
 
@@ -383,7 +382,7 @@ def screen_state(
     *,
     current_command: str | None = None,
     pane_title: str | None = None,
-) -> str:
+) -> ScreenState:
     """``busy``, ``waiting``, ``idle`` or ``unknown`` as the screen shows it.
 
     Waiting beats busy beats idle: a permission prompt needs an answer whatever

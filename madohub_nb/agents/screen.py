@@ -17,9 +17,10 @@ if TYPE_CHECKING:
     from .profiles import AgentProfile
 
 # ESC-introduced sequences (ECMA-48), in the order they must be tried.
-_ESCAPE_SEQUENCE = re.compile(
+ESCAPE_SEQUENCE = re.compile(
     r"""
-      \x1b\[ [0-?]* [ -/]* [@-~]                    # CSI: colours, cursor moves, bracketed-paste marks
+      \x1b\[ (?P<params>[0-?]*) [ -/]* (?P<final>[@-~])  # CSI: colours, cursor moves, paste marks
+    | \x1b\[ [0-?]* [ -/]* \Z                       # a CSI cut off at the end of a capture
     | \x1b\] [^\x07\x1b]* (?:\x07|\x1b\\|(?=\x1b)|\Z)  # OSC: titles, links, clipboard (BEL or ST)
     | \x1b[PX^_] [\s\S]*? (?:\x1b\\|\x07|\Z)        # DCS, SOS, PM, APC strings up to ST
     | \x1b [ -/]+ [0-~]                             # nF: charset selects ESC ( B, ESC % G, ESC # 8
@@ -43,7 +44,7 @@ _C1_SEQUENCE = re.compile(
 _STRAY_CONTROLS = re.compile(r"[\x07\x0e\x0f]")
 
 # Every control character except newline and tab: C0, DEL and C1.
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # Bracketed-paste markers whose ESC was removed elsewhere ("[200~" starts a paste, "[201~" ends it).
 _PASTE_MARK_REMNANT = re.compile(r"\[20[01]~")
@@ -56,7 +57,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def strip_ansi(text: str) -> str:
     """Remove terminal escape sequences (CSI, OSC, DCS/SOS/PM/APC, ESC x, charsets); keep the text."""
-    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = ESCAPE_SEQUENCE.sub("", text)
     text = _C1_SEQUENCE.sub("", text)
     return _STRAY_CONTROLS.sub("", text)
 
@@ -166,10 +167,10 @@ def sanitize_for_typing(text: str | bytes) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     text = _SURROGATE.sub("\ufffd", text)
-    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = ESCAPE_SEQUENCE.sub("", text)
     text = _C1_SEQUENCE.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL_CHARS.sub("", text)
+    text = CONTROL_CHARS.sub("", text)
     # Removing one marker can join the pieces of another ("[20[200~0~"): repeat until none is left.
     previous = None
     while previous != text:

@@ -47,14 +47,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import LogError, MadohubValueError
-from ..settings import (
-    DELIVERY_MODES,
-    EXTRACTION_METHODS,
-    LOG_BUSY_TIMEOUT_MS,
-    ROUND_STATUSES,
-    check_choice,
-    check_range,
-)
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES
+from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
+from ..settings import DELIVERY_MODES, LOG_BUSY_TIMEOUT_MS, check_choice, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -62,20 +57,12 @@ SCHEMA_VERSION: Final = 1
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
-REDACTED: Final = "[redacted]"
-MIN_SECRET_CHARS: Final = 8
-SECRET_ENV_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
-"""Environment variables whose values are registered as secrets automatically."""
 
 MIN_FREE_BYTES: Final = 1 << 20
 """``ensure_writable`` refuses when the log's file system has less free space."""
 
 _PROBE_BYTES: Final = 16 * 1024  # a generous round; makes the write probe allocate pages
 _SQLITE_HEADER: Final = b"SQLite format 3\x00"
-_SECRET_PATTERNS: Final = (
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]+"),
-    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"),
-)
 
 
 @dataclass(kw_only=True)
@@ -177,15 +164,6 @@ def default_log_path() -> Path:
     if base is None:
         base = Path.home() / ".local" / "share"
     return base / APP_NAME / "rounds.sqlite3"
-
-
-def scrub_secrets(text: str, secrets: Iterable[str] = ()) -> str:
-    """Replace API-key-like strings and each of ``secrets`` in ``text`` by ``[redacted]``."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(REDACTED, text)
-    return text
 
 
 def _advice(message: str, busy_timeout_ms: int) -> str:

@@ -37,6 +37,7 @@ _PANE_FORMAT = "\t".join(
         "#{pane_height}",
         "#{pane_current_path}",
         "#{pane_dead_status}",
+        "#{pane_title}",  # last: a title may hold a tab
     ]
 )
 
@@ -55,11 +56,12 @@ class PaneInfo:
     height: int
     current_path: str
     dead_status: int | None
+    title: str = ""
 
 
 def _parse_pane_info(line: str) -> PaneInfo | None:
-    parts = line.split("\t")
-    if len(parts) != 10 or not parts[1].isdigit():
+    parts = line.split("\t", 10)
+    if len(parts) != 11 or not parts[1].isdigit():
         return None
     return PaneInfo(
         pane_id=parts[0],
@@ -72,6 +74,7 @@ def _parse_pane_info(line: str) -> PaneInfo | None:
         height=int(parts[7] or 0),
         current_path=parts[8],
         dead_status=int(parts[9]) if parts[9].lstrip("-").isdigit() else None,
+        title=parts[10],
     )
 
 
@@ -132,12 +135,13 @@ class Tmux:
         window_name: str | None = None,
         width: int = 200,
         height: int = 50,
-    ) -> str:
-        """Start ``command`` in a new window of ``session`` (created if needed); return its pane id.
+    ) -> tuple[str, int]:
+        """Start ``command`` in a new window of ``session`` (created if needed).
 
-        Each tile gets a window of its own so that panes keep a stable size.
+        Returns the new pane's id and pid. Each tile gets a window of its own so
+        that panes keep a stable size.
         """
-        opts: list[str] = ["-P", "-F", "#{pane_id}"]
+        opts: list[str] = ["-P", "-F", "#{pane_id} #{pane_pid}"]
         if cwd:
             opts += ["-c", cwd]
         for key, value in (env or {}).items():
@@ -191,11 +195,11 @@ class Tmux:
                 "focus-events",
                 "on",
             )
-            return out.strip()
+            return _pane_and_pid(out)
         out = self.run("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
-        pane_id = out.strip()
+        pane_id, pid = _pane_and_pid(out)
         self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
-        return pane_id
+        return pane_id, pid
 
     def kill_session(self, name: str) -> None:
         self.run("kill-session", "-t", f"={name}", check=False)
@@ -258,6 +262,15 @@ class Tmux:
                 f"pane {pane!r} does not exist on {where}; list panes with `tmux list-panes -a`"
             )
         return info
+
+
+def _pane_and_pid(out: str) -> tuple[str, int]:
+    """``"%3 4242"`` (what ``-P -F '#{pane_id} #{pane_pid}'`` prints) → ``("%3", 4242)``."""
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    pane_id, _, pid = first.partition(" ")
+    if not PANE_ID_RE.match(pane_id) or not pid.isdigit():
+        raise TmuxError(f"tmux did not report the new pane (it printed {out.strip()!r})")
+    return pane_id, int(pid)
 
 
 _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}

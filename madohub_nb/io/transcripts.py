@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import MadohubValueError
-
-EXTRACTION_METHODS = ("jsonl", "rollout", "terminal")
-"""How an answer was extracted: Claude transcript, Codex rollout, or the screen."""
+from ..model import EXTRACTION_METHODS, ExtractionMethod
 
 CHUNK_BYTES = 64 * 1024
 """First read size of the backwards reader; doubled while a line has no start yet."""
@@ -62,7 +60,7 @@ class Extraction:
     """
 
     text: str
-    method: str
+    method: ExtractionMethod
     path: Path | None
     message_id: str | None = None
 
@@ -216,6 +214,7 @@ def read_last_response(
     f = _open_regular(p)
     if f is None:
         return None
+    method: ExtractionMethod
     try:
         with f:
             records = _records(iter_lines_backwards(f, stats=stats))

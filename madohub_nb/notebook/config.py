@@ -9,17 +9,22 @@ live hub where they can and say so where they cannot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from traitlets import Enum, Int, TraitError, Unicode, observe, validate
+from traitlets import Enum, Float, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
-from ..settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
+from ..settings import (
+    AI_MAX_RETRIES,
+    AI_TIMEOUT_S,
+    DELIVERY_MODES,
+    IDLE_DELAY_MS,
+    IDLE_DELAY_MS_RANGE,
+)
 
 if TYPE_CHECKING:
     from traitlets import TraitType
-
-    from ..hub import Hub
 
 HUB_SETTINGS: Final = (
     "socket_name",
@@ -29,15 +34,26 @@ HUB_SETTINGS: Final = (
     "base_url",
     "model",
     "claude_home",
+    "delivery",
+    "ai_timeout_s",
+    "ai_max_retries",
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-LIVE_SETTINGS: Final = ("idle_delay_ms", "api_key", "base_url", "model", "claude_home", "delivery")
+LIVE_SETTINGS: Final = (
+    "idle_delay_ms",
+    "api_key",
+    "base_url",
+    "model",
+    "claude_home",
+    "delivery",
+    "ai_timeout_s",
+    "ai_max_retries",
+)
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
 FIXED_SETTINGS: Final = ("socket_name", "log_path")
 """Settings fixed when the hub is made: a change waits for the next hub."""
-# ``delivery`` is a Hub keyword too (the default of hub.send and of %madohub connect).
 
 
 class MadoHub(SingletonConfigurable):
@@ -78,9 +94,15 @@ class MadoHub(SingletonConfigurable):
         default_value="typed",
         help="Default delivery of %madohub connect: typed line by line, or a bracketed paste.",
     ).tag(config=True)
+    ai_timeout_s = Float(
+        AI_TIMEOUT_S, help="Per-attempt timeout (seconds) of one Anthropic API request."
+    ).tag(config=True)
+    ai_max_retries = Int(
+        AI_MAX_RETRIES, help="How often a failed Anthropic request is retried (0 to 10)."
+    ).tag(config=True)
 
     def __repr__(self) -> str:
-        parts = [f"{name}={self._shown(name)}" for name in (*HUB_SETTINGS, "delivery")]
+        parts = [f"{name}={self._shown(name)}" for name in HUB_SETTINGS]
         return f"MadoHub({', '.join(parts)})"
 
     def _shown(self, name: str) -> str:
@@ -113,24 +135,22 @@ class MadoHub(SingletonConfigurable):
 
     def hub_kwargs(self) -> dict[str, Any]:
         """The keywords ``Hub(...)`` is called with (every setting)."""
-        return {name: getattr(self, name) for name in (*HUB_SETTINGS, "delivery")}
+        return {name: getattr(self, name) for name in HUB_SETTINGS}
 
-    @observe(*LIVE_SETTINGS)
-    def _apply_live(self, change: dict[str, Any]) -> None:
-        hub = live_hub()
-        if hub is not None:
-            setattr(hub, change["name"], change["new"])
+    @observe(*LIVE_SETTINGS, *FIXED_SETTINGS)
+    def _changed(self, change: dict[str, Any]) -> None:
+        for listener in list(_CHANGE_LISTENERS):
+            listener(change["name"], change["old"], change["new"])
 
-    @observe(*FIXED_SETTINGS)
-    def _explain_fixed(self, change: dict[str, Any]) -> None:
-        hub = live_hub()
-        if hub is None:
-            return
-        current = getattr(hub, change["name"], change["old"])
-        print(
-            f"MadoHub.{change['name']} = {change['new']!r} applies to the next hub only; "
-            f"the running hub and its tiles keep {current!r} (hub.close() then get_hub() to switch)."
-        )
+
+SettingListener = Callable[[str, Any, Any], None]
+_CHANGE_LISTENERS: list[SettingListener] = []
+
+
+def on_change(listener: SettingListener) -> None:
+    """Call ``listener(name, old, new)`` whenever a ``MadoHub`` setting changes."""
+    if listener not in _CHANGE_LISTENERS:
+        _CHANGE_LISTENERS.append(listener)
 
 
 def settings(shell: Any = None) -> MadoHub:
@@ -171,13 +191,6 @@ def unregister(shell: Any) -> None:
 def hub_kwargs_from_config() -> dict[str, Any]:
     """The ``Hub(...)`` keywords from the ``MadoHub`` settings (IPython config when it runs)."""
     return settings().hub_kwargs()
-
-
-def live_hub() -> Hub | None:
-    """The kernel's hub if one is open, without creating it."""
-    from ..hub import registry
-
-    return registry.current
 
 
 def _running_shell() -> Any:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from ..errors import MadohubError, MadohubValueError
+from ..model import AGENT_KINDS
 from ..settings import (
-    AGENT_KINDS,
     COOLDOWN_MS_RANGE,
     DELIVERY_MODES,
     DISPATCH_MODES,
@@ -41,6 +41,8 @@ DEBUG_ENV = "MADOHUB_DEBUG"
 """Set to 1 to let magic errors raise with their traceback."""
 
 ARROW = "->"
+REPLAY_WAIT_S = 660.0
+"""``%madohub replay`` waits this long for its round (a delivery waits up to 600 s for an idle target)."""
 
 
 class HelpShown(Exception):
@@ -374,7 +376,7 @@ class MadohubMagics(Magics):
 
     def hub(self) -> Hub:
         """The kernel's hub (created from ``MadoHub`` settings on first use)."""
-        from ..hub import get_hub
+        from .registry import get_hub
 
         config.settings(self.shell)  # so the hub is made from this shell's config
         return get_hub()
@@ -528,7 +530,8 @@ class MadohubMagics(Magics):
             kwargs["transform"] = args.transform
         if template is not None:
             kwargs["template"] = template
-        return self.hub().replay(args.round_id, **kwargs)
+        # The engine runs in its own thread: waiting here never stops routing.
+        return self.hub().replay(args.round_id, **kwargs).result(REPLAY_WAIT_S)
 
     def _template(self, args: argparse.Namespace, cell: str) -> str | None:
         if cell.strip():
@@ -543,10 +546,10 @@ class MadohubMagics(Magics):
         )
 
     def _close(self, args: argparse.Namespace, cell: str) -> None:
-        from ..hub import registry
+        from .registry import registry
 
         self._no_cell(args, cell)
-        if config.live_hub() is None:
+        if registry.current is None:
             print("no hub is open")
             return
         registry.reset()

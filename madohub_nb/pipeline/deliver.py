@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..agents.profiles import AgentProfile
 from ..agents.screen import cap_text, input_text, sanitize_for_typing
-from ..errors import DeliveryError
+from ..errors import DeliveryError, TileError
 from ..io.tmux import key_name
 from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
@@ -36,6 +37,8 @@ READY_POLL_S = 0.25
 VERIFY_TIMEOUT_S = 3.0
 """How long to look for evidence that the prompt was submitted, per attempt."""
 SUBMIT_RETRIES = 2
+START_WAIT_S = 10.0
+"""How long a delivery waits for a just-made target's start-up check."""
 SEND_KEYS_MAX_BYTES = 4096
 """Most UTF-8 bytes one ``send-keys`` call types (tmux refuses commands over ~16 KB)."""
 
@@ -120,6 +123,19 @@ class Deliverer:
             lock = self._locks[pane_id] = asyncio.Lock()
         return lock
 
+    async def _started(self, tile: Tile) -> None:
+        """Wait for a new tile's start-up check; a command that exited at once takes nothing."""
+        if not tile.ready.done():
+            # A failed start sets tile.error (checked below); a slow one is not waited for long.
+            with contextlib.suppress(asyncio.TimeoutError, TileError):
+                await asyncio.wait_for(
+                    asyncio.shield(asyncio.wrap_future(tile.ready)), START_WAIT_S
+                )
+        if tile.error:
+            raise DeliveryError(
+                f"target {tile.name!r} cannot take input: {tile.error}; nothing was typed"
+            )
+
     async def wait_ready(self, tile: Tile, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until the target is idle; raise DeliveryError if it exits or stays busy."""
         deadline = time.monotonic() + timeout_s
@@ -129,7 +145,9 @@ class Deliverer:
             if state == "idle":
                 return
             if state == "exited":
-                raise DeliveryError(f"target {tile.name!r} has exited; nothing was typed")
+                raise DeliveryError(
+                    f"target {tile.name!r} has exited{tile.exit_note()}; nothing was typed"
+                )
             await self._sleep(READY_POLL_S)
         raise DeliveryError(
             f"target {tile.name!r} was not idle after {timeout_s:.0f} s (state: {state}); nothing was typed"
@@ -150,14 +168,17 @@ class Deliverer:
         if not content.strip():
             raise DeliveryError("nothing to deliver: the prompt is empty after cleaning")
         async with self.lock_for(tile.pane_id):
+            await self._started(tile)
             if not legacy:
                 await self.wait_ready(tile, ready_timeout_s)
             if before_typing is not None:
                 before_typing()
             info = await asyncio.to_thread(tile.pane_info)
             if info is None or info.dead:
-                raise DeliveryError(f"target {tile.name!r} has exited; nothing was typed")
-            tmux = tile._tmux
+                raise DeliveryError(
+                    f"target {tile.name!r} has exited{tile.exit_note()}; nothing was typed"
+                )
+            tmux = tile.tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
             started = datetime.now(timezone.utc)
@@ -204,7 +225,7 @@ class Deliverer:
     async def _type_lines(
         self, tile: Tile, lines: list[str], newline_key: str | None, pause: bool
     ) -> None:
-        tmux = tile._tmux
+        tmux = tile.tmux
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
             # One tmux call per line: its chunks and the line break, as ";"-separated
@@ -224,7 +245,7 @@ class Deliverer:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 
     async def _press_submit(self, tile: Tile, profile: AgentProfile) -> None:
-        tmux = tile._tmux
+        tmux = tile.tmux
         await self._sleep(profile.pre_submit_delay_ms / 1000)
         keys = [key_name(k) for k in profile.submit_keys]
         if profile.between_submit_keys_ms == 0:
@@ -251,7 +272,7 @@ class Deliverer:
                     return attempt, True
                 await self._sleep(0.1)
             if attempt <= SUBMIT_RETRIES:
-                await tile._tmux.arun(
+                await tile.tmux.arun(
                     "send-keys", "-t", tile.pane_id, key_name(profile.submit_keys[-1])
                 )
         return SUBMIT_RETRIES + 1, False

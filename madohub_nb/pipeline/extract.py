@@ -78,7 +78,7 @@ def transcript_path(tile: Tile) -> Path | None:
         return None
     extractor = tile.profile.extractor
     if extractor == "jsonl":
-        return claude_transcript_path(proc, tile._claude_home())
+        return claude_transcript_path(proc, tile.claude_home())
     if extractor == "rollout":
         return codex_rollout_path(proc)
     return None

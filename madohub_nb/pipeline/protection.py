@@ -41,8 +41,13 @@ class LoopGuard:
         return max(0.0, self.last_fired_ms + self.cooldown_ms - now_ms)
 
     def stops(self, text: str | None) -> bool:
-        """Does the source output contain the stop keyword?"""
-        return bool(self.stop_keyword and text and self.stop_keyword in text)
+        """Does the source output contain this route's stop keyword?"""
+        return self.says_stop(self.stop_keyword, text)
+
+    @staticmethod
+    def says_stop(stop_keyword: str | None, text: str | None) -> bool:
+        """Does ``text`` contain ``stop_keyword`` (exact, case-sensitive)?"""
+        return bool(stop_keyword and text and stop_keyword in text)
 
     def fire(self, now_ms: float) -> int:
         """Record a firing; return its 1-based round number."""

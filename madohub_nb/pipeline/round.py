@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import DeliveryError, LogError, MadohubError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
-from .transforms import TransformContext, TransformSpec, apply
-
-if TYPE_CHECKING:
-    from ..hub import Hub
-    from .tile import Tile
+from .deliver import Deliverer
+from .protection import LoopGuard
+from .tile import Tile
+from .transforms import AIClientConfig, TransformContext, TransformSpec, apply
 
 SCREEN_TAIL_LINES = 200
 """Scrollback read for the terminal transforms (full-output, raw)."""
@@ -47,15 +47,39 @@ class RoundPlan:
     replay_of: str | None = None
     prompt: str | None = None
     """A prompt given up front (hand ``send``): skips the transform."""
+    still_wanted: Callable[[], bool] | None = None
+    """Asked just before typing: False (the route was stopped meanwhile) types nothing."""
     fired_mono: float = field(default_factory=time.monotonic)
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class RoundServices(Protocol):
+    """What a round needs from the hub around it, and nothing more."""
+
+    session_id: str
+    deliverer: Deliverer
+
+    def ai_config(self, model: str | None = None) -> AIClientConfig:
+        """The Anthropic client settings for an AI transform (key, base URL, model)."""
+
+    def ensure_writable(self) -> None:
+        """Raise ``LogError`` if the round log cannot take the round about to be typed."""
+
+    def log_unwritable(self, exc: LogError) -> None:
+        """The log refused a write: pause routing until it is writable again."""
+
+    async def record(self, rec: RoundRecord) -> RoundRecord:
+        """Write a finished round (or keep it when the log refuses); returns it as logged."""
+
+    def record_now(self, rec: RoundRecord) -> RoundRecord:
+        """:meth:`record` without waiting, for a round cancelled mid-way."""
 
 
 def _ms(since: float) -> float:
     return round((time.monotonic() - since) * 1000, 3)
 
 
-async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
+async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
     """Run one round and append it to the log; never raises for round-level failures."""
     ex = plan.extraction
     target_name = plan.target.name if plan.target is not None else str(plan.meta.get("target", ""))
@@ -88,17 +112,17 @@ async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
         rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
         rec.status, rec.error = "error", "cancelled: the hub was closed before the round finished"
-        hub._append_round(rec)
+        hub.record_now(rec)
         raise
-    return hub._append_round(rec)
+    return await hub.record(rec)
 
 
-async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
+async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     if plan.exhausted:
         rec.status = "exhausted"
         rec.error = f"max_rounds={plan.max_rounds} reached; the route no longer delivers"
         return
-    if plan.stop_keyword and rec.extracted and plan.stop_keyword in rec.extracted:
+    if LoopGuard.says_stop(plan.stop_keyword, rec.extracted):
         rec.status = "stopped"
         rec.error = f"stop keyword {plan.stop_keyword!r} found in the source output"
         return
@@ -128,16 +152,15 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
         return
     if plan.target is None:
         raise DeliveryError(f"target {rec.target!r} is not a tile of this hub; nothing was typed")
-    route = next((r for r in hub.routes if r.id == plan.route_id), None)
 
     def before_typing() -> None:
         # A route stopped while its round waited for a busy target types nothing later.
-        if route is not None and route.state == "stopped" and plan.replay_of is None:
+        if plan.still_wanted is not None and not plan.still_wanted():
             raise DeliveryError(
                 f"route {plan.route_id} was stopped while its round waited for "
                 f"{rec.target!r}; nothing was typed"
             )
-        hub.log.ensure_writable()
+        hub.ensure_writable()
 
     started = time.monotonic()
     try:
@@ -150,7 +173,7 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
         )
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.
-        hub._log_unwritable(exc)
+        hub.log_unwritable(exc)
         raise
     finally:
         rec.deliver_ms = _ms(started)

@@ -10,22 +10,38 @@ from __future__ import annotations
 import asyncio
 import codecs
 import hashlib
-import html
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from ..agents.screen import strip_ansi
-from ..engine import HubEvent
 from ..io.transcripts import Extraction
+from ..io.watch import PaneStream
+from ..model import HubEvent, RouteState
+from ..render import html_for_route
 from .extract import extract
 from .protection import LoopGuard
-from .round import RoundPlan, run_round
+from .round import RoundPlan, RoundServices, run_round
+from .tile import Tile
 from .transforms import TransformSpec
 from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger
 
-if TYPE_CHECKING:
-    from ..hub import Hub
-    from .tile import Tile
+
+class RouteServices(RoundServices, Protocol):
+    """What a route needs from the hub around it: its rounds' needs, output, events, timing."""
+
+    @property
+    def idle_delay_ms(self) -> int:
+        """Silence after the completion evidence before on-idle fires (live setting)."""
+
+    async def watch(self, tile: Tile) -> PaneStream:
+        """The pushed output of ``tile``'s pane (engine thread)."""
+
+    def emit(self, event: HubEvent) -> None:
+        """Tell listeners (widgets) something changed; from any thread."""
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` on the engine thread."""
 
 
 def _text_key(found: Extraction | None) -> str | None:
@@ -49,7 +65,7 @@ class Route:
 
     def __init__(
         self,
-        hub: Hub,
+        services: RouteServices,
         route_id: str,
         source: Tile,
         target: Tile,
@@ -63,7 +79,7 @@ class Route:
         allow_shell: bool,
     ) -> None:
         self.id = route_id
-        self._hub = hub
+        self._services = services
         self.source_tile = source
         self.target_tile = target
         self.trigger = trigger
@@ -73,7 +89,7 @@ class Route:
         self.dispatch = dispatch
         self.delivery = delivery
         self.allow_shell = allow_shell
-        self.state = "active"
+        self.state: RouteState = "active"
         self.last_status: str | None = None
         self.last_round_id: str | None = None
         self.last_error: str | None = None
@@ -116,15 +132,25 @@ class Route:
         """End the route for good (a round already typing finishes first)."""
         if self.state in ("active", "paused"):
             self._set_state("stopped")
-        self._hub.engine.call_soon(self._cancel_if_idle)
+        self._services.call_soon(self._cancel_if_idle)
+
+    def end(self) -> None:
+        """The hub closes: the route reads ``stopped`` at once (its task is cancelled next)."""
+        if self.state in ("active", "paused", "exhausted"):
+            self.state = "stopped"
+
+    def cancel(self) -> None:
+        """Cancel the route's task (engine thread)."""
+        if self._task is not None:
+            self._task.cancel()
 
     def _cancel_if_idle(self) -> None:
         if self._task is not None and not self._in_round:
             self._task.cancel()
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: RouteState) -> None:
         self.state = state
-        self._hub._emit(HubEvent("route_state", self.id, state, self))
+        self._services.emit(HubEvent("route_state", self.id, state, self))
 
     # the task -------------------------------------------------------------
     _in_round = False
@@ -134,9 +160,9 @@ class Route:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
 
     async def _run(self) -> None:
-        hub = self._hub
+        hub = self._services
         source = self.source_tile
-        stream = await hub.watcher.watch(source.pane_id, source.session, source.pane_pid)
+        stream = await hub.watch(source)
         listener = stream.listen()
         legacy = self.dispatch == "legacy"
         idle: IdleTrigger | None = None
@@ -173,9 +199,7 @@ class Route:
                         self.last_error = f"source {source.name!r} exited"
                         self._set_state("stopped")
                         return
-                    stream = await hub.watcher.watch(
-                        source.pane_id, source.session, source.pane_pid
-                    )
+                    stream = await hub.watch(source)
                     listener.close()
                     listener = stream.listen()
                     continue
@@ -238,7 +262,6 @@ class Route:
     async def _round(
         self, found: Extraction | None, extract_ms: float, exhausted: bool = False
     ) -> None:
-        hub = self._hub
         screen_tail = None
         if self.spec.name in ("full-output", "raw"):
             screen_tail = (
@@ -262,10 +285,11 @@ class Route:
             screen_tail=screen_tail,
             stop_keyword=self.guard.stop_keyword,
             exhausted=exhausted,
+            still_wanted=lambda: self.state != "stopped",
         )
         self._in_round = True
         try:
-            rec = await run_round(hub, plan)
+            rec = await run_round(self._services, plan)
         finally:
             self._in_round = False
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
@@ -274,7 +298,7 @@ class Route:
         elif not exhausted and self.guard.exhausted and self.state == "active":
             self._set_state("exhausted")
         else:
-            hub._emit(HubEvent("route_state", self.id, self.state, self))
+            self._services.emit(HubEvent("route_state", self.id, self.state, self))
 
     def _stop_listening(self) -> None:
         if self._task is not None:
@@ -296,8 +320,4 @@ class Route:
         )
 
     def _repr_html_(self) -> str:
-        return (
-            f"<div><b>{html.escape(self.id)}</b>: {html.escape(self.source)} → {html.escape(self.target)}"
-            f" · <i>{self.state}</i> · rounds {self.rounds}/{self.max_rounds} · {self.trigger} · "
-            f"{self.spec.name} · {self.dispatch} · last: {self.last_status or '–'}</div>"
-        )
+        return html_for_route(self)

@@ -8,22 +8,91 @@ what its last response was.
 from __future__ import annotations
 
 import asyncio
-import html
-from collections.abc import Callable
+import concurrent.futures
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
 
 from ..agents.claude import claude_config_dir, read_session_file
-from ..agents.detect import find_agent_process
+from ..agents.detect import detect_kind, find_agent_process
 from ..agents.profiles import AgentProfile, get_profile, screen_state
 from ..agents.screen import strip_ansi
-from ..errors import TmuxError
+from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.tmux import PaneInfo, Tmux
+from ..io.transcripts import turn_finished
+from ..model import AGENT_KINDS, TileState
+from ..render import html_for_tile
 from . import extract as extraction
 
 if TYPE_CHECKING:
     from ..io.transcripts import Extraction
+
+EXIT_CHECK_S = 0.5
+"""How long a new tile's command is watched for exiting at once."""
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_new_tile(
+    name: object,
+    command: object,
+    cwd: str | os.PathLike[str] | None,
+    env: object,
+) -> str | None:
+    """Validate ``hub.tile(...)`` arguments for a new pane; returns the resolved working dir."""
+    check_tile_name(name)
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise MadohubValueError(
+            f"command must be a non-empty shell command string, got {command!r}"
+        )
+    if env is not None and not (
+        isinstance(env, Mapping)
+        and all(
+            isinstance(k, str) and isinstance(v, str) and ENV_NAME_RE.match(k)
+            for k, v in env.items()
+        )
+    ):
+        raise MadohubValueError("env must map variable names (letters, digits, '_') to strings")
+    if cwd is None:
+        return None
+    path = Path(os.path.expanduser(str(cwd)))
+    if not path.is_dir():
+        raise MadohubValueError(f"cwd {str(cwd)!r} is not an existing directory")
+    return str(path.resolve())
+
+
+def check_tile_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise MadohubValueError(
+            f"tile name {name!r} is not allowed; use a letter then letters, digits, '-' or '_' "
+            "(at most 40), e.g. 'writer'"
+        )
+    return name
+
+
+def pane_reference(pane: object, socket_name: str | None) -> str:
+    """``%3``, ``sess:win.pane``, or a ``libtmux.Pane`` (of the hub's tmux server) → a target."""
+    if isinstance(pane, str):
+        return pane
+    pane_id = getattr(pane, "pane_id", None)
+    if not isinstance(pane_id, str):
+        raise MadohubValueError(
+            f"pane must be a pane id like '%3', a target like 'sess:win.pane' or a libtmux.Pane, "
+            f"got {pane!r}"
+        )
+    server = getattr(pane, "server", None)
+    theirs = getattr(server, "socket_name", None)
+    if theirs != socket_name:
+        raise MadohubValueError(
+            f"pane {pane_id} belongs to tmux server {theirs!r}, but this hub uses "
+            f"{socket_name!r}; make the hub with Hub(socket_name={theirs!r})"
+        )
+    return pane_id
 
 
 class Tile:
@@ -47,14 +116,22 @@ class Tile:
         self.agent = agent
         self.session = session
         self.created = created
-        self._tmux = tmux
+        self.tmux = tmux
         self._claude_home = claude_home
         self._agent_proc: psutil.Process | None = None
         self._seen_agent = False
-        self.last_state = "unknown"
+        self.last_state: TileState = "unknown"
         self._on_state = on_state
         self.pane_pid = pane_pid
         """The pid of the pane's own process (its shell, or the agent started as the pane)."""
+        self.error: str | None = None
+        """Why the tile's command could not run (it exited at once: status and output)."""
+        self.ready: concurrent.futures.Future[Tile] = concurrent.futures.Future()
+        """Resolves to the tile once its command survived start-up (or raises TileError)."""
+
+    def claude_home(self) -> str | None:
+        """The hub's fallback Claude config directory (``claude_home`` setting)."""
+        return self._claude_home()
 
     @property
     def profile(self) -> AgentProfile:
@@ -63,14 +140,14 @@ class Tile:
     # facts from tmux ----------------------------------------------------
     def pane_info(self) -> PaneInfo | None:
         try:
-            return self._tmux.pane_info(self.pane_id)
+            return self.tmux.pane_info(self.pane_id)
         except TmuxError:
             return None
 
     def screen(self, ansi: bool = False) -> str:
         """The visible screen; ANSI codes stripped unless ``ansi=True``. Empty if the pane is gone."""
         try:
-            text = self._tmux.capture(self.pane_id, ansi=ansi)
+            text = self.tmux.capture(self.pane_id, ansi=ansi)
         except TmuxError:
             return ""
         return text if ansi else strip_ansi(text)
@@ -78,7 +155,7 @@ class Tile:
     def history(self, lines: int = 200) -> str:
         """Screen plus ``lines`` of scrollback, ANSI stripped (for terminal transforms)."""
         try:
-            return strip_ansi(self._tmux.capture(self.pane_id, history_lines=lines))
+            return strip_ansi(self.tmux.capture(self.pane_id, history_lines=lines))
         except TmuxError:
             return ""
 
@@ -112,7 +189,7 @@ class Tile:
         return None
 
     @property
-    def state(self) -> str:
+    def state(self) -> TileState:
         """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown``, read fresh."""
         state = self._read_state()
         if state != self.last_state:
@@ -121,7 +198,7 @@ class Tile:
                 self._on_state(self.name, state)
         return state
 
-    def _read_state(self) -> str:
+    def _read_state(self) -> TileState:
         profile = self.profile
         # A live agent process means a live pane: then no tmux call is needed but the screen.
         proc = self._running_agent() if self.agent != "shell" else None
@@ -138,14 +215,25 @@ class Tile:
         if profile.kind == "claude":
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
-                return session.status
-        return screen_state(profile, self.screen())
+                return session.status  # type: ignore[return-value]  # checked just above
+        title = ""
+        if profile.title_busy_markers:  # Amp: a spinner in the pane title
+            info = self.pane_info()
+            title = info.title if info is not None else ""
+        state = screen_state(profile, self.screen(), pane_title=title)
+        if state == "unknown" and profile.has_transcript:
+            # No marker on screen: the agent's own end-of-turn record decides
+            # (Claude's turn_duration, Codex's task_complete).
+            path = extraction.transcript_path(self)
+            if path is not None and turn_finished(path) is True:
+                return "idle"
+        return state
 
     def last_response(self) -> Extraction | None:
         """The agent's last answer: from its transcript where possible, else from the screen."""
         return extraction.extract(self)
 
-    async def astate(self) -> str:
+    async def astate(self) -> TileState:
         return await asyncio.to_thread(lambda: self.state)
 
     # display ------------------------------------------------------------
@@ -155,9 +243,61 @@ class Tile:
         )
 
     def _repr_html_(self) -> str:
-        screen = html.escape(self.screen())
-        return (
-            f"<div><b>{html.escape(self.name)}</b> · {self.agent} · {self.pane_id} · "
-            f"<i>{self.last_state}</i><pre style='font-size:11px;max-height:24em;overflow:auto'>"
-            f"{screen}</pre></div>"
-        )
+        return html_for_tile(self)
+
+    def exit_note(self) -> str:
+        """`` (why it exited)`` when the tile's command failed at start-up, else ``""``."""
+        return f" ({self.error})" if self.error else ""
+
+
+async def watch_start(tile: Tile, command: str | None, *, detect: bool) -> Tile:
+    """Watch a new tile's command for :data:`EXIT_CHECK_S`; then, if asked, detect its agent.
+
+    A command that exits at once is an error the user must see: its exit status
+    and last lines of output go into ``tile.error`` and the raised ``TileError``,
+    and any round aimed at the tile says the same.
+    """
+    deadline = time.monotonic() + EXIT_CHECK_S
+    while time.monotonic() < deadline:
+        info = await asyncio.to_thread(tile.pane_info)
+        if info is None:  # killed from outside (kill-pane, the server died): not its command
+            raise TileError(f"the pane of tile {tile.name!r} was closed while it started")
+        if info.dead:
+            tile.error = await _exit_report(tile, info, command)
+            tile.last_state = "exited"
+            raise TileError(tile.error)
+        await asyncio.sleep(0.05)
+    if detect:
+        info = await asyncio.to_thread(tile.pane_info)
+        if info is not None:
+            found = await asyncio.to_thread(detect_kind, info.pid, info.current_command)
+            if found in AGENT_KINDS:
+                tile.agent = found
+    return tile
+
+
+async def _exit_report(tile: Tile, info: PaneInfo, command: str | None) -> str:
+    # tmux marks the pane dead at the pty's EOF and records the exit status only
+    # when it reaps the child; under load that can take a while.
+    for _ in range(60):
+        if info.dead_status is not None:
+            break
+        await asyncio.sleep(0.03)
+        fresh = await asyncio.to_thread(tile.pane_info)
+        info = fresh or info
+    try:
+        screen = await asyncio.to_thread(tile.tmux.capture, tile.pane_id, False, 50)
+    except TmuxError:
+        screen = ""
+    await asyncio.to_thread(tile.tmux.kill_pane, tile.pane_id)
+    status = info.dead_status
+    if status is None:  # tmux also writes it into the pane: "Pane is dead (status 3, …)"
+        found = re.search(r"Pane is dead \(status (\d+)", screen)
+        status = int(found.group(1)) if found else None
+    printed = [ln for ln in screen.splitlines() if ln.strip() and not ln.startswith("Pane is dead")]
+    tail = " | ".join(printed[-3:])
+    return (
+        f"command {command!r} for tile {tile.name!r} exited at once"
+        + (f" with status {status}" if status is not None else "")
+        + (f"; it printed: {tail}" if tail else "")
+    )

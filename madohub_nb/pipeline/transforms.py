@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from .. import settings
 from ..errors import MadohubValueError, TransformError
+from ..secrets import scrub_secrets
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -63,9 +64,6 @@ SUMMARY_SYSTEM = (
 )
 
 _CUT_MARKER = "[… {count} earlier characters cut …]\n"
-
-# A key-shaped token, scrubbed from messages even when it is not the configured key.
-_KEY_SHAPED = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 
 # Templates --------------------------------------------------------------------
@@ -374,9 +372,7 @@ def build_ai_request(spec: TransformSpec, ctx: TransformContext) -> tuple[str, s
 
 def scrub(text: str, api_key: str | None) -> str:
     """``text`` with the API key (and anything key-shaped) replaced by ``[api key]``."""
-    if api_key:
-        text = text.replace(api_key, "[api key]")
-    return _KEY_SHAPED.sub("[api key]", text)
+    return scrub_secrets(text, [api_key] if api_key else (), marker="[api key]")
 
 
 def _has_cause(err: BaseException, kind: type[BaseException]) -> bool:

@@ -1,0 +1,47 @@
+"""The words of the system, defined once: kinds, states, statuses, events.
+
+Every state a tile, route or round can be in is a ``Literal`` type here, with
+the tuple of its values for validation and messages. Nothing in this module
+does I/O or imports the rest of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, get_args
+
+AgentKind = Literal["claude", "codex", "amp", "opencode", "shell"]
+AGENT_KINDS: Final[tuple[str, ...]] = get_args(AgentKind)
+
+TileState = Literal["idle", "busy", "waiting", "exited", "unknown"]
+TILE_STATES: Final[tuple[str, ...]] = get_args(TileState)
+
+RouteState = Literal["active", "paused", "stopped", "exhausted"]
+ROUTE_STATES: Final[tuple[str, ...]] = get_args(RouteState)
+
+RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
+ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
+
+ExtractionMethod = Literal["jsonl", "rollout", "terminal"]
+"""How a round's source output was read: Claude's transcript, Codex's rollout, the screen."""
+EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
+
+EventKind = Literal[
+    "tile_output", "tile_state", "tile_added", "route_state", "route_added", "round"
+]
+EVENT_KINDS: Final[tuple[str, ...]] = get_args(EventKind)
+
+
+@dataclass(frozen=True)
+class HubEvent:
+    """Something widgets and listeners may want to redraw for.
+
+    ``tile_output`` (tile name, ``data`` = bytes count), ``tile_state`` (name, state),
+    ``tile_added`` (name, ``data`` = the tile), ``route_state`` / ``route_added``
+    (route id, state, ``data`` = the route), ``round`` (route id, status, ``data`` = the record).
+    """
+
+    kind: EventKind
+    name: str = ""
+    state: str = ""
+    data: Any = field(default=None, compare=False)

@@ -1,0 +1,310 @@
+"""What runs behind the hub: settings, the engine thread, the log, watching and delivery.
+
+:class:`Runtime` is the one concrete collaborator that routes and rounds get,
+through the narrow ``RouteServices`` / ``RoundServices`` protocols: output to
+watch, events to emit, rounds to record, the AI client's settings. It also
+holds the hub's tiles and routes (copied on write, so the engine thread can
+read them while another thread adds one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .agents.detect import detect_kind, kind_from_command
+from .engine import Engine, EventBus
+from .errors import LogError, MadohubValueError, TileError
+from .io.log import RoundLog, RoundRecord
+from .io.tmux import Tmux
+from .io.watch import OutputWatcher, PaneStream
+from .model import AGENT_KINDS, HubEvent
+from .pipeline.deliver import Deliverer
+from .pipeline.route import Route
+from .pipeline.tile import Tile, watch_start
+from .pipeline.transforms import AIClientConfig, resolve_api_key
+from .settings import (
+    AI_MAX_RETRIES,
+    AI_TIMEOUT_S,
+    DELIVERY_MODES,
+    IDLE_DELAY_MS_RANGE,
+    check_choice,
+    check_range,
+)
+
+SHUTDOWN_TIMEOUT_S = 2.0
+"""``close()`` ends routes, watchers and the engine thread within about this long."""
+
+
+class Runtime:
+    """The hub's machinery; implements ``RouteServices`` for its routes and rounds."""
+
+    def __init__(
+        self,
+        *,
+        socket_name: str | None,
+        idle_delay_ms: int,
+        log_path: str | os.PathLike[str] | None,
+        api_key: str | None,
+        base_url: str | None,
+        model: str | None,
+        claude_home: str | os.PathLike[str] | None,
+        delivery: str,
+        ai_timeout_s: float = AI_TIMEOUT_S,
+        ai_max_retries: int = AI_MAX_RETRIES,
+    ) -> None:
+        self.idle_delay_ms = idle_delay_ms
+        self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
+        self.socket_name = socket_name
+        self.base_url = base_url
+        self.model = model
+        self.claude_home = str(claude_home) if claude_home is not None else None
+        self._api_key = api_key
+        self.ai_timeout_s = ai_timeout_s
+        self.ai_max_retries = ai_max_retries
+        self.session_id = uuid.uuid4().hex[:12]
+        self.session_name = f"madohub-{self.session_id}"
+        self.tmux = Tmux(socket_name)
+        self.log = RoundLog(log_path, secrets=[api_key] if api_key else ())
+        self.events = EventBus()
+        self.engine = Engine()
+        self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
+        self.deliverer = Deliverer()
+        self.tiles: dict[str, Tile] = {}
+        self.routes: list[Route] = []
+        self.unlogged: list[RoundRecord] = []
+        """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
+        self.rounds_written = 0
+        self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.lock = threading.RLock()
+        """Held while tiles and routes are added, so that calls from many threads stay orderly."""
+
+    # settings ------------------------------------------------------------------
+    @property
+    def idle_delay_ms(self) -> int:
+        return self._idle_delay_ms
+
+    @idle_delay_ms.setter
+    def idle_delay_ms(self, value: int) -> None:
+        self._idle_delay_ms = check_range("idle_delay_ms", value, IDLE_DELAY_MS_RANGE, " ms")
+
+    @property
+    def api_key(self) -> str | None:
+        """The Anthropic API key in use (this setting, else ANTHROPIC_API_KEY); never logged."""
+        return resolve_api_key(self._api_key)
+
+    @api_key.setter
+    def api_key(self, value: str | None) -> None:
+        self._api_key = value
+        if value:
+            self.log.register_secret(value)
+
+    def ai_config(self, model: str | None = None) -> AIClientConfig:
+        key = self.api_key
+        if key:
+            self.log.register_secret(key)
+        kwargs: dict[str, Any] = {
+            "api_key": key,
+            "base_url": self.base_url,
+            "timeout_s": self.ai_timeout_s,
+            "max_retries": self.ai_max_retries,
+        }
+        if model or self.model:
+            kwargs["model"] = model or self.model
+        return AIClientConfig(**kwargs)
+
+    def claude_home_setting(self) -> str | None:
+        return self.claude_home
+
+    # tiles ---------------------------------------------------------------------------
+    def create_tile(
+        self,
+        name: str,
+        agent: str | None,
+        command: str | None,
+        workdir: str | None,
+        env: Mapping[str, str] | None,
+    ) -> Tile:
+        """A new pane running ``command``; its start-up is checked on the engine thread."""
+        self._check_name_free(name)
+        guessed = agent or kind_from_command(command)
+        pane_id, pid = self.tmux.new_pane(
+            self.session_name, command, cwd=workdir, env=env, window_name=name
+        )
+        tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
+        started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
+        started.add_done_callback(lambda f: _copy_outcome(f, tile))
+        return self._watched(tile)
+
+    def adopt_tile(self, name: str, pane: str, agent: str | None) -> Tile:
+        """An existing pane; its agent is detected from its process tree unless given."""
+        info = self.tmux.resolve_pane(pane)
+        if info.dead:
+            raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
+        kind = agent or detect_kind(info.pid, info.current_command)
+        if kind not in AGENT_KINDS:
+            raise TileError(
+                f"could not tell which agent runs in pane {info.pane_id} (it runs "
+                f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
+            )
+        tile = self._add_tile(name, info.pane_id, kind, info.session, False, info.pid)
+        tile.ready.set_result(tile)
+        return self._watched(tile)
+
+    def _add_tile(
+        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None
+    ) -> Tile:
+        tile = Tile(
+            name, pane_id, kind, self.tmux, session=session, created=created,
+            claude_home=self.claude_home_setting, on_state=self.tile_state_changed, pane_pid=pid,
+        )  # fmt: skip
+        with self.lock:
+            clash = self._check_name_free(name, pane_id, raise_=False)
+            if clash is None:
+                self.tiles = {**self.tiles, name: tile}
+        if clash is not None:
+            if created:
+                self.tmux.kill_pane(pane_id)
+            raise MadohubValueError(clash)
+        return tile
+
+    def _watched(self, tile: Tile) -> Tile:
+        self.engine.submit(self.watch(tile))
+        self.emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
+        return tile
+
+    def _check_name_free(
+        self, name: str, pane_id: str | None = None, raise_: bool = True
+    ) -> str | None:
+        problem = None
+        if name in self.tiles and self.tiles[name].error is None:
+            # (a tile whose command failed at start-up may be made again under its name)
+            problem = f"a tile named {name!r} already exists; pick another name"
+        for other in self.tiles.values():
+            if pane_id is not None and other.pane_id == pane_id and other.error is None:
+                problem = f"pane {pane_id} is already the tile {other.name!r}"
+        if problem and raise_:
+            raise MadohubValueError(problem)
+        return problem
+
+    # what routes need --------------------------------------------------------------
+    async def watch(self, tile: Tile) -> PaneStream:
+        return await self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid)
+
+    def emit(self, event: HubEvent) -> None:
+        self.engine.call_soon(self.events.emit, event)
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        self.engine.call_soon(fn, *args)
+
+    def ensure_writable(self) -> None:
+        self.log.ensure_writable()
+
+    def log_unwritable(self, exc: LogError) -> None:
+        for route in self.routes:
+            if route.state == "active":
+                route.last_error = f"paused: the round log cannot be written ({exc})"
+                route.pause()
+
+    async def record(self, rec: RoundRecord) -> RoundRecord:
+        rec = self.log.redact(rec)
+        try:
+            await asyncio.to_thread(self.log.append, rec)
+        except LogError as exc:
+            return self._kept(rec, exc)
+        return self._written(rec)
+
+    def record_now(self, rec: RoundRecord) -> RoundRecord:
+        rec = self.log.redact(rec)
+        try:
+            self.log.append(rec)
+        except LogError as exc:
+            return self._kept(rec, exc)
+        return self._written(rec)
+
+    def _kept(self, rec: RoundRecord, exc: LogError) -> RoundRecord:
+        self.unlogged.append(rec)
+        self.log_unwritable(exc)
+        return self._finished(rec)
+
+    def _written(self, rec: RoundRecord) -> RoundRecord:
+        self.rounds_written += 1
+        return self._finished(rec)
+
+    def _finished(self, rec: RoundRecord) -> RoundRecord:
+        self.emit(HubEvent("round", rec.route_id, rec.status, rec))
+        self.call_soon(self._wake_round_waiters)
+        return rec
+
+    # waiting for rounds ---------------------------------------------------------------
+    @property
+    def rounds_finished(self) -> int:
+        return self.rounds_written + len(self.unlogged)
+
+    def _wake_round_waiters(self) -> None:
+        for n, fut in self._round_waiters:
+            if self.rounds_finished >= n and not fut.done():
+                fut.set_result(None)
+        self._round_waiters = [(n, f) for n, f in self._round_waiters if not f.done()]
+
+    async def wait_rounds(self, n: int, timeout_s: float) -> int:
+        """Wait (on the engine) until ``n`` rounds have finished in all; returns the count."""
+        if self.rounds_finished < n:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._round_waiters.append((n, fut))
+            await asyncio.wait_for(fut, timeout_s)
+        return self.rounds_finished
+
+    # events from below -------------------------------------------------------------
+    def tile_state_changed(self, name: str, state: str) -> None:
+        self.emit(HubEvent("tile_state", name, state))
+
+    def _on_output(self, pane_id: str, nbytes: int) -> None:
+        for tile in self.tiles.values():
+            if tile.pane_id == pane_id:
+                self.events.emit(HubEvent("tile_output", tile.name, data=nbytes))
+
+    # life cycle --------------------------------------------------------------------
+    async def _shutdown(self) -> None:
+        for route in self.routes:
+            route.cancel()
+        await asyncio.gather(*(r.wait_closed() for r in self.routes), return_exceptions=True)
+        await self.watcher.close()
+        if any(t.created for t in self.tiles.values()):
+            await asyncio.to_thread(self.tmux.kill_session, self.session_name)
+
+    def close(self) -> None:
+        """Stop routes and watchers, kill created panes, end the engine thread; any thread."""
+        for route in self.routes:
+            route.end()
+        if self.engine.in_loop_thread:
+            task = self.engine.loop.create_task(self._shutdown())
+            task.add_done_callback(lambda _: self._finish_close())
+            return
+        try:
+            self.engine.run_sync(self._shutdown(), SHUTDOWN_TIMEOUT_S)
+        except Exception:  # a dead tmux server or a stuck task: still end the thread below
+            if any(t.created for t in self.tiles.values()):
+                threading.Thread(
+                    target=self.tmux.kill_session, args=(self.session_name,), daemon=True
+                ).start()
+        self._finish_close()
+
+    def _finish_close(self) -> None:
+        self.engine.close()
+        self.log.close()
+
+
+def _copy_outcome(started: concurrent.futures.Future[Tile], tile: Tile) -> None:
+    """``tile.ready`` takes the outcome of its start-up check."""
+    if started.cancelled():
+        tile.ready.cancel()
+    elif (exc := started.exception()) is not None:
+        tile.ready.set_exception(exc)
+    else:
+        tile.ready.set_result(tile)

@@ -1,0 +1,206 @@
+"""The package reads as one straight pipeline: imports point down, never in a circle.
+
+Layers, from the bottom: the words of the system (model, settings, errors,
+secrets); adapters and agent knowledge (io/, agents/, render); the pipeline and
+the engine; the runtime behind the hub; the hub; the notebook layer. A module
+may import its own layer or a lower one, never a higher one, and no module
+imports another module's private (``_``) name. ``__init__`` (the public facade),
+``demo/`` and ``testing/`` sit outside the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "madohub_nb"
+
+LAYERS: dict[str, int] = {
+    "madohub_nb.errors": 0,
+    "madohub_nb.settings": 0,
+    "madohub_nb.model": 0,
+    "madohub_nb.secrets": 0,
+    "madohub_nb.io": 1,
+    "madohub_nb.agents": 1,
+    "madohub_nb.render": 1,
+    "madohub_nb.pipeline": 2,
+    "madohub_nb.engine": 2,
+    "madohub_nb.runtime": 3,
+    "madohub_nb.hub": 4,
+    "madohub_nb.notebook": 5,
+    "madohub_nb.demo": 5,  # stand-in agents and the demo script, on top of the hub
+}
+OUTSIDE = ("madohub_nb", "madohub_nb.testing", "madohub_nb.__main__")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _layer(module: str) -> int | None:
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return LAYERS[prefix]
+    return None
+
+
+def _outside(module: str) -> bool:
+    return module in OUTSIDE or any(module.startswith(o + ".") for o in OUTSIDE[1:])
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int, bool]]:
+    """(imported module, names, line, type-only) for every package import in ``path``."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(), str(path))
+    type_only_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for inner in ast.walk(node):
+                if hasattr(inner, "lineno"):
+                    type_only_lines.add(inner.lineno)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("madohub_nb"):
+                continue
+            names = [a.name for a in node.names]
+            if node.module is None:  # from . import x: x is a module
+                for name in names:
+                    found.append(
+                        (f"{target}.{name}", [], node.lineno, node.lineno in type_only_lines)
+                    )
+            else:
+                found.append((target, names, node.lineno, node.lineno in type_only_lines))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("madohub_nb"):
+                    found.append((alias.name, [], node.lineno, node.lineno in type_only_lines))
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for target, _, _, type_only in _imports(path):
+            if type_only:
+                continue
+            while target not in modules and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in modules and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def test_every_module_of_the_package_has_a_layer() -> None:
+    unplaced = [m for m in _modules() if _layer(m) is None and not _outside(m)]
+    assert not unplaced, f"give these modules a layer in LAYERS: {unplaced}"
+
+
+def test_imports_only_point_down_the_pipeline() -> None:
+    upward = []
+    for module, path in _modules().items():
+        mine = _layer(module)
+        if mine is None:
+            continue
+        for target, _, line, _ in _imports(path):
+            theirs = _layer(target)
+            if _outside(target) and target != "madohub_nb":
+                upward.append(f"{module}:{line} imports {target} (outside the layers)")
+            elif theirs is not None and theirs > mine:
+                upward.append(f"{module}:{line} (layer {mine}) imports {target} (layer {theirs})")
+    assert not upward, "imports that point up:\n" + "\n".join(upward)
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    private = []
+    for module, path in _modules().items():
+        for target, names, line, _ in _imports(path):
+            if target == module:
+                continue
+            private += [f"{module}:{line} imports {target}.{n}" for n in names if n.startswith("_")]
+    assert not private, "\n".join(private)
+
+
+def test_there_is_no_import_cycle() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    # A package's __init__ re-exports its modules; a module importing a sibling through the
+    # package is the one way such a cycle is harmless, and we do not do it either.
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+@pytest.mark.parametrize(
+    ("source", "check", "expected"),
+    [
+        (
+            "from ..hub import Hub\n",
+            "test_imports_only_point_down_the_pipeline",
+            "imports madohub_nb.hub",
+        ),
+        (
+            "from .log import _record\n",
+            "test_no_module_imports_another_modules_private_name",
+            "_record",
+        ),
+        (
+            "from ..pipeline import round\n",
+            "test_imports_only_point_down_the_pipeline",
+            "imports madohub_nb.pipeline",
+        ),
+        ("from . import log\n", "test_there_is_no_import_cycle", "io.log -> madohub_nb.io.planted"),
+    ],
+)
+def test_the_checks_catch_what_they_look_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, check: str, expected: str
+) -> None:
+    """Plant an offending module in a copy of the package: the checks must fail."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "io" / "planted.py").write_text(source)
+    with (copy / "io" / "log.py").open("a") as log:  # for the cycle: log imports planted
+        log.write("\nfrom . import planted  # noqa\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()
