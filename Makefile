@@ -38,6 +38,7 @@ bench: $(STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 lab: $(STAMP)
+	$(PIP) install -q -e '.[lab]'
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb
 
 clean:

@@ -159,7 +159,7 @@ class Engine:
             task.add_done_callback(lambda _: self.loop.stop())
             return  # the thread ends by itself once the loop stops
         with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(timeout_s + 0.5)
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(timeout_s * 2)
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout_s)

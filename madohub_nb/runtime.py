@@ -19,7 +19,7 @@ from typing import Any
 
 from .agents.detect import detect_kind, kind_from_command
 from .engine import Engine, EventBus
-from .errors import LogError, MadohubValueError, TileError
+from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
@@ -37,7 +37,7 @@ from .settings import (
     check_range,
 )
 
-SHUTDOWN_TIMEOUT_S = 2.0
+SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
 
 
@@ -81,6 +81,8 @@ class Runtime:
         """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
         self.rounds_written = 0
         self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._spawn_lock = threading.Lock()
+        self.closed = False
         self.lock = threading.RLock()
         """Held while tiles and routes are added, so that calls from many threads stay orderly."""
 
@@ -133,9 +135,12 @@ class Runtime:
         """A new pane running ``command``; its start-up is checked on the engine thread."""
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        pane_id, pid = self.tmux.new_pane(
-            self.session_name, command, cwd=workdir, env=env, window_name=name
-        )
+        with self._spawn_lock:  # the first pane also makes the session: one at a time
+            if self.closed:  # (close() raced this call; make no pane it would not kill)
+                raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
+            pane_id, pid = self.tmux.new_pane(
+                self.session_name, command, cwd=workdir, env=env, window_name=name
+            )
         tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
         started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
         started.add_done_callback(lambda f: _copy_outcome(f, tile))
@@ -280,6 +285,8 @@ class Runtime:
 
     def close(self) -> None:
         """Stop routes and watchers, kill created panes, end the engine thread; any thread."""
+        with self._spawn_lock:
+            self.closed = True
         for route in self.routes:
             route.end()
         if self.engine.in_loop_thread:
@@ -296,7 +303,7 @@ class Runtime:
         self._finish_close()
 
     def _finish_close(self) -> None:
-        self.engine.close()
+        self.engine.close(timeout_s=0.25)
         self.log.close()
 
 

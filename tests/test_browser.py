@@ -138,7 +138,8 @@ def lab(tmp_path: Path, home: Path) -> Iterator[Lab]:
     finally:
         kill_tree(proc.pid)
         for pid in kernels:  # a kernel killed before hub.close() leaves its tmux server
-            _kill_tmux_server(f"madohub-quickstart-{pid}")
+            for prefix in ("madohub-quickstart", "madohub-blocking"):
+                _kill_tmux_server(f"{prefix}-{pid}")
 
 
 def _status_ok(url: str, token: str) -> bool:
@@ -306,3 +307,103 @@ def test_quickstart_runs_in_jupyterlab_and_the_tile_view_goes_live(lab: Lab, chr
         assert any("Draft v1" in t for t in texts), "the writer's answer never showed live"
         browser.close()
     assert DASHBOARD_PNG.stat().st_size > 10_000
+
+
+# While a cell blocks -----------------------------------------------------------------
+
+BLOCKING_CELLS = (
+    """import os, tempfile, time
+from pathlib import Path
+import madohub_nb as mh
+%load_ext madohub_nb
+work = Path(tempfile.mkdtemp(prefix="madohub-blocking-"))
+socket = f"madohub-blocking-{os.getpid()}"
+log_path = str(work / "rounds.sqlite3")
+claude_dir = work / "claude"
+%config MadoHub.idle_delay_ms = 1000
+%config MadoHub.socket_name = socket
+%config MadoHub.log_path = log_path
+%madohub tile writer --demo echo --cwd $work --env CLAUDE_CONFIG_DIR=$claude_dir
+%madohub tile reviewer --demo echo --cwd $work --env CLAUDE_CONFIG_DIR=$claude_dir
+hub = mh.get_hub()
+route = hub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+for tile in hub.tiles.values():
+    tile.ready.result(30)
+while not (route.ready.is_set() and all(t.state == "idle" for t in hub.tiles.values())):
+    time.sleep(0.1)""",
+    "%madohub dashboard",
+    """print("blocking-now")
+hub.send("writer", "hello while the kernel sleeps")
+time.sleep(15)
+print("blocking-done")""",
+    "hub.close()",
+)
+
+OUTPUTS_JS = """() => Array.from(document.querySelectorAll(".jp-OutputArea-output"))
+  .map((e) => e.innerText).join("\\n")"""
+
+WATCH_DASHBOARD_JS = """
+() => {
+  const OUTPUTS_TEXT = """ + OUTPUTS_JS + """;
+  window.__blocking = [];
+  setInterval(() => {
+    const text = OUTPUTS_TEXT();
+    const dash = document.querySelector(".madohub-dashboard");
+    window.__blocking.push({
+      blocking: text.includes("blocking-now") && !text.includes("blocking-done"),
+      rows: dash ? dash.querySelectorAll(".madohub-rounds tr[data-round-id]").length : 0,
+      tiles: dash ? Array.from(dash.querySelectorAll(".madohub-tile-screen"))
+        .map((e) => e.innerText).join("|") : "",
+    });
+  }, 100);
+}
+"""
+
+
+def test_the_dashboard_keeps_changing_while_a_cell_blocks(
+    lab: Lab, chromium: str, tmp_path: Path
+) -> None:
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in BLOCKING_CELLS]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, lab.root / "blocking.ipynb")
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(chromium)
+        context = browser.contexts[0] if browser.contexts else browser.new_context()
+        page = context.new_page()
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{lab.url}/lab/tree/blocking.ipynb?token={lab.token}")
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext"
+        )
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus"
+            " === 'idle'"
+        )
+        assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+        page.evaluate(WATCH_DASHBOARD_JS)
+        page.evaluate(RUN_ALL_JS)
+        page.wait_for_function(
+            f"() => ({OUTPUTS_JS})().includes('blocking-done')", timeout=RUN_TIMEOUT_MS
+        )
+        page.screenshot(path=str(tmp_path / "blocking.png"))
+        samples = page.evaluate("() => window.__blocking")
+        state = page.evaluate(NOTEBOOK_STATE_JS)
+        browser.close()
+    assert state["errors"] == []
+    during = [s for s in samples if s["blocking"]]
+    assert len(during) > 50, "the sleeping cell was not seen running"
+    # While the kernel's thread slept, the dashboard got the round and the tiles redrew.
+    assert during[0]["rows"] == 0 and during[-1]["rows"] >= 2, (during[0], during[-1])
+    assert len({s["tiles"] for s in during}) >= 3
+    assert "Review: Done: hello while the kernel sleeps" in during[-1]["tiles"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,3 +118,70 @@ def test_a_failing_listener_does_not_stop_the_others() -> None:
     unsubscribe()
     bus.emit(HubEvent("round"))
     assert seen == ["round"]
+
+
+def test_many_threads_calling_the_hub_at_once_never_corrupt_it(
+    tmux_socket: str, home: Path, tmp_path: Path
+) -> None:
+    """tile, connect, send, pause and close from several threads at once."""
+    import madohub_nb as mh
+
+    hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "l.sqlite3", idle_delay_ms=300)
+    errors: list[BaseException] = []
+    sent: list[Any] = []
+    barrier = threading.Barrier(4)
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            names = [f"t{n}x{k}" for k in range(3)]
+            for name in names:
+                hub.tile(name, agent="shell", command="bash --norc --noprofile")
+            route = hub.connect(names[0], names[1], dispatch="shadow", cooldown_ms=1000)
+            hub.connect(names[1], names[2], dispatch="shadow", cooldown_ms=1000)
+            route.pause()
+            route.resume()
+            sent.append(hub.send(names[2], f"echo worker-{n}", allow_shell=True))
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert errors == []
+        assert len(hub.tiles) == 12
+        assert len({t.pane_id for t in hub.tiles.values()}) == 12
+        assert len({r.id for r in hub.routes}) == len(hub.routes) == 8
+        assert all(r.state == "active" for r in hub.routes)
+        assert sorted(f.result(60).status for f in sent) == ["delivered"] * 4
+        screens = "\n".join(hub.tiles[f"t{n}x2"].screen() for n in range(4))
+        assert all(f"worker-{n}" in screens for n in range(4))
+    finally:
+        late: list[BaseException] = []
+
+        def keep_calling() -> None:  # calls racing close() fail cleanly or succeed
+            for i in range(50):
+                try:
+                    hub.tile(f"late{i}", agent="shell", command="bash --norc --noprofile")
+                except MadohubError:
+                    pass
+                except BaseException as exc:  # noqa: BLE001
+                    late.append(exc)
+
+        racer = threading.Thread(target=keep_calling)
+        racer.start()
+        closer = threading.Thread(target=hub.close)
+        started = time.monotonic()
+        closer.start()
+        closer.join(30)
+        took = time.monotonic() - started
+        racer.join(30)
+    assert not closer.is_alive(), f"close() hung ({took:.1f} s)"
+    assert late == []
+    hub.engine.thread.join(5)
+    assert not hub.engine.thread.is_alive()
+    assert all(r.state == "stopped" for r in hub.routes)
+    assert not hub.tmux.has_session(hub.session_name)

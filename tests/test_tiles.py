@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import start_standin, user_prompts, wait_until
@@ -168,3 +169,25 @@ def test_close_kills_created_tiles_but_not_adopted_ones(
     assert made.pane_id not in panes
     assert len(panes) == 1
     hub.close()  # twice is fine
+
+
+def test_a_libtmux_pane_is_adopted_when_it_is_on_the_hubs_server(
+    session: Any, tmp_path: Path, home: Path
+) -> None:
+    """libtmux's own pytest plugin gives the server; its Pane objects are accepted as is."""
+    pane = session.active_window.active_pane
+    hub = mh.Hub(socket_name=session.server.socket_name, log_path=tmp_path / "l.sqlite3")
+    try:
+        tile = hub.tile("lt", pane=pane, agent="shell")
+        assert tile.pane_id == pane.pane_id and not tile.created
+        hub.send("lt", "echo from-libtmux-$((6*7))", allow_shell=True).result(30)
+        wait_until(lambda: "from-libtmux-42" in "\n".join(pane.capture_pane()), 10)
+    finally:
+        hub.close()
+    assert pane.pane_id in [p.pane_id for p in session.server.panes]  # adopted: left alone
+    other = mh.Hub(socket_name=f"{session.server.socket_name}-other", log_path=tmp_path / "o.db")
+    try:
+        with pytest.raises(ValueError, match="belongs to tmux server"):
+            other.tile("lt", pane=pane, agent="shell")
+    finally:
+        other.close()
