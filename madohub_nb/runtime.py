@@ -143,8 +143,13 @@ class Runtime:
             )
         tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
         started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
-        started.add_done_callback(lambda f: _copy_outcome(f, tile))
+        started.add_done_callback(lambda f: self._started(f, tile))
         return self._watched(tile)
+
+    def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
+        _copy_outcome(started, tile)
+        if tile.error is not None:  # its pane is gone: stop streaming it
+            self.call_soon(self.watcher.forget, tile.pane_id)
 
     def adopt_tile(self, name: str, pane: str, agent: str | None) -> Tile:
         """An existing pane; its agent is detected from its process tree unless given."""

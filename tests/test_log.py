@@ -561,39 +561,6 @@ def test_df_of_many_rounds_matches_the_records(log: RoundLog) -> None:
     assert [m["n"] for m in frame["meta"]] == list(range(300))
 
 
-# Listeners ---------------------------------------------------------------------
-
-
-def test_subscribers_get_each_stored_record(log: RoundLog) -> None:
-    seen: list[RoundRecord] = []
-    unsubscribe = log.subscribe(seen.append)
-    first = make_record(1, prompt=f"key {ANTHROPIC_KEY}")
-    log.append(first)
-    second = make_record(2)
-    log.append(second)
-    assert [r.round_id for r in seen] == [first.round_id, second.round_id]
-    assert seen[0].prompt == "key [redacted]"  # what is in the log, not what was passed in
-    unsubscribe()
-    log.append(make_record(3))
-    assert len(seen) == 2
-
-
-def test_a_failing_subscriber_loses_no_round_and_no_other_subscriber(
-    log: RoundLog, caplog: pytest.LogCaptureFixture
-) -> None:
-    def broken(rec: RoundRecord) -> None:
-        raise RuntimeError("widget exploded")
-
-    seen: list[str] = []
-    log.subscribe(broken)
-    log.subscribe(lambda rec: seen.append(rec.round_id))
-    rec = make_record(1)
-    log.append(rec)
-    assert log.get(rec.round_id) == rec
-    assert seen == [rec.round_id]
-    assert "widget exploded" in caplog.text
-
-
 # Input checks and defaults -----------------------------------------------------
 
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO, wait_until
 from IPython.core.interactiveshell import InteractiveShell
 
-from madohub_nb.notebook import config
 from madohub_nb.errors import MadohubValueError
+from madohub_nb.notebook import config
 from madohub_nb.notebook.config import MadoHub, hub_kwargs_from_config, settings
 from madohub_nb.notebook.magics import (
     HelpShown,

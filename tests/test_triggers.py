@@ -86,9 +86,9 @@ def test_loop_guard_counts_rounds_and_cooldown() -> None:
     assert guard.exhausted
     with pytest.raises(ValueError, match="all 2 rounds"):
         guard.fire(9000)
-    assert guard.stops("looks good, LGTM")
-    assert not guard.stops("lgtm")  # case matters: the keyword is exact
-    assert not guard.stops(None)
+    assert LoopGuard.says_stop(guard.stop_keyword, "looks good, LGTM")
+    assert not LoopGuard.says_stop(guard.stop_keyword, "lgtm")  # case matters: the keyword is exact
+    assert not LoopGuard.says_stop(guard.stop_keyword, None)
 
 
 @pytest.mark.parametrize(

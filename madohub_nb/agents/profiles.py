@@ -82,6 +82,13 @@ class AgentProfile:
     """Typed text runs as commands (a shell): routes must opt in."""
     extractor: ExtractionMethod
     """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
+    writes_status_file: bool = False
+    """Keeps a live status file (Claude's ``sessions/<pid>.json``): idle, busy, waiting."""
+
+    @property
+    def runs_as_process(self) -> bool:
+        """True for agents found by their process; False for a plain shell (the pane itself)."""
+        return bool(self.process_tokens)
 
     @property
     def has_transcript(self) -> bool:
@@ -179,6 +186,7 @@ CLAUDE: Final = AgentProfile(
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="jsonl",
+    writes_status_file=True,
 )
 
 # --- Codex CLI --------------------------------------------------------------

@@ -35,7 +35,7 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -221,7 +221,6 @@ class RoundLog:
         self.in_memory: Final = str(path) == MEMORY
         self.path: Final = Path(MEMORY) if self.in_memory else self._resolve(path)
         self._secrets: set[str] = set()
-        self._subscribers: list[Callable[[RoundRecord], object]] = []
         self._lock = threading.Lock()
         self._closed = False
         self.busy_timeout_ms: Final = check_range(
@@ -388,7 +387,7 @@ class RoundLog:
             self._secrets.add(secret)
 
     def append(self, rec: RoundRecord) -> None:
-        """Write one round and commit it before returning; then tell the subscribers."""
+        """Write one round and commit it before returning."""
         stored = self._scrubbed(self._validated(rec))
         row = self._row(stored)
         with self._lock:
@@ -409,7 +408,6 @@ class RoundLog:
             except BaseException:
                 self._rollback()  # never leave the write transaction open for the next append
                 raise
-        self._notify(stored)
 
     def ensure_writable(self) -> None:
         """Raise ``LogError`` unless the log can take a round right now.
@@ -508,36 +506,6 @@ class RoundLog:
         return tuple(values[name] for name in ROUND_COLUMNS)
 
     # Listening ---------------------------------------------------------------
-
-    def subscribe(self, callback: Callable[[RoundRecord], object]) -> Callable[[], None]:
-        """Call ``callback(record)`` after each append through this object; returns an unsubscribe.
-
-        Only appends made in this process, through this ``RoundLog``, are
-        seen; other writers' rounds show up in ``since``/``df``. A callback
-        that raises is logged and does not affect the append or other callbacks.
-        """
-        if not callable(callback):
-            raise MadohubValueError(f"subscribe takes a callable, got {callback!r}")
-        with self._lock:
-            self._subscribers.append(callback)
-        return lambda: self.unsubscribe(callback)
-
-    def unsubscribe(self, callback: Callable[[RoundRecord], object]) -> None:
-        """Stop calling ``callback``; a no-op if it is not subscribed."""
-        with self._lock:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-    def _notify(self, rec: RoundRecord) -> None:
-        with self._lock:
-            callbacks = list(self._subscribers)
-        for callback in callbacks:
-            try:
-                callback(rec)
-            except Exception:
-                logger.exception(
-                    "round log subscriber %r failed on round %s", callback, rec.round_id
-                )
 
     # Reading -----------------------------------------------------------------
 

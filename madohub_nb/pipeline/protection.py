@@ -40,10 +40,6 @@ class LoopGuard:
             return 0.0
         return max(0.0, self.last_fired_ms + self.cooldown_ms - now_ms)
 
-    def stops(self, text: str | None) -> bool:
-        """Does the source output contain this route's stop keyword?"""
-        return self.says_stop(self.stop_keyword, text)
-
     @staticmethod
     def says_stop(stop_keyword: str | None, text: str | None) -> bool:
         """Does ``text`` contain ``stop_keyword`` (exact, case-sensitive)?"""

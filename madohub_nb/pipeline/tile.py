@@ -165,7 +165,7 @@ class Tile:
         if proc is not None:
             return proc
         info = self.pane_info()
-        if info is None or info.dead or self.agent == "shell":
+        if info is None or info.dead or not self.profile.runs_as_process:
             return None
         found = find_agent_process(info.pid)
         if found is None:
@@ -201,18 +201,18 @@ class Tile:
     def _read_state(self) -> TileState:
         profile = self.profile
         # A live agent process means a live pane: then no tmux call is needed but the screen.
-        proc = self._running_agent() if self.agent != "shell" else None
+        proc = self._running_agent() if profile.runs_as_process else None
         if proc is None:
             info = self.pane_info()
             if info is None or info.dead:
                 return "exited"
-            if self.agent == "shell":
+            if not profile.runs_as_process:
                 return screen_state(profile, self.screen(), current_command=info.current_command)
             proc = self.agent_process()
             if proc is None:
                 # The agent was running and is gone (the pane fell back to its shell).
                 return "exited" if self._seen_agent else "unknown"
-        if profile.kind == "claude":
+        if profile.writes_status_file:
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
                 return session.status  # type: ignore[return-value]  # checked just above
