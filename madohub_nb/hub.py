@@ -15,23 +15,18 @@ from typing import Any
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .io.log import RoundRecord
-from .model import AGENT_KINDS, HubEvent
-from .pipeline.protection import LoopGuard
+from .model import AGENT_KINDS
 from .pipeline.replay import replay_plan
-from .pipeline.round import RoundPlan, run_round
-from .pipeline.route import Route
+from .pipeline.round import hand_send_plan, run_round
+from .pipeline.route import Route, make_route
 from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference
-from .pipeline.transforms import AIClientConfig, make_transform_spec, require_ai_key
-from .pipeline.triggers import check_trigger
+from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub
 from .runtime import Runtime
 from .settings import (
     AI_MAX_RETRIES,
     AI_TIMEOUT_S,
-    AI_TRANSFORMS,
     COOLDOWN_MS_DEFAULT,
-    DELIVERY_MODES,
-    DISPATCH_MODES,
     IDLE_DELAY_MS,
     MAX_ROUNDS_DEFAULT,
     check_choice,
@@ -103,7 +98,6 @@ class Hub:
             ai_max_retries=ai_max_retries,
         )
         self.log_path = str(self._rt.log.path)
-        self._route_counter = 0
         self.closed = False
 
     @property
@@ -140,14 +134,6 @@ class Hub:
             )
         return self._rt.adopt_tile(name, pane_reference(pane, self.socket_name), agent)
 
-    def _tile(self, name: str | Tile, role: str) -> Tile:
-        key = name.name if isinstance(name, Tile) else name
-        tile = self._rt.tiles.get(key)
-        if tile is None:
-            known = ", ".join(sorted(self._rt.tiles)) or "none yet; make one with hub.tile(...)"
-            raise MadohubValueError(f"no {role} tile named {key!r}; tiles: {known}")
-        return tile
-
     # routes -----------------------------------------------------------------
     def connect(
         self,
@@ -167,46 +153,18 @@ class Hub:
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
         self._check_open()
-        src, dst = self._tile(source, "source"), self._tile(target, "target")
-        if src is dst:
-            raise MadohubValueError(
-                f"a route from {src.name!r} to itself would feed the agent its own output"
-            )
-        check_trigger(trigger, pattern)
-        spec = make_transform_spec(transform, template, model)
-        guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
-        check_choice("dispatch", dispatch, DISPATCH_MODES)
-        mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.profile.executes_input and dispatch != "shadow" and not allow_shell:
-            raise MadohubValueError(
-                f"target {dst.name!r} is a shell: whatever is typed there runs as a command; "
-                "pass allow_shell=True to route into it anyway"
-            )
-        if transform in AI_TRANSFORMS:
-            require_ai_key(transform, self.api_key)
-        rt = self._rt
-        with rt.lock:
-            self._route_counter += 1
-            route = Route(
-                rt, f"{src.name}->{dst.name}#{self._route_counter}", src, dst,
-                trigger=trigger, pattern=pattern, spec=spec, guard=guard, dispatch=dispatch,
-                delivery=mode, allow_shell=allow_shell,
-            )  # fmt: skip
-            rt.routes = [*rt.routes, route]
-        rt.call_soon(route.start)
-        rt.emit(HubEvent("route_added", route.id, route.state, route))
-        return route
+        src, dst = self._rt.tile_named(source, "source"), self._rt.tile_named(target, "target")
+        options = dict(
+            trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
+            cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
+            pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
+            model=model, api_key=self.api_key,
+        )  # fmt: skip
+        return self._rt.add_route(lambda number: make_route(self._rt, number, src, dst, **options))
 
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
-        routes = self._rt.routes
-        for r in routes:
-            if r.id == key or (isinstance(key, str) and r.id.endswith(f"#{key}")):
-                return r
-        if isinstance(key, int) and -len(routes) <= key < len(routes):
-            return routes[key]
-        known = ", ".join(r.id for r in routes) or "none yet"
-        raise MadohubValueError(f"no route {key!r}; routes: {known}")
+        return self._rt.find_route(key)
 
     # hand delivery, replay, waiting ----------------------------------------------
     def send(
@@ -214,18 +172,10 @@ class Hub:
     ) -> HubFuture[RoundRecord]:
         """Type ``text`` into a tile by hand (logged as round 0 of route ``send``)."""
         self._check_open()
-        dst = self._tile(tile, "target")
-        if not isinstance(text, str) or not text.strip():
-            raise MadohubValueError("text must be a non-empty string")
-        mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.profile.executes_input and not allow_shell:
-            raise MadohubValueError(
-                f"{dst.name!r} is a shell: typed text runs as a command; pass allow_shell=True to send anyway"
-            )
-        plan = RoundPlan(
-            route_id="send", source="", target=dst, round=0, max_rounds=0, trigger="manual",
-            spec=None, dispatch="madoagent", delivery=mode, extraction=None, prompt=text,
-        )  # fmt: skip
+        dst = self._rt.tile_named(tile, "target")
+        plan = hand_send_plan(
+            dst, text, delivery=delivery or self.delivery, allow_shell=allow_shell
+        )
         return self._rt.engine.submit(run_round(self._rt, plan))
 
     def replay(

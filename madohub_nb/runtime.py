@@ -82,6 +82,7 @@ class Runtime:
         self.rounds_written = 0
         self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._spawn_lock = threading.Lock()
+        self._route_counter = 0
         self.closed = False
         self.lock = threading.RLock()
         """Held while tiles and routes are added, so that calls from many threads stay orderly."""
@@ -188,6 +189,15 @@ class Runtime:
         self.emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
         return tile
 
+    def tile_named(self, name: str | Tile, role: str) -> Tile:
+        """The tile called ``name`` (or ``name`` itself), or a teaching error naming the tiles."""
+        key = name.name if isinstance(name, Tile) else name
+        tile = self.tiles.get(key)
+        if tile is None:
+            known = ", ".join(sorted(self.tiles)) or "none yet; make one with hub.tile(...)"
+            raise MadohubValueError(f"no {role} tile named {key!r}; tiles: {known}")
+        return tile
+
     def _check_name_free(
         self, name: str, pane_id: str | None = None, raise_: bool = True
     ) -> str | None:
@@ -201,6 +211,27 @@ class Runtime:
         if problem and raise_:
             raise MadohubValueError(problem)
         return problem
+
+    # routes --------------------------------------------------------------------------
+    def add_route(self, make: Callable[[int], Route]) -> Route:
+        """Number, register and start the route ``make(number)`` builds (it validates)."""
+        with self.lock:
+            route = make(self._route_counter + 1)
+            self._route_counter += 1
+            self.routes = [*self.routes, route]
+        self.call_soon(route.start)
+        self.emit(HubEvent("route_added", route.id, route.state, route))
+        return route
+
+    def find_route(self, key: str | int) -> Route:
+        routes = self.routes
+        for r in routes:
+            if r.id == key or (isinstance(key, str) and r.id.endswith(f"#{key}")):
+                return r
+        if isinstance(key, int) and -len(routes) <= key < len(routes):
+            return routes[key]
+        known = ", ".join(r.id for r in routes) or "none yet"
+        raise MadohubValueError(f"no route {key!r}; routes: {known}")
 
     # what routes need --------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:

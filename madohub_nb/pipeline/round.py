@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import DeliveryError, LogError, MadohubError
+from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
+from ..settings import DELIVERY_MODES, check_choice
 from .deliver import Deliverer
 from .protection import LoopGuard
 from .tile import Tile
@@ -182,3 +183,19 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
     rec.status = "delivered"
+
+
+def hand_send_plan(target: Tile, text: object, *, delivery: str, allow_shell: bool) -> RoundPlan:
+    """The plan of a hand ``send``: round 0 of route ``send``, the text typed as given."""
+    if not isinstance(text, str) or not text.strip():
+        raise MadohubValueError("text must be a non-empty string")
+    check_choice("delivery", delivery, DELIVERY_MODES)
+    if target.profile.executes_input and not allow_shell:
+        raise MadohubValueError(
+            f"{target.name!r} is a shell: typed text runs as a command; "
+            "pass allow_shell=True to send anyway"
+        )
+    return RoundPlan(
+        route_id="send", source="", target=target, round=0, max_rounds=0, trigger="manual",
+        spec=None, dispatch="madoagent", delivery=delivery, extraction=None, prompt=text,
+    )  # fmt: skip

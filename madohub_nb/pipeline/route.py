@@ -15,16 +15,18 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..agents.screen import strip_ansi
+from ..errors import MadohubValueError
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import HubEvent, RouteState
 from ..render import html_for_route
+from ..settings import AI_TRANSFORMS, DELIVERY_MODES, DISPATCH_MODES, check_choice
 from .extract import extract
 from .protection import LoopGuard
 from .round import RoundPlan, RoundServices, run_round
 from .tile import Tile
-from .transforms import TransformSpec
-from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger
+from .transforms import TransformSpec, make_transform_spec, require_ai_key
+from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
 
 
 class RouteServices(RoundServices, Protocol):
@@ -321,3 +323,46 @@ class Route:
 
     def _repr_html_(self) -> str:
         return html_for_route(self)
+
+
+def make_route(
+    services: RouteServices,
+    number: int,
+    source: Tile,
+    target: Tile,
+    *,
+    trigger: str,
+    transform: str,
+    template: str | None,
+    max_rounds: int,
+    cooldown_ms: int,
+    stop_keyword: str | None,
+    dispatch: str,
+    pattern: str | None,
+    allow_shell: bool,
+    delivery: str,
+    model: str | None,
+    api_key: str | None,
+) -> Route:
+    """A route ``source`` → ``target`` (route number ``number``), every argument checked."""
+    if source is target:
+        raise MadohubValueError(
+            f"a route from {source.name!r} to itself would feed the agent its own output"
+        )
+    check_trigger(trigger, pattern)
+    spec = make_transform_spec(transform, template, model)
+    guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
+    check_choice("dispatch", dispatch, DISPATCH_MODES)
+    check_choice("delivery", delivery, DELIVERY_MODES)
+    if target.profile.executes_input and dispatch != "shadow" and not allow_shell:
+        raise MadohubValueError(
+            f"target {target.name!r} is a shell: whatever is typed there runs as a command; "
+            "pass allow_shell=True to route into it anyway"
+        )
+    if transform in AI_TRANSFORMS:
+        require_ai_key(transform, api_key)
+    return Route(
+        services, f"{source.name}->{target.name}#{number}", source, target,
+        trigger=trigger, pattern=pattern, spec=spec, guard=guard, dispatch=dispatch,
+        delivery=delivery, allow_shell=allow_shell,
+    )  # fmt: skip
