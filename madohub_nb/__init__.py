@@ -1,13 +1,14 @@
 """madohub_nb: route AI coding agents in tmux panes to each other, from Jupyter.
 
-The pipeline of one round, one module each::
+The pipeline of one round, one module each, folders layered downwards::
 
-    watchers → triggers → extraction (transcripts) → transforms → delivery → log
-                 (routes / protection decide when)      (rounds runs one)
+    io/watch → pipeline/triggers → pipeline/extract → pipeline/transforms
+             → pipeline/deliver → io/log          (pipeline/route decides when,
+                                                   pipeline/round runs one)
 
-``Hub`` (hub.py) owns tiles (tiles.py), routes (routes.py), the round log
-(log.py) and the asyncio engine (engine.py). ``%load_ext madohub_nb`` adds the
-``%madohub`` magics (magics.py) and widgets (widgets.py).
+``Hub`` (hub.py) is the public face; ``runtime.py`` the machinery behind it;
+the engine (engine.py) runs in its own thread. ``%load_ext madohub_nb`` adds
+the ``%madohub`` magics and widgets (notebook/).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from madohub_nb.agents import (
     read_session_file,
     session_status,
 )
+from madohub_nb.agents.detect import kind_from_command
 from madohub_nb.errors import MadohubValueError
 
 # Holds every file named on its command line open, then sleeps.
@@ -353,3 +354,20 @@ def test_no_open_rollout_file_is_none(home: Path, bin_dir: Path, started: list[i
     )
     assert open_rollout_file(codex) is None
     assert open_rollout_file(None) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("claude", "claude"),
+        ("/opt/bin/codex --full-auto", "codex"),
+        ("'/x y/claude.exe'", "claude"),
+        ("sample-server --port 1", None),  # 'amp' inside a word is not Amp
+        ("campaign", None),
+        ("opencode", "opencode"),
+        ("bash --norc", None),
+        ("", None),
+    ],
+)
+def test_the_kind_a_command_names_is_a_whole_word(command: str, kind: str | None) -> None:
+    assert kind_from_command(command) == kind

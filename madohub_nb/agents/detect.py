@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections import deque
 from functools import cache
 from typing import Final
@@ -129,7 +130,13 @@ def kind_from_command(command: str | None) -> str | None:
     """
     if not command or not command.strip():
         return None
-    first = os.path.basename(command.strip().split()[0].strip("'\"")).lower()
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: the shell will say so; guess from the raw text
+        words = command.split()
+    if not words:
+        return None
+    first = os.path.basename(words[0]).lower()
     for profile in PROFILES.values():
         if any(_token_pattern(token).search(first) for token in profile.process_tokens):
             return profile.kind

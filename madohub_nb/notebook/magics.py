@@ -11,6 +11,7 @@ traceback; set ``MADOHUB_DEBUG=1`` or pass ``--debug`` to see the traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import shlex
@@ -41,6 +42,8 @@ DEBUG_ENV = "MADOHUB_DEBUG"
 """Set to 1 to let magic errors raise with their traceback."""
 
 ARROW = "->"
+TILES_WAIT_S = 30.0
+"""``%madohub tiles`` waits this long for the tiles' states."""
 REPLAY_WAIT_S = 660.0
 """``%madohub replay`` waits this long for its round (a delivery waits up to 600 s for an idle target)."""
 
@@ -458,9 +461,16 @@ class MadohubMagics(Magics):
         import pandas as pd
 
         self._no_cell(args, cell)
+        hub = self.hub()
+        tiles = list(hub.tiles.values())
+
+        async def states() -> list[str]:  # tmux and psutil reads run on the engine thread
+            return list(await asyncio.gather(*(t.astate() for t in tiles)))
+
+        fresh = hub.engine.submit(states()).result(TILES_WAIT_S)
         rows = [
-            {"name": t.name, "agent": t.agent, "pane": t.pane_id, "state": t.state}
-            for t in self.hub().tiles.values()
+            {"name": t.name, "agent": t.agent, "pane": t.pane_id, "state": state}
+            for t, state in zip(tiles, fresh, strict=True)
         ]
         return pd.DataFrame(rows, columns=["name", "agent", "pane", "state"])
 
