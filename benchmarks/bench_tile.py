@@ -32,7 +32,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 made.append((time.perf_counter() - started) * 1000)
                 tile.ready.result(10)  # (not timed) the check passes on the engine thread
             bare: list[float] = []
-            for i in range(count):
+            for _ in range(count):
                 started = time.perf_counter()
                 subprocess.run(
                     ["tmux", "-L", socket, "new-window", "-d", "-P", "-t", f"{hub.session_name}:",

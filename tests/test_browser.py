@@ -342,9 +342,12 @@ print("blocking-done")""",
 OUTPUTS_JS = """() => Array.from(document.querySelectorAll(".jp-OutputArea-output"))
   .map((e) => e.innerText).join("\\n")"""
 
-WATCH_DASHBOARD_JS = """
+WATCH_DASHBOARD_JS = (
+    """
 () => {
-  const OUTPUTS_TEXT = """ + OUTPUTS_JS + """;
+  const OUTPUTS_TEXT = """
+    + OUTPUTS_JS
+    + """;
   window.__blocking = [];
   setInterval(() => {
     const text = OUTPUTS_TEXT();
@@ -358,6 +361,7 @@ WATCH_DASHBOARD_JS = """
   }, 100);
 }
 """
+)
 
 
 def test_the_dashboard_keeps_changing_while_a_cell_blocks(

@@ -61,13 +61,19 @@ def prompts(name):
 def _run(cells: list[str], tmp_path: Path, socket: str) -> dict[str, Any]:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     client = NotebookClient(nb, timeout=120, kernel_name="python3")
     try:
         client.execute(cwd=str(tmp_path))
     finally:
         out = subprocess.run(
-            ["tmux", "-L", socket, "display-message", "-p", "#{pid}"], capture_output=True, text=True
+            ["tmux", "-L", socket, "display-message", "-p", "#{pid}"],
+            capture_output=True,
+            text=True,
         )
         if out.stdout.strip().isdigit():
             kill_tree(int(out.stdout.strip()))
