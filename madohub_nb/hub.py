@@ -47,6 +47,7 @@ from .settings import (
     IDLE_DELAY_MS_RANGE,
     MAX_ROUNDS_DEFAULT,
     check_choice,
+    check_prices,
     check_range,
 )
 
@@ -69,8 +70,10 @@ class Hub:
         claude_home: str | os.PathLike[str] | None = None,
         *,
         delivery: str = "typed",
+        prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self.idle_delay_ms = idle_delay_ms
+        self.prices = check_prices(prices)  # cost_usd of each round; None: settings' defaults
         check_choice("delivery", delivery, DELIVERY_MODES)
         self.socket_name = socket_name
         self.base_url = base_url

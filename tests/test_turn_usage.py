@@ -484,12 +484,18 @@ def test_codex_tokens_are_summed_per_call_with_cached_input_split_out(tmp_path: 
     found = read_last_response(path, usage=True)
     assert found is not None and found.text == "answer t2"
     # input: (600-200) + (700-650) = 450; cached 200 + 650 = 850; output 40 + 60 = 100.
-    # No cache_write_input_tokens in these events (older Codex): unknown.
-    assert found.usage == TurnUsage("gpt-5.1-codex", 450, 100, 850, None, 1234.0, 2, 2, True)
+    # No cache_write_input_tokens in these events (older Codex): no cache writes.
+    assert found.usage == TurnUsage("gpt-5.1-codex", 450, 100, 850, 0, 1234.0, 2, 2, True)
 
 
 def test_codex_cached_above_input_is_malformed(tmp_path: Path) -> None:
-    bad = {"input_tokens": 5, "cached_input_tokens": 9, "output_tokens": 1}
+    bad = {
+        "input_tokens": 5,
+        "cached_input_tokens": 9,
+        "output_tokens": 1,
+        "cache_write_input_tokens": -3,
+    }
     path = write(tmp_path / "r.jsonl", *codex_turn("t1", "m", token_count(5, bad)))
     u = read_turn_usage(path)
     assert u is not None and (u.input_tokens, u.output_tokens, u.cache_read_tokens) == (None, 1, 9)
+    assert u.cache_write_tokens is None

@@ -761,7 +761,8 @@ class _CodexTurnTally(_TurnTally):
                 "input_tokens": uncached,
                 "output_tokens": _count(last.get("output_tokens")),
                 "cache_read_tokens": cached,
-                "cache_write_tokens": _count(last.get("cache_write_input_tokens")),
+                # Absent in Codex versions that report no cache writes (none are charged).
+                "cache_write_tokens": _count(last.get("cache_write_input_tokens", 0)),
             }
         )
 

@@ -11,10 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from traitlets import Enum, Int, TraitError, Unicode, observe, validate
+from traitlets import Dict, Enum, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
-from ..settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
+from ..errors import MadohubValueError
+from ..settings import (
+    DELIVERY_MODES,
+    IDLE_DELAY_MS,
+    IDLE_DELAY_MS_RANGE,
+    PRICES_TAKEN,
+    check_prices,
+)
 
 if TYPE_CHECKING:
     from traitlets import TraitType
@@ -32,12 +39,21 @@ HUB_SETTINGS: Final = (
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-LIVE_SETTINGS: Final = ("idle_delay_ms", "api_key", "base_url", "model", "claude_home", "delivery")
+LIVE_SETTINGS: Final = (
+    "idle_delay_ms",
+    "api_key",
+    "base_url",
+    "model",
+    "claude_home",
+    "delivery",
+    "prices",
+)
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
 FIXED_SETTINGS: Final = ("socket_name", "log_path")
 """Settings fixed when the hub is made: a change waits for the next hub."""
-# ``delivery`` is a Hub keyword too (the default of hub.send and of %madohub connect).
+# ``delivery`` and ``prices`` are Hub keywords too (keyword-only).
+KEYWORD_SETTINGS: Final = ("delivery", "prices")
 
 
 class MadoHub(SingletonConfigurable):
@@ -78,15 +94,27 @@ class MadoHub(SingletonConfigurable):
         default_value="typed",
         help="Default delivery of %madohub connect: typed line by line, or a bracketed paste.",
     ).tag(config=True)
+    prices = Dict(
+        default_value=None,
+        allow_none=True,
+        help=(
+            "Price table for each round's cost_usd: {model: {input, output, cache_read, "
+            "cache_write}} in USD per million tokens. None: madohub_nb.settings."
+            f"PRICES_USD_PER_MTOK (taken {PRICES_TAKEN}; check them). A model missing "
+            "from the table gets cost NaN."
+        ),
+    ).tag(config=True)
 
     def __repr__(self) -> str:
-        parts = [f"{name}={self._shown(name)}" for name in (*HUB_SETTINGS, "delivery")]
+        parts = [f"{name}={self._shown(name)}" for name in (*HUB_SETTINGS, *KEYWORD_SETTINGS)]
         return f"MadoHub({', '.join(parts)})"
 
     def _shown(self, name: str) -> str:
         value = getattr(self, name)
         if name == "api_key" and value is not None:
             return "<set>"
+        if name == "prices" and value is not None:
+            return f"<{len(value)} models>"
         return repr(value)
 
     @classmethod
@@ -113,13 +141,26 @@ class MadoHub(SingletonConfigurable):
 
     def hub_kwargs(self) -> dict[str, Any]:
         """The keywords ``Hub(...)`` is called with (every setting)."""
-        return {name: getattr(self, name) for name in (*HUB_SETTINGS, "delivery")}
+        return {name: getattr(self, name) for name in (*HUB_SETTINGS, *KEYWORD_SETTINGS)}
+
+    @validate("prices")
+    def _check_prices(self, proposal: dict[str, Any]) -> dict[str, Any] | None:
+        value = proposal["value"]
+        if value is None:
+            return None
+        try:
+            return check_prices(value)
+        except MadohubValueError as exc:
+            raise TraitError(f"MadoHub.prices: {exc}") from None
 
     @observe(*LIVE_SETTINGS)
     def _apply_live(self, change: dict[str, Any]) -> None:
         hub = live_hub()
         if hub is not None:
-            setattr(hub, change["name"], change["new"])
+            new = change["new"]
+            if change["name"] == "prices":
+                new = check_prices(new)  # None: back to the defaults
+            setattr(hub, change["name"], new)
 
     @observe(*FIXED_SETTINGS)
     def _explain_fixed(self, change: dict[str, Any]) -> None:
