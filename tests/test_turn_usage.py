@@ -499,3 +499,63 @@ def test_codex_cached_above_input_is_malformed(tmp_path: Path) -> None:
     u = read_turn_usage(path)
     assert u is not None and (u.input_tokens, u.output_tokens, u.cache_read_tokens) == (None, 1, 9)
     assert u.cache_write_tokens is None
+
+
+# --------------------------------------------------------------------------- lines out of order
+
+
+def chained(rec: dict[str, Any], uuid: str, parent: str | None) -> dict[str, Any]:
+    return {**rec, "uuid": uuid, "parentUuid": parent}
+
+
+def test_a_prompt_written_after_its_tool_call_still_counts_the_tool_call(tmp_path: Path) -> None:
+    # The layout real Claude Code 2.1.197 wrote for a session's first turn whose tool waited
+    # for permission: the tool-call message's lines come BEFORE the prompt line in the file.
+    path = write(
+        tmp_path / "t.jsonl",
+        {"type": "ai-title", "aiTitle": "x"},
+        chained(line("m1", text("Running it."), usage(3, 67, 20677, 1690)), "a1", "att2"),
+        chained(line("m1", tool("t1"), usage(3, 67, 20677, 1690)), "a2", "a1"),
+        {"type": "file-history-snapshot"},
+        chained(prompt("Make a file"), "p", None),
+        chained({"type": "attachment"}, "att1", "p"),
+        chained({"type": "attachment"}, "att2", "att1"),
+        chained(result(), "r", "a2"),
+        chained(line("m2", text("Done: made it"), usage(3, 16, 22434, 51)), "a3", "r"),
+        chained(duration(230), "d", "a3"),
+    )
+    found = read_last_response(path, usage=True)
+    assert found is not None and found.text == "Done: made it"
+    # 3+3 in, 67+16 out, 20677+22434 read, 1690+51 written, one tool call, two messages.
+    assert found.usage == TurnUsage(
+        "claude-sonnet-4-5-20250929", 6, 83, 43111, 1741, 230.0, 1, 2, True
+    )
+
+
+def test_an_earlier_turn_before_a_late_prompt_is_not_counted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "t.jsonl",
+        chained(prompt("first"), "p0", None),
+        chained(line("m0", text("First answer."), usage(100, 100, 100, 100)), "a0", "p0"),
+        chained(duration(5), "d0", "a0"),
+        chained(line("m1", tool("t1"), usage(1, 2, 3, 4)), "a1", "p1"),
+        chained(prompt("second"), "p1", "d0"),
+        chained(result(), "r", "a1"),
+        chained(line("m2", text("Second answer."), usage(1, 2, 3, 4)), "a2", "r"),
+    )
+    u = read_turn_usage(path)
+    assert u is not None and (u.input_tokens, u.output_tokens, u.tool_calls) == (2, 4, 1)
+
+
+def test_a_broken_chain_keeps_the_in_order_part_of_the_turn(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "t.jsonl",
+        chained(prompt("first"), "p0", None),
+        chained(line("m0", text("First answer."), usage(100, 100, 100, 100)), "a0", "p0"),
+        chained(duration(5), "d0", "a0"),
+        chained(prompt("second"), "p1", "d0"),
+        chained(result(), "r", "missing-uuid"),
+        chained(line("m2", text("Second answer."), usage(1, 2, 3, 4)), "a2", "r"),
+    )
+    u = read_turn_usage(path)
+    assert u is not None and u.complete and (u.input_tokens, u.output_tokens) == (1, 2)

@@ -631,19 +631,72 @@ class _ClaudeTurnTally(_TurnTally):
     ``message.usage``; the newest line of a message carries its final counts
     (older ones may still say ``output_tokens: 1``), so each ``message.id``
     counts once, with its newest readable value per field.
+
+    Lines are usually in time order, but not always: Claude Code 2.1.197 wrote a
+    session's first prompt (and its attachments) AFTER the tool-call message
+    that answered it when that tool waited for permission (seen in
+    tests/real_agents/test_real_usage.py). So past the answer the tally also
+    follows the ``uuid``/``parentUuid`` chain, and a prompt line only ends the
+    turn once the answer's chain has reached a prompt; lines older than that
+    prompt line count only if they are links of the chain.
     """
+
+    def __init__(self, stats: ReadStats) -> None:
+        super().__init__(stats)
+        self._start_chain()
 
     def _reset(self) -> None:
         super()._reset()
         self.messages: dict[str, dict[str, int | None]] = {}
         self._anonymous = 0
 
+    def _mark_answer(self) -> None:
+        super()._mark_answer()
+        self._start_chain()
+
+    def _start_chain(self) -> None:
+        self._links: dict[str, tuple[object, bool]] = {}  # uuid -> (parentUuid, is a prompt)
+        self._need: object = None  # the next ancestor of the answer not seen yet
+        self._chain_done = True  # no chain to follow (no uuids): plain file order
+        self._past_prompt = False
+
+    def _follow(self, rec: dict[str, Any]) -> bool:
+        """Record ``rec``'s chain link; True if it is the answer's next missing ancestor."""
+        uuid, parent = rec.get("uuid"), rec.get("parentUuid")
+        if not isinstance(uuid, str):
+            return False
+        self._links[uuid] = (parent, rec.get("type") == "user" and _is_prompt(rec))
+        if self._chain_done or uuid != self._need:
+            return False
+        self._walk(uuid)
+        return True
+
+    def _walk(self, start: str) -> None:
+        """Walk up from ``start`` through seen links to a prompt (done) or an unseen uuid."""
+        node: object = start
+        for _ in range(len(self._links) + 1):
+            if not isinstance(node, str):  # the chain's root
+                self._chain_done = True
+                return
+            link = self._links.get(node)
+            if link is None:
+                self._need = node
+                return
+            parent, is_prompt = link
+            if is_prompt:
+                self._chain_done = True
+                return
+            node = parent
+        self._chain_done = True  # a loop in the links: give up following
+
     def feed(self, rec: dict[str, Any]) -> None:
+        in_chain = self.answer_seen and self._follow(rec)
         if rec.get("isSidechain") is True:
             return
         kind = rec.get("type")
         if kind == "assistant":
-            self._assistant(rec)
+            if not self._past_prompt or in_chain:
+                self._assistant(rec)
         elif kind == "system" and rec.get("subtype") == "turn_duration":
             if self.answer_seen:  # an older turn's end: the answer's turn began after it
                 self.done = self.complete = True
@@ -651,7 +704,14 @@ class _ClaudeTurnTally(_TurnTally):
             self._reset()  # ends the answer's turn, or a later one that has no answer
             self.turn_ms = _duration_ms(rec.get("durationMs"))
         elif kind == "user" and _is_prompt(rec):
-            self._turn_start()
+            if not self.answer_seen:
+                self._reset()
+            elif self._chain_done or self._past_prompt:
+                self.done = self.complete = True
+            else:
+                self._past_prompt = True  # the chain goes on past this line: follow it
+        if self.answer_seen and self._past_prompt and self._chain_done:
+            self.done = self.complete = True
 
     def _assistant(self, rec: dict[str, Any]) -> None:
         msg = _claude_message(rec)
@@ -679,6 +739,11 @@ class _ClaudeTurnTally(_TurnTally):
                     self._add_tool(block.get("id"))
         if not self.answer_seen and _claude_texts(rec):
             self._mark_answer()
+            parent = rec.get("parentUuid")
+            if isinstance(rec.get("uuid"), str) and "parentUuid" in rec:
+                self._chain_done = False
+                self._links[rec["uuid"]] = (parent, False)
+                self._walk(rec["uuid"])
 
     def result(self) -> TurnUsage | None:
         self.sums = dict.fromkeys(_TOKEN_FIELDS, 0)
