@@ -323,3 +323,21 @@ def test_an_ai_transform_round_logs_what_the_api_reported(
         )
         / 1e6
     )
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def test_the_dashboard_round_table_shows_cost_and_blank_when_unknown() -> None:
+    from madohub_nb.notebook.widgets import ROUND_TABLE_COLUMNS, round_row, rounds_table_html
+
+    base = {"route_id": "a->b#1", "source": "a", "target": "b", "status": "delivered"}
+    rows = [
+        round_row({**base, "round_id": "priced", "cost_usd": 0.012345}),
+        round_row({**base, "round_id": "unpriced", "cost_usd": math.nan}),
+    ]
+    out = rounds_table_html(rows)
+    assert ("cost_usd", "cost") in ROUND_TABLE_COLUMNS
+    assert ">$0.0123<" in out
+    unpriced = out.split("data-round-id='unpriced'")[1]
+    assert "$" not in unpriced and "nan" not in unpriced.lower()
