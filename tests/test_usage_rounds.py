@@ -341,3 +341,48 @@ def test_the_dashboard_round_table_shows_cost_and_blank_when_unknown() -> None:
     assert ">$0.0123<" in out
     unpriced = out.split("data-round-id='unpriced'")[1]
     assert "$" not in unpriced and "nan" not in unpriced.lower()
+
+
+@pytest.mark.parametrize(
+    "bad_usage",
+    [
+        {"input_tokens": -5, "output_tokens": "many"},
+        {"output_tokens": 7},  # input missing
+        {},
+    ],
+    ids=["negative-and-text", "missing-input", "empty"],
+)
+def test_malformed_api_usage_leaves_ai_columns_empty_and_the_round_delivered(
+    tmux_socket: str, home: Path, tmp_path: Path, project: Path, bad_usage: dict[str, Any]
+) -> None:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return {"text": "Please review the release notes.", "usage": bad_usage}
+
+    with FakeAnthropic(reply=reply) as fake:
+        hub = mh.Hub(
+            socket_name=tmux_socket,
+            idle_delay_ms=FAST_IDLE_MS,
+            log_path=tmp_path / "l.sqlite3",
+            api_key=KEY,
+            base_url=fake.base_url,
+            model="claude-haiku-4-5",
+            prices={"claude-standin-echo": STANDIN_PRICE, "claude-haiku-4-5": AI_PRICE},
+        )
+        try:
+            start_standin(hub, "writer", cwd=project)
+            start_standin(hub, "reviewer", cwd=project)
+            route = hub.connect("writer", "reviewer", transform="ai-routing", cooldown_ms=1000)
+            row = _one_round(hub, route, "release notes")
+        finally:
+            hub.close()
+    assert row["status"] == "delivered", row["error"]
+    assert row["prompt"] == "Please review the release notes."
+    assert row["ai_model"] == "claude-haiku-4-5"
+    expected_output = bad_usage.get("output_tokens")
+    if isinstance(expected_output, int):
+        assert row["ai_output_tokens"] == expected_output
+    else:
+        assert math.isnan(row["ai_output_tokens"])
+    assert math.isnan(row["ai_input_tokens"])
+    assert row["input_tokens"] == 3  # the source turn's columns are still read
+    assert math.isnan(row["cost_usd"])  # a part is unknown: the total is unknown

@@ -309,13 +309,14 @@ class FakeAnthropic(FakeServer):
             return
 
         message, sleep_s = self._answer(body)
-        message["usage"] = usage_for(body, message.get("content", []))
+        if "usage" not in message:  # a scripted reply may bring its own (even a malformed one)
+            message["usage"] = usage_for(body, message.get("content", []))
         with self._lock:
             self.reported.append(
                 {
                     "id": message["id"],
                     "model": message["model"],
-                    "usage": dict(message["usage"]),
+                    "usage": message["usage"],
                     "title": title,
                     "stream": bool(body.get("stream")),
                 }
@@ -394,7 +395,6 @@ def _text_block(text: str) -> dict[str, Any]:
 
 
 def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
-    output_tokens = sum(len(str(b.get("text", "")).split()) for b in content) or 1
     return {
         "id": new_id("msg_fake_", 20),
         "type": "message",
@@ -403,14 +403,15 @@ def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dic
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": output_tokens},
     }
 
 
 def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The Messages API stream events that spell out ``message``, in order."""
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
-    start["usage"] = {**message.get("usage", {}), "output_tokens": 1}
+    usage = message.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    start["usage"] = {**usage, "output_tokens": 1}
     yield "message_start", {"type": "message_start", "message": start}
     yield "ping", {"type": "ping"}
     for index, block in enumerate(message.get("content", [])):
@@ -446,7 +447,7 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                 "stop_sequence": message.get("stop_sequence"),
             },
             # The final counts: output as generated, input as in message_start (the API repeats them).
-            "usage": {"output_tokens": 1, **message.get("usage", {})},
+            "usage": {"output_tokens": 1, **usage},
         },
     )
     yield "message_stop", {"type": "message_stop"}
