@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO, wait_until
 from IPython.core.interactiveshell import InteractiveShell
 
-from madohub_nb import config
 from madohub_nb.errors import MadohubValueError
+from madohub_nb.notebook import config as notebook_config
 from madohub_nb.notebook.config import MadoHub, hub_kwargs_from_config, settings
 from madohub_nb.notebook.magics import (
     HelpShown,
@@ -234,7 +234,15 @@ def test_config_magic_sets_traits_and_hub_keywords(ip: InteractiveShell) -> None
     assert kwargs["idle_delay_ms"] == 2000
     assert kwargs["socket_name"] == "mh-x"
     assert kwargs["delivery"] == "paste"
-    assert set(kwargs) == {*config.HUB_SETTINGS, "delivery"}
+    assert kwargs["prices"] is None  # None: the documented defaults
+    ip.run_line_magic(
+        "config",
+        "MadoHub.prices = {'m': {'input': 1, 'output': 2, 'cache_read': 0, 'cache_write': 0}}",
+    )
+    assert hub_kwargs_from_config()["prices"] == {
+        "m": {"input": 1.0, "output": 2.0, "cache_read": 0.0, "cache_write": 0.0}
+    }
+    assert set(kwargs) == {*notebook_config.HUB_SETTINGS, *notebook_config.KEYWORD_SETTINGS}
 
 
 def test_config_before_load_ext_reaches_the_settings(home: Path) -> None:
