@@ -8,6 +8,9 @@ Run: ``.venv/bin/python benchmarks/bench_extraction.py [--quick]``.
   itself, so the expected answer is the fixture's. ``read_last_response`` is
   timed (median of many calls, page cache warm) against the plainest way: a
   full parse, ``json.loads`` of every line, keeping the last assistant text.
+  The same read with ``usage=True`` (the answer's turn: model, tokens,
+  duration, tool calls; one backwards pass to the turn's prompt) is timed
+  beside it and must stay under the same target.
 - Session resolution: 1,000 project folders of three sessions each;
   ``find_claude_transcript`` (by session id) plus ``cwd_to_project_dir`` (by
   working directory), against ``glob('projects/*/<id>.jsonl')``.
@@ -89,6 +92,17 @@ def timed_ms(fn: object, runs: int) -> list[float]:
     return out
 
 
+# The fixture's last turn, read by hand: two API messages of 10 input tokens each, 20 + 9
+# output tokens, one Bash tool call, turn_duration 578 ms (see tests/test_turn_usage.py).
+EXPECTED_USAGE = {
+    "model": "claude-opus-4-8",
+    "input_tokens": 20,
+    "output_tokens": 29,
+    "tool_calls": 1,
+    "turn_ms": 578.0,
+}
+
+
 def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -> None:
     from madohub_nb.io.transcripts import ReadStats, read_last_response
 
@@ -105,6 +119,15 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
     if found is None or found.text != expected:
         raise CouldNotMeasure(f"read_last_response gave {found!r}, expected {expected!r}")
     ours = timed_ms(lambda: read_last_response(path), runs)
+    usage_stats = ReadStats()
+    with_usage = read_last_response(path, stats=usage_stats, usage=True)
+    usage = with_usage.usage if with_usage is not None else None
+    got = {k: getattr(usage, k) for k in EXPECTED_USAGE} if usage is not None else None
+    if with_usage is None or with_usage.text != expected or got != EXPECTED_USAGE:
+        raise CouldNotMeasure(
+            f"read_last_response(usage=True) gave {got!r}, expected {EXPECTED_USAGE!r}"
+        )
+    ours_usage = timed_ms(lambda: read_last_response(path, usage=True), runs)
     t0 = time.perf_counter()
     plain = full_parse(path)
     full_ms = (time.perf_counter() - t0) * 1000
@@ -121,6 +144,18 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
         median < EXTRACT_TARGET_MS,
     )
     speedup = full_ms / median
+    median_usage = statistics.median(ours_usage)
+    report.info(
+        f"read_last_response(usage=True) read {usage_stats.bytes_read} bytes "
+        f"({usage_stats.lines} lines) of {size}"
+    )
+    report.target(
+        f"last response + its turn's usage, {size / 1e6:.0f} MB transcript ({runs} calls)",
+        f"median {median_usage:.3f} ms (max {max(ours_usage):.3f})",
+        f"< {EXTRACT_TARGET_MS} ms",
+        f"answer alone {median:.3f} ms; full parse {full_ms:.0f} ms",
+        median_usage < EXTRACT_TARGET_MS,
+    )
     report.target(
         "extraction vs full parse",
         f"{speedup:.0f}x faster",

@@ -26,7 +26,13 @@ from .errors import (
 )
 from .hub import Hub
 from .io.log import RoundLog, RoundRecord
-from .io.transcripts import Extraction, cwd_to_project_dir, read_last_response
+from .io.transcripts import (
+    Extraction,
+    TurnUsage,
+    cwd_to_project_dir,
+    read_last_response,
+    read_turn_usage,
+)
 from .notebook.registry import get_hub
 from .pipeline.route import Route
 from .pipeline.tile import Tile
@@ -47,10 +53,12 @@ __all__ = [
     "TileError",
     "TmuxError",
     "TransformError",
+    "TurnUsage",
     "cwd_to_project_dir",
     "get_hub",
     "load_ipython_extension",
     "read_last_response",
+    "read_turn_usage",
     "unload_ipython_extension",
 ]
 

@@ -58,6 +58,7 @@ class Hub:
     delivery = _forward("delivery", "Default delivery of routes and sends: typed or paste.")
     ai_timeout_s = _forward("ai_timeout_s", "Per-attempt timeout (s) of one Anthropic request.")
     ai_max_retries = _forward("ai_max_retries", "Retries of a failed Anthropic request.")
+    prices = _forward("prices", "USD per million tokens by model, for cost_usd (None: defaults).")
     socket_name = _forward("socket_name", "The tmux socket (tmux -L); fixed.", writable=False)
     tmux = _forward("tmux", "The tmux adapter.", writable=False)
     log = _forward("log", "The round log; ``hub.log.df`` is a DataFrame of it.")
@@ -84,6 +85,7 @@ class Hub:
         delivery: str = "typed",
         ai_timeout_s: float = AI_TIMEOUT_S,
         ai_max_retries: int = AI_MAX_RETRIES,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self._rt = Runtime(
             socket_name=socket_name,
@@ -96,6 +98,7 @@ class Hub:
             delivery=delivery,
             ai_timeout_s=ai_timeout_s,
             ai_max_retries=ai_max_retries,
+            prices=prices,
         )
         self.log_path = str(self._rt.log.path)
         self.closed = False

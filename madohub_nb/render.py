@@ -269,6 +269,7 @@ ROUND_TABLE_COLUMNS: Final = (
     ("status", "status"),
     ("extraction_method", "via"),
     ("latency_ms", "ms"),
+    ("cost_usd", "cost"),
     ("prompt", "prompt"),
 )
 
@@ -293,6 +294,8 @@ def _cell(column: str, value: Any) -> str:
         return value.astimezone().strftime("%H:%M:%S")
     if column.endswith("_ms") and isinstance(value, (int, float)):
         return f"{value:.0f}"
+    if column == "cost_usd" and isinstance(value, (int, float)):
+        return f"${value:.4f}"  # blank when unknown (NaN above): never a made-up $0
     text = str(value)
     if column == "prompt":
         flat = " ".join(text.split())

@@ -34,6 +34,7 @@ from .settings import (
     DELIVERY_MODES,
     IDLE_DELAY_MS_RANGE,
     check_choice,
+    check_prices,
     check_range,
 )
 
@@ -57,6 +58,7 @@ class Runtime:
         delivery: str,
         ai_timeout_s: float = AI_TIMEOUT_S,
         ai_max_retries: int = AI_MAX_RETRIES,
+        prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self.idle_delay_ms = idle_delay_ms
         self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
@@ -67,6 +69,7 @@ class Runtime:
         self._api_key = api_key
         self.ai_timeout_s = ai_timeout_s
         self.ai_max_retries = ai_max_retries
+        self.prices = prices
         self.session_id = uuid.uuid4().hex[:12]
         self.session_name = f"madohub-{self.session_id}"
         self.tmux = Tmux(socket_name)
@@ -95,6 +98,15 @@ class Runtime:
     @idle_delay_ms.setter
     def idle_delay_ms(self, value: int) -> None:
         self._idle_delay_ms = check_range("idle_delay_ms", value, IDLE_DELAY_MS_RANGE, " ms")
+
+    @property
+    def prices(self) -> Mapping[str, Mapping[str, float]]:
+        """USD per million tokens by model, for each round's ``cost_usd``."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, value: Mapping[str, Mapping[str, float]] | None) -> None:
+        self._prices = check_prices(value)
 
     @property
     def api_key(self) -> str | None:

@@ -234,7 +234,15 @@ def test_config_magic_sets_traits_and_hub_keywords(ip: InteractiveShell) -> None
     assert kwargs["idle_delay_ms"] == 2000
     assert kwargs["socket_name"] == "mh-x"
     assert kwargs["delivery"] == "paste"
-    assert set(kwargs) == {*config.HUB_SETTINGS, "delivery"}
+    assert kwargs["prices"] is None  # None: the documented defaults
+    ip.run_line_magic(
+        "config",
+        "MadoHub.prices = {'m': {'input': 1, 'output': 2, 'cache_read': 0, 'cache_write': 0}}",
+    )
+    assert hub_kwargs_from_config()["prices"] == {
+        "m": {"input": 1.0, "output": 2.0, "cache_read": 0.0, "cache_write": 0.0}
+    }
+    assert set(kwargs) == set(config.HUB_SETTINGS)
 
 
 def test_config_before_load_ext_reaches_the_settings(home: Path) -> None:

@@ -26,10 +26,13 @@ print("REPORT" + _json.dumps({
     "closed": hub.closed,
     "rounds": len(mh.RoundLog(log_path).df),
     "statuses": sorted(set(mh.RoundLog(log_path).df.status)),
+    "priced": int(mh.RoundLog(log_path).df.cost_usd.notna().sum()),
 }))
 """
 
 MIN_ROUNDS = {"quickstart": 3, "transform-tuning": 4, "round-analysis": 6}
+MIN_PRICED = {"round-analysis": 5}
+"""Rounds with a cost_usd: every hand-off of round-analysis (its price table knows the demo models)."""
 
 
 def _tmux_server_pid(socket: str) -> int | None:
@@ -79,6 +82,7 @@ def test_notebook_runs_top_to_bottom(name: str, home: Path, tmp_path: Path) -> N
         assert report["closed"] is True
         assert report["rounds"] >= MIN_ROUNDS[name]
         assert "error" not in report["statuses"]
+        assert report["priced"] >= MIN_PRICED.get(name, 0)
         assert not Path(report["log_path"]).is_relative_to(home), "the log is not a temporary one"
         assert not (home / ".claude").exists(), "the demo agents wrote into the user's ~/.claude"
         # hub.close() killed the panes it made, so the private tmux server has exited.

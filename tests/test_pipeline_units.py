@@ -25,12 +25,14 @@ from madohub_nb.pipeline.round import RoundPlan, hand_send_plan, run_round
 from madohub_nb.pipeline.route import Route, make_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig, make_transform_spec
+from madohub_nb.settings import PRICES_USD_PER_MTOK
 
 
 class Services:
     """Records what the pipeline asks of the hub; no tmux, no files, no threads."""
 
     session_id = "unit"
+    prices = PRICES_USD_PER_MTOK
 
     def __init__(self, writable: bool = True) -> None:
         self.deliverer = Deliverer()

@@ -295,9 +295,14 @@ class ClaudeFiles:
         )
 
     def assistant(
-        self, block: dict[str, Any], message_id: str, request_id: str, stop_reason: str
+        self,
+        block: dict[str, Any],
+        message_id: str,
+        request_id: str,
+        stop_reason: str,
+        usage: dict[str, Any],
     ) -> str:
-        """One assistant line (one content block); lines of one reply share the ids."""
+        """One assistant line (one content block); lines of one reply share ids and usage."""
         return self._chain(
             {
                 "parentUuid": self._last_uuid,
@@ -310,7 +315,7 @@ class ClaudeFiles:
                     "content": [block],
                     "stop_reason": stop_reason,
                     "stop_sequence": None,
-                    "usage": _usage(block),
+                    "usage": usage,
                     "stop_details": None,
                 },
                 "requestId": request_id,
@@ -416,13 +421,23 @@ class ClaudeFiles:
             self._chain(record)
 
 
-def _usage(block: dict[str, Any]) -> dict[str, Any]:
-    output = max(1, len(json.dumps(block)) // 4)
+SYSTEM_TOKENS: Final = 2000
+HISTORY_TOKENS_PER_TURN: Final = 150
+
+
+def message_usage(prompt: str, blocks: list[dict[str, Any]], turn: int) -> dict[str, Any]:
+    """The usage of one API message, written on each of its lines (as Claude Code does).
+
+    Deterministic, shaped like a real cached turn: 3 uncached input tokens; the
+    prompt (a quarter of its characters) written to the cache; the system
+    prompt and the history of earlier turns read from it; output a quarter of
+    the message's blocks as JSON.
+    """
     return {
-        "input_tokens": 10,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output,
+        "input_tokens": 3,
+        "cache_creation_input_tokens": max(1, len(prompt) // 4),
+        "cache_read_input_tokens": SYSTEM_TOKENS + HISTORY_TOKENS_PER_TURN * max(0, turn - 1),
+        "output_tokens": max(1, len(json.dumps(blocks)) // 4),
         "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
         "service_tier": "standard",
         "cache_creation": {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
@@ -561,21 +576,17 @@ class ClaudeStandin(AgentStandin[_Turn]):
         assert turn is not None
         if turn.phase == "thinking" and turn.bash is not None:
             message_id, request_id = _short_id("msg", 20), _short_id("req", 16)
-            self.files.assistant(
-                {"type": "text", "text": "Running it."}, message_id, request_id, "tool_use"
-            )
             turn.tool_id = _short_id("toolu", 16)
-            turn.tool_uuid = self.files.assistant(
-                {
-                    "type": "tool_use",
-                    "id": turn.tool_id,
-                    "name": "Bash",
-                    "input": {"command": turn.bash, "description": "Run fake command"},
-                },
-                message_id,
-                request_id,
-                "tool_use",
-            )
+            preamble = {"type": "text", "text": "Running it."}
+            call = {
+                "type": "tool_use",
+                "id": turn.tool_id,
+                "name": "Bash",
+                "input": {"command": turn.bash, "description": "Run fake command"},
+            }
+            usage = message_usage(turn.prompt, [preamble, call], self.turns)
+            self.files.assistant(preamble, message_id, request_id, "tool_use", usage)
+            turn.tool_uuid = self.files.assistant(call, message_id, request_id, "tool_use", usage)
             self.history.append(("answer", "Running it.", ""))
             turn.phase = "waiting"
             turn.asked_at = now
@@ -590,9 +601,10 @@ class ClaudeStandin(AgentStandin[_Turn]):
             text = personas.echo(turn.tool_output)
         else:
             text = personas.reply(self.persona, turn.prompt, self.turns)
-        self.files.assistant(
-            {"type": "text", "text": text}, _short_id("msg", 20), _short_id("req", 16), "end_turn"
-        )
+        block = {"type": "text", "text": text}
+        asked = turn.tool_output if turn.phase == "after_tool" else turn.prompt
+        usage = message_usage(asked, [block], self.turns)
+        self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
         self.history.append(("answer", text, ""))
         self._finish(now)
 

@@ -29,6 +29,7 @@ import dataclasses
 import gc
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -53,7 +54,8 @@ from ..settings import DELIVERY_MODES, LOG_BUSY_TIMEOUT_MS, check_choice, check_
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""1: the first log; 2: the usage and cost columns (model … cost_usd). Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -97,6 +99,22 @@ class RoundRecord:
     template: str | None = None
     session_id: str | None = None
     """The hub session that wrote the row."""
+    # What the source turn cost, from the agent's own files (None: not read, e.g. screen rounds).
+    model: str | None = None
+    input_tokens: int | None = None
+    """Uncached input tokens of the source turn, summed over its API messages."""
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    turn_ms: float | None = None
+    """The source turn's own duration, as the agent wrote it."""
+    tool_calls: int | None = None
+    # What the ai-routing / summary transform cost (the SDK's usage).
+    ai_model: str | None = None
+    ai_input_tokens: int | None = None
+    ai_output_tokens: int | None = None
+    cost_usd: float | None = None
+    """Source turn plus transform, from the price table; None when a model has no price."""
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -104,10 +122,24 @@ ROUND_COLUMNS: Final = tuple(f.name for f in dataclasses.fields(RoundRecord))
 """The log's columns, in the stable order of ``RoundLog.df``."""
 
 _TIME_COLUMNS: Final = ("fired_at", "delivered_at")
-_FLOAT_COLUMNS: Final = ("extract_ms", "transform_ms", "deliver_ms", "latency_ms")
+_FLOAT_COLUMNS: Final = ("extract_ms", "transform_ms", "deliver_ms", "latency_ms", "turn_ms")
 _INT_COLUMNS: Final = ("round",)
+COUNT_COLUMNS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "tool_calls",
+    "ai_input_tokens",
+    "ai_output_tokens",
+)
+"""Token and call counts: INTEGER in the file, float64 in ``df`` (missing: NaN)."""
+_MONEY_COLUMNS: Final = ("cost_usd",)
 _TEXT_COLUMNS: Final = tuple(
-    c for c in ROUND_COLUMNS if c not in (*_TIME_COLUMNS, *_FLOAT_COLUMNS, *_INT_COLUMNS, "meta")
+    c
+    for c in ROUND_COLUMNS
+    if c
+    not in (*_TIME_COLUMNS, *_FLOAT_COLUMNS, *_INT_COLUMNS, *COUNT_COLUMNS, *_MONEY_COLUMNS, "meta")
 )
 _REQUIRED_TEXT: Final = (
     "round_id",
@@ -126,6 +158,8 @@ _SQL_TYPES: Final = {
     **{c: "TEXT" for c in _TEXT_COLUMNS},
     **{c: "TEXT" for c in _TIME_COLUMNS},  # ISO 8601 UTC, readable in the sqlite3 shell
     **{c: "REAL" for c in _FLOAT_COLUMNS},
+    **{c: "INTEGER" for c in COUNT_COLUMNS},
+    **{c: "REAL" for c in _MONEY_COLUMNS},
     "round": "INTEGER",
     "meta": "TEXT",  # JSON object
 }
@@ -147,6 +181,14 @@ _INSERT: Final = (
     f"INSERT INTO rounds ({_COLUMN_SQL}) VALUES ({', '.join('?' for _ in ROUND_COLUMNS)})"
 )
 _SELECT: Final = f"SELECT {_COLUMN_SQL} FROM rounds"
+
+
+def _select_sql(stored: set[str]) -> str:
+    """The SELECT of every column; columns an older (read-only) file lacks read as NULL."""
+    if all(c in stored for c in ROUND_COLUMNS):
+        return _SELECT
+    parts = (f'"{c}"' if c in stored else f'NULL AS "{c}"' for c in ROUND_COLUMNS)
+    return f"SELECT {', '.join(parts)} FROM rounds"
 
 
 def default_log_path() -> Path:
@@ -197,6 +239,38 @@ def _float_or_none(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+def _money_or_none(value: object) -> float | None:
+    """A cost as stored: NaN (no price for the model) is stored as NULL, like None."""
+    number = _float_or_none(value)
+    return None if number is None or math.isnan(number) else number
+
+
+def _check_usage(rec: RoundRecord) -> None:
+    """Usage columns: names are strings, counts whole numbers >= 0, cost a number >= 0 (or NaN)."""
+    for name in ("model", "ai_model"):
+        value = getattr(rec, name)
+        if value is not None and not isinstance(value, str):
+            raise MadohubValueError(
+                f"round {name} must be a model name (str) or None, got {value!r}"
+            )
+    for name in COUNT_COLUMNS:
+        value = getattr(rec, name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise MadohubValueError(
+                f"round {name} must be a whole number >= 0 or None (not read), got {value!r}"
+            )
+    for name in _MONEY_COLUMNS:
+        value = getattr(rec, name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise MadohubValueError(
+                f"round {name} must be a number of US dollars >= 0, NaN or None, got {value!r}"
+            )
+
+
 class RoundLog:
     """The durable, append-only log of rounds in one SQLite file.
 
@@ -241,6 +315,7 @@ class RoundLog:
         self._conn = self._connect()
         try:
             self._open_schema()
+            self._select = _select_sql(self._stored_columns())
             if max_bytes is not None:
                 self._cap_size(max_bytes)
         except BaseException:
@@ -363,7 +438,47 @@ class RoundLog:
                 f"round log {self.path} was written by a newer madohub_nb (schema {version}; "
                 f"this version reads up to {SCHEMA_VERSION}): upgrade madohub_nb or pass another log_path"
             )
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
         return True
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older log up to SCHEMA_VERSION by adding the columns it lacks (empty).
+
+        Every later column is nullable, so old rows read as "not recorded"
+        (NaN/None) and nothing already logged changes. A read-only log is left
+        as it is: its missing columns read as empty (see ``_select_sql``).
+        """
+        if self.read_only:
+            return
+        conn = self._conn
+        own = not conn.in_transaction  # inside _open_schema's create transaction: reuse it
+        if own:
+            conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it right now
+        try:
+            missing = [c for c in ROUND_COLUMNS if c not in self._stored_columns()]
+            for name in missing:
+                conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if own:
+                conn.execute("COMMIT")
+        except BaseException:
+            if own:
+                self._rollback()
+            raise
+        logger.info(
+            "round log %s migrated from schema %d to %d (added %s)",
+            self.path,
+            version,
+            SCHEMA_VERSION,
+            ", ".join(missing) or "nothing",
+        )
+
+    def _stored_columns(self) -> set[str]:
+        return {str(row[1]) for row in self._conn.execute("PRAGMA table_info(rounds)")}
 
     def _set_wal(self) -> None:
         if not self.in_memory and not self.read_only:
@@ -470,6 +585,7 @@ class RoundLog:
                 raise MadohubValueError(
                     f"round {name} must be a number of milliseconds or None, got {value!r}"
                 )
+        _check_usage(rec)
         if not isinstance(rec.meta, dict):
             raise MadohubValueError(f"round meta must be a dict, got {type(rec.meta).__name__}")
         return rec
@@ -501,6 +617,8 @@ class RoundLog:
             **{name: getattr(rec, name) for name in (*_TEXT_COLUMNS, *_INT_COLUMNS)},
             **{name: _iso(getattr(rec, name)) for name in _TIME_COLUMNS},
             **{name: _float_or_none(getattr(rec, name)) for name in _FLOAT_COLUMNS},
+            **{name: getattr(rec, name) for name in COUNT_COLUMNS},
+            **{name: _money_or_none(getattr(rec, name)) for name in _MONEY_COLUMNS},
             "meta": meta,
         }
         return tuple(values[name] for name in ROUND_COLUMNS)
@@ -520,7 +638,7 @@ class RoundLog:
         dicts. Row ``i`` is the round with rowid ``i + 1``.
         """
         with _gc_paused():
-            return rounds_frame(self._fetch(f"{_SELECT} ORDER BY seq"))
+            return rounds_frame(self._fetch(f"{self._select} ORDER BY seq"))
 
     def __len__(self) -> int:
         return self.last_rowid
@@ -541,19 +659,20 @@ class RoundLog:
         if limit is not None:
             _check_count("limit", limit)
         rows = self._fetch(
-            f"{_SELECT} WHERE seq > ? ORDER BY seq LIMIT ?", (rowid, -1 if limit is None else limit)
+            f"{self._select} WHERE seq > ? ORDER BY seq LIMIT ?",
+            (rowid, -1 if limit is None else limit),
         )
         return [_record(row) for row in rows]
 
     def tail(self, n: int = 10) -> list[RoundRecord]:
         """The newest ``n`` rounds, oldest first."""
         _check_count("n", n)
-        rows = self._fetch(f"{_SELECT} ORDER BY seq DESC LIMIT ?", (n,))
+        rows = self._fetch(f"{self._select} ORDER BY seq DESC LIMIT ?", (n,))
         return [_record(row) for row in reversed(rows)]
 
     def get(self, round_id: str) -> RoundRecord:
         """The round with this id; ``MadohubValueError`` if the log has none."""
-        rows = self._fetch(f"{_SELECT} WHERE round_id = ?", (round_id,))
+        rows = self._fetch(f"{self._select} WHERE round_id = ?", (round_id,))
         if not rows:
             raise MadohubValueError(
                 f"no round {round_id!r} in round log {self.path}; the ids are in log.df.round_id"
@@ -625,7 +744,7 @@ def rounds_frame(rows: list[Any]) -> pd.DataFrame:
         if name in _TIME_COLUMNS:
             raw = pd.Series(values, dtype=object)
             data[name] = pd.to_datetime(raw, format="ISO8601", utc=True).astype(TIME_DTYPE)
-        elif name in _FLOAT_COLUMNS:
+        elif name in (*_FLOAT_COLUMNS, *COUNT_COLUMNS, *_MONEY_COLUMNS):
             data[name] = pd.Series(values, dtype="float64")
         elif name in _INT_COLUMNS:
             data[name] = pd.Series(values, dtype="int64")

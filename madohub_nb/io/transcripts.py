@@ -14,7 +14,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,6 +35,9 @@ MESSAGE_SPAN_LINES = 1000
 TAIL_SCAN_BYTES = 32 * 1024 * 1024
 TAIL_SCAN_LINES = 2000
 """How far back turn_finished (and the Codex turn-id lookup) look before saying "unknown"."""
+TURN_SCAN_BYTES = 64 * 1024 * 1024
+TURN_SCAN_LINES = 20_000
+"""How far back past the answer the start of its turn is sought for the turn's usage."""
 
 CLAUDE_DIR_NAME_MAX = 200
 """Claude Code cuts project directory names here and adds a hash (see claude_project_dir_name)."""
@@ -52,17 +55,55 @@ _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
 
 
 @dataclass(frozen=True)
+class TurnUsage:
+    """What the turn that produced an answer cost, as the agent wrote it down.
+
+    The turn is every main-thread API message since the prompt that started it.
+    Tokens are summed over its API messages (each counted once); ``input_tokens``
+    leaves out cached input, which is in ``cache_read_tokens``. A field is None
+    when it could not be read: missing or malformed on some message, or (tokens
+    and tool calls) when the turn's start lies beyond the read window
+    (``complete`` False).
+    """
+
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    turn_ms: float | None = None
+    tool_calls: int | None = None
+    api_calls: int | None = None
+    complete: bool = False
+
+
+USAGE_FIELDS = (
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "turn_ms",
+    "tool_calls",
+)
+"""The TurnUsage fields that are also round log columns."""
+
+
+@dataclass(frozen=True)
 class Extraction:
     """A source agent's last answer and how it was obtained.
 
     ``message_id`` identifies the turn/message it came from, so a trigger can
-    tell a new answer from the one it already routed.
+    tell a new answer from the one it already routed. ``usage`` is what that
+    turn cost (``read_last_response(..., usage=True)``); it takes no part in
+    comparisons.
     """
 
     text: str
     method: ExtractionMethod
     path: Path | None
     message_id: str | None = None
+    usage: TurnUsage | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.method not in EXTRACTION_METHODS:
@@ -202,12 +243,15 @@ def _is_rollout(rec: dict[str, Any]) -> bool:
 
 
 def read_last_response(
-    path: str | os.PathLike[str], *, stats: ReadStats | None = None
+    path: str | os.PathLike[str], *, stats: ReadStats | None = None, usage: bool = False
 ) -> Extraction | None:
     """The last assistant answer in a Claude transcript or Codex rollout, or None.
 
     The format is told from the records themselves. A missing, unreadable,
     empty or non-JSON file gives None; only a path of the wrong type raises.
+    With ``usage=True`` the same backwards pass goes on to the start of the
+    answer's turn and fills ``Extraction.usage``; unreadable usage never costs
+    the answer.
     """
     p = _check_path(path)
     stats = stats if stats is not None else ReadStats()
@@ -215,22 +259,43 @@ def read_last_response(
     if f is None:
         return None
     method: ExtractionMethod
+    tally: _TurnTally | None = None
+    turn: TurnUsage | None = None
     try:
         with f:
             records = _records(iter_lines_backwards(f, stats=stats))
             first = next(records, None)
             if first is None:
                 return None
-            if _is_rollout(first):
-                method, found = "rollout", _codex_last_response(chain([first], records), stats)
+            rollout = _is_rollout(first)
+            if usage:
+                tally = _CodexTurnTally(stats) if rollout else _ClaudeTurnTally(stats)
+                records = _tapped(chain([first], records), tally)
             else:
-                method, found = "jsonl", _claude_last_response(chain([first], records), stats)
+                records = chain([first], records)
+            if rollout:
+                method, found = "rollout", _codex_last_response(records, stats)
+            else:
+                method, found = "jsonl", _claude_last_response(records, stats)
+            if tally is not None and found is not None:
+                turn = _finish_tally(tally, records)
     except OSError:
         return None
     if found is None:
         return None
     text, message_id = found
-    return Extraction(text=text, method=method, path=p, message_id=message_id)
+    return Extraction(text=text, method=method, path=p, message_id=message_id, usage=turn)
+
+
+def read_turn_usage(
+    path: str | os.PathLike[str], *, stats: ReadStats | None = None
+) -> TurnUsage | None:
+    """Usage of the turn that produced the last answer (see ``TurnUsage``), or None.
+
+    None when there is no answer or nothing about its turn could be read.
+    """
+    found = read_last_response(path, stats=stats, usage=True)
+    return found.usage if found is not None else None
 
 
 def _tidy(block: str) -> str:
@@ -410,6 +475,360 @@ def _codex_turn_id_before(records: Iterator[dict[str, Any]], stats: ReadStats) -
                 return turn_id
             return f"turn@{stamp}" if isinstance(stamp, str) else None
     return None
+
+
+# --------------------------------------------------------------------------- turn usage
+
+
+def _tapped(records: Iterator[dict[str, Any]], tally: _TurnTally) -> Iterator[dict[str, Any]]:
+    """``records`` as they are, each shown to ``tally`` first (one pass serves both readers)."""
+    for rec in records:
+        tally.safe_feed(rec)
+        yield rec
+
+
+def _finish_tally(tally: _TurnTally, records: Iterator[dict[str, Any]]) -> TurnUsage | None:
+    """Read on (backwards) until the tally has its turn; a read error keeps what was read."""
+    try:
+        if not tally.done:
+            for _ in records:
+                if tally.done:
+                    break
+            else:
+                tally.reached_file_start()
+    except OSError:
+        tally.done = True
+    return tally.result()
+
+
+def _count(value: object) -> int | None:
+    """A token count as written: a whole number >= 0, else None (unreadable)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _duration_ms(value: object) -> float | None:
+    """A duration in ms (number or numeric string, Codex writes both) >= 0, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)) and value >= 0 and value == value and value != float("inf"):
+        return float(value)
+    return None
+
+
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+class _TurnTally:
+    """Sums the usage of the answer's turn from records seen newest first.
+
+    Records newer than the answer that belong to a later turn (a prompt the
+    agent is still working on) are dropped when that turn's start shows up.
+    Once the answer is seen, the tally reads back to its turn's start, or
+    gives up after TURN_SCAN_BYTES / TURN_SCAN_LINES (tokens then unknown).
+    """
+
+    def __init__(self, stats: ReadStats) -> None:
+        self.stats = stats
+        self.done = False
+        self.complete = False
+        self.broken = False
+        self.answer_seen = False
+        self._answer_bytes = self._answer_lines = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.model: str | None = None
+        self.turn_ms: float | None = None
+        self.tool_ids: set[str] = set()
+        self.tool_calls = 0
+        self.api_calls = 0
+        self.sums: dict[str, int | None] = dict.fromkeys(_TOKEN_FIELDS, 0)
+
+    def safe_feed(self, rec: dict[str, Any]) -> None:
+        if self.done:
+            return
+        if self.answer_seen and (
+            self.stats.bytes_read - self._answer_bytes > TURN_SCAN_BYTES
+            or self.stats.lines - self._answer_lines > TURN_SCAN_LINES
+        ):
+            self.done = True  # the turn's start is beyond the window: complete stays False
+            return
+        try:
+            self.feed(rec)
+        except Exception:  # usage is a bonus: never let it cost the answer
+            self.done = self.broken = True
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _mark_answer(self) -> None:
+        self.answer_seen = True
+        self._answer_bytes, self._answer_lines = self.stats.bytes_read, self.stats.lines
+
+    def _turn_start(self) -> None:
+        """The prompt that started a turn: the answer's (done) or a later one (forget it)."""
+        if self.answer_seen:
+            self.done = self.complete = True
+        else:
+            self._reset()
+
+    def _add_tokens(self, counts: dict[str, int | None]) -> None:
+        self.api_calls += 1
+        for name in _TOKEN_FIELDS:
+            total, value = self.sums[name], counts.get(name)
+            self.sums[name] = None if total is None or value is None else total + value
+
+    def _add_tool(self, tool_id: object) -> None:
+        if isinstance(tool_id, str) and tool_id:
+            if tool_id in self.tool_ids:
+                return
+            self.tool_ids.add(tool_id)
+        self.tool_calls += 1
+
+    def reached_file_start(self) -> None:
+        """The file began inside the answer's turn: nothing older belongs to it."""
+        self.done = self.complete = True
+
+    def result(self) -> TurnUsage | None:
+        if not self.answer_seen or self.broken:
+            return None
+        if not self.complete:
+            return TurnUsage(model=self.model, turn_ms=self.turn_ms, complete=False)
+        return TurnUsage(
+            model=self.model,
+            turn_ms=self.turn_ms,
+            tool_calls=self.tool_calls,
+            api_calls=self.api_calls,
+            complete=True,
+            **self.sums,
+        )
+
+
+_CLAUDE_USAGE_KEYS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_tokens": "cache_read_input_tokens",
+    "cache_write_tokens": "cache_creation_input_tokens",
+}
+
+
+class _ClaudeTurnTally(_TurnTally):
+    """Claude Code: ``message.usage`` per API message, ``turn_duration``, ``tool_use`` blocks.
+
+    One API message is written as one line per content block, each repeating
+    ``message.usage``; the newest line of a message carries its final counts
+    (older ones may still say ``output_tokens: 1``), so each ``message.id``
+    counts once, with its newest readable value per field.
+
+    Lines are usually in time order, but not always: Claude Code 2.1.197 wrote a
+    session's first prompt (and its attachments) AFTER the tool-call message
+    that answered it when that tool waited for permission (seen in
+    tests/real_agents/test_real_usage.py). So past the answer the tally also
+    follows the ``uuid``/``parentUuid`` chain, and a prompt line only ends the
+    turn once the answer's chain has reached a prompt; lines older than that
+    prompt line count only if they are links of the chain.
+    """
+
+    def __init__(self, stats: ReadStats) -> None:
+        super().__init__(stats)
+        self._start_chain()
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.messages: dict[str, dict[str, int | None]] = {}
+        self._anonymous = 0
+
+    def _mark_answer(self) -> None:
+        super()._mark_answer()
+        self._start_chain()
+
+    def _start_chain(self) -> None:
+        self._links: dict[str, tuple[object, bool]] = {}  # uuid -> (parentUuid, is a prompt)
+        self._need: object = None  # the next ancestor of the answer not seen yet
+        self._chain_done = True  # no chain to follow (no uuids): plain file order
+        self._past_prompt = False
+
+    def _follow(self, rec: dict[str, Any]) -> bool:
+        """Record ``rec``'s chain link; True if it is the answer's next missing ancestor."""
+        uuid, parent = rec.get("uuid"), rec.get("parentUuid")
+        if not isinstance(uuid, str):
+            return False
+        self._links[uuid] = (parent, rec.get("type") == "user" and _is_prompt(rec))
+        if self._chain_done or uuid != self._need:
+            return False
+        self._walk(uuid)
+        return True
+
+    def _walk(self, start: str) -> None:
+        """Walk up from ``start`` through seen links to a prompt (done) or an unseen uuid."""
+        node: object = start
+        for _ in range(len(self._links) + 1):
+            if not isinstance(node, str):  # the chain's root
+                self._chain_done = True
+                return
+            link = self._links.get(node)
+            if link is None:
+                self._need = node
+                return
+            parent, is_prompt = link
+            if is_prompt:
+                self._chain_done = True
+                return
+            node = parent
+        self._chain_done = True  # a loop in the links: give up following
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        in_chain = self.answer_seen and self._follow(rec)
+        if rec.get("isSidechain") is True:
+            return
+        kind = rec.get("type")
+        if kind == "assistant":
+            if not self._past_prompt or in_chain:
+                self._assistant(rec)
+        elif kind == "system" and rec.get("subtype") == "turn_duration":
+            if self.answer_seen:  # an older turn's end: the answer's turn began after it
+                self.done = self.complete = True
+                return
+            self._reset()  # ends the answer's turn, or a later one that has no answer
+            self.turn_ms = _duration_ms(rec.get("durationMs"))
+        elif kind == "user" and _is_prompt(rec):
+            if not self.answer_seen:
+                self._reset()
+            elif self._chain_done or self._past_prompt:
+                self.done = self.complete = True
+            else:
+                self._past_prompt = True  # the chain goes on past this line: follow it
+        if self.answer_seen and self._past_prompt and self._chain_done:
+            self.done = self.complete = True
+
+    def _assistant(self, rec: dict[str, Any]) -> None:
+        msg = _claude_message(rec)
+        mid = _claude_message_id(rec)
+        if mid is None:
+            self._anonymous += 1
+            mid = f"\0line{self._anonymous}"  # no id: each line is its own message
+        usage = msg.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        counts = {name: _count(usage.get(key)) for name, key in _CLAUDE_USAGE_KEYS.items()}
+        known = self.messages.get(mid)
+        if known is None:
+            self.messages[mid] = counts
+        else:
+            for name, value in counts.items():
+                if known[name] is None:
+                    known[name] = value
+        model = msg.get("model")
+        if self.model is None and isinstance(model, str) and model and not model.startswith("<"):
+            self.model = model  # "<synthetic>" marks messages Claude Code made up itself
+        content = msg.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self._add_tool(block.get("id"))
+        if not self.answer_seen and _claude_texts(rec):
+            self._mark_answer()
+            parent = rec.get("parentUuid")
+            if isinstance(rec.get("uuid"), str) and "parentUuid" in rec:
+                self._chain_done = False
+                self._links[rec["uuid"]] = (parent, False)
+                self._walk(rec["uuid"])
+
+    def result(self) -> TurnUsage | None:
+        self.sums = dict.fromkeys(_TOKEN_FIELDS, 0)
+        self.api_calls = 0
+        for counts in self.messages.values():
+            self._add_tokens(counts)
+        return super().result()
+
+
+def _is_prompt(rec: dict[str, Any]) -> bool:
+    """A user line that starts a turn: not a tool result, meta line, local command or interruption."""
+    if rec.get("isMeta") is True or _is_tool_result(rec):
+        return False
+    content = _claude_message(rec).get("content")
+    first = content if isinstance(content, str) else ""
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        text = content[0].get("text")
+        first = text if isinstance(text, str) else ""
+    if first.startswith(_INTERRUPTED_PREFIX):
+        return False
+    return not first.lstrip().startswith(_LOCAL_COMMAND_PREFIXES)
+
+
+_CODEX_TOOL_ITEMS = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
+)
+
+
+class _CodexTurnTally(_TurnTally):
+    """Codex: ``token_count`` events (``last_token_usage`` per API call), ``turn_context`` model.
+
+    Codex's ``input_tokens`` include the cached ones; here they are split into
+    ``input_tokens`` (uncached) and ``cache_read_tokens`` like Claude's. A
+    ``token_count`` repeating the previous one's running total is a duplicate.
+    """
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._last_total: object = None
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        payload = rec.get("payload")
+        if not isinstance(payload, dict):
+            return
+        kind, ptype = rec.get("type"), payload.get("type")
+        if kind == "event_msg" and ptype in ("task_complete", "turn_aborted"):
+            if self.answer_seen:
+                self.done = self.complete = True
+                return
+            self._reset()
+            self.turn_ms = _duration_ms(payload.get("duration_ms"))
+        elif kind == "event_msg" and ptype == "task_started":
+            self._turn_start()
+            return
+        elif kind == "event_msg" and ptype == "token_count":
+            self._token_count(payload.get("info"))
+        elif kind == "turn_context":
+            model = payload.get("model")
+            if self.model is None and isinstance(model, str) and model:
+                self.model = model
+        elif kind == "response_item" and ptype in _CODEX_TOOL_ITEMS:
+            self._add_tool(payload.get("call_id"))
+        if not self.answer_seen and _codex_reply(rec) is not None:
+            self._mark_answer()
+
+    def _token_count(self, info: object) -> None:
+        if not isinstance(info, dict):
+            return  # rate-limit-only events carry no usage
+        total = info.get("total_token_usage")
+        if total is not None and total == self._last_total:
+            return
+        self._last_total = total
+        last = info.get("last_token_usage")
+        last = last if isinstance(last, dict) else {}
+        given = _count(last.get("input_tokens"))
+        cached = _count(last.get("cached_input_tokens"))
+        uncached = None if given is None or cached is None or cached > given else given - cached
+        self._add_tokens(
+            {
+                "input_tokens": uncached,
+                "output_tokens": _count(last.get("output_tokens")),
+                "cache_read_tokens": cached,
+                # Absent in Codex versions that report no cache writes (none are charged).
+                "cache_write_tokens": _count(last.get("cache_write_input_tokens", 0)),
+            }
+        )
 
 
 # --------------------------------------------------------------------------- turn end

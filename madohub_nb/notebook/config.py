@@ -12,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from traitlets import Enum, Float, Int, TraitError, Unicode, observe, validate
+from traitlets import Dict, Enum, Float, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
+from ..errors import MadohubValueError
 from ..settings import (
     AI_MAX_RETRIES,
     AI_TIMEOUT_S,
     DELIVERY_MODES,
     IDLE_DELAY_MS,
     IDLE_DELAY_MS_RANGE,
+    PRICES_TAKEN,
+    check_prices,
 )
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ HUB_SETTINGS: Final = (
     "delivery",
     "ai_timeout_s",
     "ai_max_retries",
+    "prices",
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
@@ -49,6 +53,7 @@ LIVE_SETTINGS: Final = (
     "delivery",
     "ai_timeout_s",
     "ai_max_retries",
+    "prices",
 )
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
@@ -101,6 +106,17 @@ class MadoHub(SingletonConfigurable):
         AI_MAX_RETRIES, help="How often a failed Anthropic request is retried (0 to 10)."
     ).tag(config=True)
 
+    prices = Dict(
+        default_value=None,
+        allow_none=True,
+        help=(
+            "Price table for each round's cost_usd: {model: {input, output, cache_read, "
+            "cache_write}} in USD per million tokens. None: madohub_nb.settings."
+            f"PRICES_USD_PER_MTOK (taken {PRICES_TAKEN}; check them). A model missing "
+            "from the table gets cost NaN."
+        ),
+    ).tag(config=True)
+
     def __repr__(self) -> str:
         parts = [f"{name}={self._shown(name)}" for name in HUB_SETTINGS]
         return f"MadoHub({', '.join(parts)})"
@@ -109,6 +125,8 @@ class MadoHub(SingletonConfigurable):
         value = getattr(self, name)
         if name == "api_key" and value is not None:
             return "<set>"
+        if name == "prices" and value is not None:
+            return f"<{len(value)} models>"
         return repr(value)
 
     @classmethod
@@ -141,6 +159,16 @@ class MadoHub(SingletonConfigurable):
     def _changed(self, change: dict[str, Any]) -> None:
         for listener in list(_CHANGE_LISTENERS):
             listener(change["name"], change["old"], change["new"])
+
+    @validate("prices")
+    def _check_prices(self, proposal: dict[str, Any]) -> dict[str, Any] | None:
+        value = proposal["value"]
+        if value is None:
+            return None
+        try:
+            return check_prices(value)
+        except MadohubValueError as exc:
+            raise TraitError(f"MadoHub.prices: {exc}") from None
 
 
 SettingListener = Callable[[str, Any, Any], None]

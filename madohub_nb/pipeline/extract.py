@@ -98,7 +98,7 @@ def extract(tile: Tile, terminal_only: bool = False) -> Extraction | None:
     if not terminal_only and tile.profile.extractor in ("jsonl", "rollout"):
         path = transcript_path(tile)
         if path is not None:
-            found = read_last_response(path)
+            found = read_last_response(path, usage=True)
             if found is not None:
                 return found
     return from_terminal(tile)

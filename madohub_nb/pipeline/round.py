@@ -8,19 +8,20 @@ went wrong on the way.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.log import RoundRecord
-from ..io.transcripts import Extraction
-from ..settings import DELIVERY_MODES, check_choice
+from ..io.transcripts import USAGE_FIELDS, Extraction
+from ..settings import DELIVERY_MODES, check_choice, price_for
 from .deliver import Deliverer
 from .protection import LoopGuard
 from .tile import Tile
-from .transforms import AIClientConfig, TransformContext, TransformSpec, apply
+from .transforms import AIClientConfig, TransformContext, TransformSpec, apply_with_usage
 
 SCREEN_TAIL_LINES = 200
 """Scrollback read for the terminal transforms (full-output, raw)."""
@@ -59,6 +60,8 @@ class RoundServices(Protocol):
 
     session_id: str
     deliverer: Deliverer
+    prices: Mapping[str, Mapping[str, float]]
+    """The price table (USD per million tokens) that makes ``cost_usd``."""
 
     def ai_config(self, model: str | None = None) -> AIClientConfig:
         """The Anthropic client settings for an AI transform (key, base URL, model)."""
@@ -78,6 +81,54 @@ class RoundServices(Protocol):
 
 def _ms(since: float) -> float:
     return round((time.monotonic() - since) * 1000, 3)
+
+
+def _tokens_cost(
+    model: str | None, counts: Mapping[str, int | None], prices: Mapping[str, Mapping[str, float]]
+) -> float:
+    """USD for ``counts`` (price key -> tokens) at ``model``'s row; NaN if anything is unknown."""
+    row = price_for(model, prices)
+    if row is None or any(v is None for v in counts.values()):
+        return math.nan
+    return sum(row[key] * (tokens or 0) for key, tokens in counts.items()) / 1_000_000
+
+
+def round_cost_usd(
+    rec: RoundRecord, prices: Mapping[str, Mapping[str, float]], *, source_turn: bool = True
+) -> float | None:
+    """What a round cost: the source turn (when ``source_turn``) plus the AI transform.
+
+    NaN when a part's model has no price or a count it needs could not be read
+    (a screen-extracted source turn included); None when the round has no part
+    at all (a hand ``send``). Replays leave the source turn out: it was paid
+    for, and logged, by the original round.
+    """
+    parts: list[float] = []
+    if source_turn:
+        parts.append(
+            _tokens_cost(
+                rec.model,
+                {
+                    "input": rec.input_tokens,
+                    "output": rec.output_tokens,
+                    "cache_read": rec.cache_read_tokens,
+                    "cache_write": rec.cache_write_tokens,
+                },
+                prices,
+            )
+        )
+    if rec.ai_model is not None:
+        parts.append(
+            _tokens_cost(
+                rec.ai_model, {"input": rec.ai_input_tokens, "output": rec.ai_output_tokens}, prices
+            )
+        )
+    return sum(parts) if parts else None
+
+
+def _fill_cost(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
+    routed = plan.spec is not None and plan.replay_of is None and plan.prompt is None
+    rec.cost_usd = round_cost_usd(rec, hub.prices, source_turn=routed)
 
 
 async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
@@ -105,6 +156,9 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
     )
     if plan.screen_tail is not None:
         rec.meta["screen_tail"] = plan.screen_tail[-SCREEN_TAIL_LINES:]
+    if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
+        for name in USAGE_FIELDS:
+            setattr(rec, name, getattr(ex.usage, name))
     try:
         await _run(hub, plan, rec)
     except MadohubError as exc:
@@ -113,8 +167,10 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
         rec.status, rec.error = "error", "cancelled: the hub was closed before the round finished"
+        _fill_cost(hub, plan, rec)
         hub.record_now(rec)
         raise
+    _fill_cost(hub, plan, rec)
     return await hub.record(rec)
 
 
@@ -145,9 +201,14 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         )
         started = time.monotonic()
         try:
-            rec.prompt = await apply(plan.spec, ctx, ai=hub.ai_config(plan.spec.model))
+            made = await apply_with_usage(plan.spec, ctx, ai=hub.ai_config(plan.spec.model))
         finally:
             rec.transform_ms = _ms(started)
+        rec.prompt = made.prompt
+        if made.usage is not None:
+            rec.ai_model = made.usage.model
+            rec.ai_input_tokens = made.usage.input_tokens
+            rec.ai_output_tokens = made.usage.output_tokens
     if plan.dispatch == "shadow":
         rec.status = "shadow"
         return

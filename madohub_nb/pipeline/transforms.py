@@ -422,7 +422,46 @@ def _reply_text(message: object) -> str:
     )
 
 
-async def _call_model(spec: TransformSpec, ctx: TransformContext, config: AIClientConfig) -> str:
+@dataclass(frozen=True)
+class AIUsage:
+    """What one AI transform call cost, as the API's ``usage`` reported it (None: not reported)."""
+
+    model: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TransformResult:
+    """A transform's prompt, and the AI call's usage (None for the non-AI transforms)."""
+
+    prompt: str
+    usage: AIUsage | None = None
+
+
+def _usage_count(usage: object, name: str) -> int | None:
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _ai_usage(response: object, requested_model: str) -> AIUsage:
+    """The SDK response's ``usage`` and model; malformed or missing counts become None."""
+    model = getattr(response, "model", None)
+    usage = getattr(response, "usage", None)
+    return AIUsage(
+        model=model if isinstance(model, str) and model else requested_model,
+        input_tokens=_usage_count(usage, "input_tokens"),
+        output_tokens=_usage_count(usage, "output_tokens"),
+        cache_read_tokens=_usage_count(usage, "cache_read_input_tokens"),
+        cache_write_tokens=_usage_count(usage, "cache_creation_input_tokens"),
+    )
+
+
+async def _call_model(
+    spec: TransformSpec, ctx: TransformContext, config: AIClientConfig
+) -> TransformResult:
     api_key = resolve_api_key(config.api_key)
     if api_key is None:
         raise TransformError(
@@ -459,7 +498,7 @@ async def _call_model(spec: TransformSpec, ctx: TransformContext, config: AIClie
             f"{spec.name} transform failed (model {model}): the model returned no text "
             f"(stop_reason {stop!r})"
         )
-    return text.strip()
+    return TransformResult(text.strip(), _ai_usage(response, model))
 
 
 async def apply(
@@ -470,8 +509,15 @@ async def apply(
     AI transforms use ``ai`` (None: defaults, key from the environment) and
     refuse an empty output with TransformError ("nothing to transform").
     """
+    return (await apply_with_usage(spec, ctx, ai=ai)).prompt
+
+
+async def apply_with_usage(
+    spec: TransformSpec, ctx: TransformContext, *, ai: AIClientConfig | None = None
+) -> TransformResult:
+    """``apply``, also returning what the AI call cost (the SDK's ``usage``)."""
     if not spec.is_ai:
-        return apply_sync(spec, ctx)
+        return TransformResult(apply_sync(spec, ctx))
     if not ctx.output.strip():
         raise TransformError(
             f"nothing to transform: the output of {ctx.source!r} is empty ({spec.name})"

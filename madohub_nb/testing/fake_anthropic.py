@@ -15,6 +15,12 @@ Markers in a prompt script the model:
 
 Claude Code's session-title side request is answered with ``{"title": ...}``.
 ``fail_next`` and ``hang_next`` inject API errors and stalls.
+
+Every answer reports a ``usage`` derived from the request alone
+(``usage_for``), in the JSON message and in the stream (``message_start``
+with ``output_tokens`` 1, the final counts in ``message_delta``), and
+``reported`` keeps what each answer said, so tests can compare a round log's
+token columns with what the "API" billed.
 """
 
 from __future__ import annotations
@@ -142,6 +148,50 @@ def is_title_request(body: dict[str, Any]) -> bool:
     return not body.get("tools") and bool(_TITLE_SYSTEM_RE.search(_system_text(body)))
 
 
+def _tokens(value: object) -> int:
+    """A stand-in tokenizer: a quarter of the JSON text (at least 1)."""
+    return max(1, len(json.dumps(value, sort_keys=True, ensure_ascii=False)) // 4)
+
+
+def _uses_cache_control(value: object) -> bool:
+    if isinstance(value, dict):
+        return "cache_control" in value or any(_uses_cache_control(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_uses_cache_control(v) for v in value)
+    return False
+
+
+CACHED_INPUT_TOKENS = 3
+"""Uncached input of a cached request (Claude Code's real turns report a handful, too)."""
+
+
+def usage_for(body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
+    """The usage the fake reports for answering ``body`` with ``content``; deterministic.
+
+    Input: ``_tokens`` of the request (system, tools, messages). A request that
+    asks for prompt caching (any ``cache_control``, as Claude Code's do) reads
+    everything before its last message from the cache, writes the last
+    message to it and pays for ``CACHED_INPUT_TOKENS`` uncached ones. Output:
+    ``_tokens`` of the answer's content blocks.
+    """
+    messages = body.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    head = [body.get("system"), body.get("tools")]
+    if _uses_cache_control(body) and messages:
+        read = _tokens([*head, messages[:-1]])
+        written = _tokens(messages[-1])
+        given = CACHED_INPUT_TOKENS
+    else:
+        read = written = 0
+        given = _tokens([*head, messages])
+    return {
+        "input_tokens": given,
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "output_tokens": _tokens(content),
+    }
+
+
 def _title_for(body: dict[str, Any]) -> str:
     message = last_user_message(body)
     texts = [
@@ -161,8 +211,10 @@ class FakeAnthropic(FakeServer):
     ``base_url=`` take). ``requests`` holds every POST received (``method``,
     ``path``, ``headers``, ``body``); ``prompts`` the prompt text of every
     conversation request answered (title side requests, tool-result follow-ups
-    and requests failed by ``fail_next`` are not counted). When ``api_key`` is
-    given, requests carrying another key get a 401.
+    and requests failed by ``fail_next`` are not counted); ``reported`` one entry
+    per answered message: ``id``, ``model``, ``usage`` as sent, ``title`` (a
+    session-title side request) and ``stream``. When ``api_key`` is given,
+    requests carrying another key get a 401.
     """
 
     thread_name = "fake-anthropic"
@@ -182,6 +234,7 @@ class FakeAnthropic(FakeServer):
         self.model = model
         self._hangs: deque[float] = deque()
         self._keys_seen: set[str] = set()
+        self.reported: list[dict[str, Any]] = []
 
     # scripting ---------------------------------------------------------------
     def fail_next(
@@ -256,6 +309,18 @@ class FakeAnthropic(FakeServer):
             return
 
         message, sleep_s = self._answer(body)
+        if "usage" not in message:  # a scripted reply may bring its own (even a malformed one)
+            message["usage"] = usage_for(body, message.get("content", []))
+        with self._lock:
+            self.reported.append(
+                {
+                    "id": message["id"],
+                    "model": message["model"],
+                    "usage": message["usage"],
+                    "title": title,
+                    "stream": bool(body.get("stream")),
+                }
+            )
         if body.get("stream"):
             http.start_stream()
             for name, data in sse_events(message):
@@ -330,7 +395,6 @@ def _text_block(text: str) -> dict[str, Any]:
 
 
 def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
-    output_tokens = sum(len(str(b.get("text", "")).split()) for b in content) or 1
     return {
         "id": new_id("msg_fake_", 20),
         "type": "message",
@@ -339,14 +403,15 @@ def _message(model: str, content: list[dict[str, Any]], stop_reason: str) -> dic
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": output_tokens},
     }
 
 
 def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """The Messages API stream events that spell out ``message``, in order."""
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
-    start["usage"] = {**message.get("usage", {}), "output_tokens": 1}
+    usage = message.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    start["usage"] = {**usage, "output_tokens": 1}
     yield "message_start", {"type": "message_start", "message": start}
     yield "ping", {"type": "ping"}
     for index, block in enumerate(message.get("content", [])):
@@ -381,7 +446,8 @@ def sse_events(message: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                 "stop_reason": message.get("stop_reason"),
                 "stop_sequence": message.get("stop_sequence"),
             },
-            "usage": {"output_tokens": message.get("usage", {}).get("output_tokens", 1)},
+            # The final counts: output as generated, input as in message_start (the API repeats them).
+            "usage": {"output_tokens": 1, **usage},
         },
     )
     yield "message_stop", {"type": "message_stop"}

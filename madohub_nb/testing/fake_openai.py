@@ -113,19 +113,37 @@ def title_for(body: dict[str, Any]) -> str:
     return (words or "Fake task")[:TITLE_MAX_CHARS]
 
 
-def _usage(prompt: str, text: str) -> dict[str, Any]:
-    input_tokens = max(1, len(prompt.split()))
-    output_tokens = max(1, len(text.split()))
+def _tokens(value: object) -> int:
+    """A stand-in tokenizer: a quarter of the JSON text (at least 1)."""
+    return max(1, len(json.dumps(value, sort_keys=True, ensure_ascii=False)) // 4)
+
+
+def usage_for(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """The usage the fake reports for answering ``body`` with ``text``; deterministic.
+
+    Input: a quarter of the request's instructions, tools and input items (as
+    JSON). When the request carries a ``prompt_cache_key`` (Codex sends one),
+    everything before its last input item counts as cached. Output: a quarter
+    of the text's characters.
+    """
+    items = body.get("input", body.get("messages"))
+    items = items if isinstance(items, list) else [items]
+    head = [body.get("instructions"), body.get("tools")]
+    input_tokens = _tokens([*head, items])
+    cached = 0
+    if body.get("prompt_cache_key") and len(items) > 1:
+        cached = min(input_tokens, _tokens([*head, items[:-1]]))
+    output_tokens = max(1, len(text) // 4)
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": input_tokens + output_tokens,
     }
 
 
-def response_object(model: str, text: str, prompt: str, *, status: str) -> dict[str, Any]:
+def response_object(model: str, text: str, usage: dict[str, Any], *, status: str) -> dict[str, Any]:
     """A Responses API ``response`` object holding one assistant message (or none yet)."""
     output: list[dict[str, Any]] = []
     if status == "completed":
@@ -137,7 +155,7 @@ def response_object(model: str, text: str, prompt: str, *, status: str) -> dict[
         "status": status,
         "model": model,
         "output": output,
-        "usage": _usage(prompt, text) if status == "completed" else None,
+        "usage": usage if status == "completed" else None,
     }
 
 
@@ -152,13 +170,13 @@ def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def responses_events(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
+def responses_events(model: str, text: str, usage: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The ``/v1/responses`` stream events that spell out one assistant message, in order.
 
     The first two events come before any text, so a pause after them looks
     like a model that is thinking.
     """
-    response = response_object(model, text, prompt, status="in_progress")
+    response = response_object(model, text, usage, status="in_progress")
     response_id = response["id"]
     item_id = _new_id("msg_fake_")
     yield {"type": "response.created", "response": response}
@@ -177,14 +195,13 @@ def responses_events(model: str, text: str, prompt: str) -> Iterator[dict[str, A
     yield {"type": "response.content_part.done", **where, "part": {**part, "text": text}}
     item = _message_item(item_id, text, "completed")
     yield {"type": "response.output_item.done", "output_index": 0, "item": item}
-    done = {**response, "status": "completed", "output": [item], "usage": _usage(prompt, text)}
+    done = {**response, "status": "completed", "output": [item], "usage": usage}
     done["id"] = response_id
     yield {"type": "response.completed", "response": done}
 
 
-def chat_completion(model: str, text: str, prompt: str) -> dict[str, Any]:
+def chat_completion(model: str, text: str, usage: dict[str, Any]) -> dict[str, Any]:
     """A non-streaming ``/v1/chat/completions`` answer."""
-    usage = _usage(prompt, text)
     return {
         "id": _new_id("chatcmpl-fake"),
         "object": "chat.completion",
@@ -205,7 +222,7 @@ def chat_completion(model: str, text: str, prompt: str) -> dict[str, Any]:
     }
 
 
-def chat_chunks(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
+def chat_chunks(model: str, text: str, usage: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The ``/v1/chat/completions`` stream chunks for one answer (before ``[DONE]``)."""
     base = {
         "id": _new_id("chatcmpl-fake"),
@@ -224,7 +241,7 @@ def chat_chunks(model: str, text: str, prompt: str) -> Iterator[dict[str, Any]]:
             **base,
             "choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}],
         }
-    final = chat_completion(model, text, prompt)
+    final = chat_completion(model, text, usage)
     yield {
         **base,
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
@@ -239,7 +256,8 @@ class FakeOpenAIResponses(FakeServer):
     ``base_url`` (``http://127.0.0.1:PORT/v1``, what a provider's ``base_url``
     takes). ``requests`` holds every request received (``method``, ``path``,
     ``headers``, ``body``), ``prompts`` the prompt text of every model request,
-    and ``unknown_paths`` the paths it answered 404.
+    ``reported`` one entry per answer (``model``, ``usage`` as sent, ``title``
+    for a session-title request), and ``unknown_paths`` the paths it answered 404.
     """
 
     thread_name = "fake-openai"
@@ -255,6 +273,7 @@ class FakeOpenAIResponses(FakeServer):
         self.reply = reply
         self.model = model
         self.unknown_paths: list[str] = []
+        self.reported: list[dict[str, Any]] = []
 
     # scripting ---------------------------------------------------------------
     def fail_next(self, status: int, times: int = 1) -> None:
@@ -291,35 +310,40 @@ class FakeOpenAIResponses(FakeServer):
             http.send_json(status, _error_body(status, f"fake error (HTTP {status})"))
             return
 
-        model, text, prompt, sleep_s = self._answer(body)
+        model, text, _, sleep_s = self._answer(body)
+        usage = usage_for(body, text)
+        with self._lock:
+            self.reported.append(
+                {"model": model, "usage": usage, "title": is_title_request(body), "path": path}
+            )
         if path == "/v1/responses":
             if body.get("stream"):
-                self._stream_responses(http, model, text, prompt, sleep_s)
+                self._stream_responses(http, model, text, usage, sleep_s)
             else:
                 self._pause(sleep_s)
-                done = response_object(model, text, prompt, status="completed")
+                done = response_object(model, text, usage, status="completed")
                 http.send_json(200, json.dumps(done))
         elif body.get("stream"):
-            self._stream_chat(http, model, text, prompt, sleep_s)
+            self._stream_chat(http, model, text, usage, sleep_s)
         else:
             self._pause(sleep_s)
-            http.send_json(200, json.dumps(chat_completion(model, text, prompt)))
+            http.send_json(200, json.dumps(chat_completion(model, text, usage)))
 
     def _stream_responses(
-        self, http: FakeHandler, model: str, text: str, prompt: str, sleep_s: float
+        self, http: FakeHandler, model: str, text: str, usage: dict[str, Any], sleep_s: float
     ) -> None:
         http.start_stream()
-        for seq, event in enumerate(responses_events(model, text, prompt)):
+        for seq, event in enumerate(responses_events(model, text, usage)):
             http.send_event(json.dumps({**event, "sequence_number": seq}), event["type"])
             if event["type"] == "response.in_progress" and sleep_s:
                 self._pause(sleep_s)
         http.end_stream()
 
     def _stream_chat(
-        self, http: FakeHandler, model: str, text: str, prompt: str, sleep_s: float
+        self, http: FakeHandler, model: str, text: str, usage: dict[str, Any], sleep_s: float
     ) -> None:
         http.start_stream()
-        for index, chunk in enumerate(chat_chunks(model, text, prompt)):
+        for index, chunk in enumerate(chat_chunks(model, text, usage)):
             http.send_event(json.dumps(chunk))
             if index == 0 and sleep_s:
                 self._pause(sleep_s)
