@@ -41,16 +41,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
-
-import numpy as np
-import pandas as pd
 
 from ..errors import LogError, MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES
 from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
 from ..settings import DELIVERY_MODES, LOG_BUSY_TIMEOUT_MS, check_choice, check_range
+
+if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import time)
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -738,6 +738,8 @@ class RoundLog:
 
 def rounds_frame(rows: list[Any]) -> pd.DataFrame:
     """Build the log's DataFrame from rows in ``ROUND_COLUMNS`` order (vectorised conversions)."""
+    import pandas as pd
+
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in ROUND_COLUMNS]
     data: dict[str, Any] = {}
     for name, values in zip(ROUND_COLUMNS, columns, strict=True):
@@ -774,6 +776,9 @@ def _gc_paused() -> Iterator[None]:
 
 def _object_series(values: list[Any]) -> pd.Series:
     """An object Series holding ``values`` as they are (dicts stay dicts)."""
+    import numpy as np
+    import pandas as pd
+
     array = np.empty(len(values), dtype=object)
     array[:] = values
     return pd.Series(array, dtype=object)
