@@ -1,24 +1,30 @@
 """The tmux adapter: every tmux command the toolkit runs goes through here.
 
 Two channels:
-- commands (``capture-pane``, ``send-keys``, ``new-window`` …) run as short
-  ``tmux -L <socket>`` client processes, synchronously or in a worker thread;
 - output is *pushed*: one control-mode client (``tmux -C attach``) per tmux
   session streams ``%output`` events for every pane in it, so watching idle
-  panes costs nothing and silence is measured from the bytes themselves.
+  panes costs nothing and silence is measured from the bytes themselves;
+- commands (``capture-pane``, ``send-keys``, ``display-message`` …) go over
+  that same control connection once it exists (a command line, answered by a
+  ``%begin``…``%end`` block: about 0.1 ms), else as short ``tmux -L <socket>``
+  processes (about 2.5 ms each). A command whose connection closed before it
+  was written runs as a process instead; one that was written is never sent
+  twice (it may have run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import re
 import shutil
 import subprocess
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import MadohubValueError, TmuxError
 
@@ -85,6 +91,9 @@ class Tmux:
         if shutil.which("tmux") is None:
             raise TmuxError("tmux is not installed; install it (e.g. `apt-get install tmux`)")
         self.socket_name = socket_name
+        self._channel: ControlClient | None = None
+        self.channel_commands = 0
+        """Commands answered over the control connection (the rest ran as processes)."""
 
     def argv(self, *args: str) -> list[str]:
         """The full command line for a tmux command on this server."""
@@ -93,8 +102,45 @@ class Tmux:
             base += ["-L", self.socket_name]
         return [*base, *args]
 
+    # the control connection ---------------------------------------------------
+    def use_channel(self, client: ControlClient) -> None:
+        """Send commands through ``client`` (a control-mode connection) from now on."""
+        if self._channel is None or not self._channel.alive:
+            self._channel = client
+
+    def drop_channel(self, client: ControlClient) -> None:
+        """``client`` is going away: commands fall back to short tmux processes."""
+        if self._channel is client:
+            self._channel = None
+
+    def _usable_channel(self, args: tuple[str, ...], input: str | None) -> ControlClient | None:
+        channel = self._channel
+        if channel is None or not channel.alive or input is not None or not quotable(args):
+            return None
+        return channel
+
     def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        """Run one tmux command and return its stdout; raise TmuxError when it fails."""
+        """Run one tmux command and return its stdout; raise TmuxError when it fails.
+
+        Over the control connection when there is one (about 0.1 ms a command,
+        against about 2.5 ms for a new ``tmux`` process), else as a process.
+        """
+        channel = self._usable_channel(args, input)
+        if channel is not None and channel.loop is not None and not channel.on_loop_thread():
+            future = asyncio.run_coroutine_threadsafe(channel.command(args, check), channel.loop)
+            try:
+                out = future.result(COMMAND_TIMEOUT_S)
+                self.channel_commands += 1
+                return out
+            except concurrent.futures.TimeoutError as exc:
+                raise TmuxError(
+                    f"tmux {args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s"
+                ) from exc
+            except ChannelClosed:
+                pass  # closed before the command was sent: run it the other way
+        return self._run_process(*args, input=input, check=check)
+
+    def _run_process(self, *args: str, input: str | None = None, check: bool = True) -> str:
         try:
             proc = subprocess.run(
                 self.argv(*args),
@@ -103,10 +149,12 @@ class Tmux:
                 text=True,
                 encoding="utf-8",
                 errors="replace",
-                timeout=15,
+                timeout=COMMAND_TIMEOUT_S,
             )
         except subprocess.TimeoutExpired as exc:
-            raise TmuxError(f"tmux {args[0]} did not answer within 15 s") from exc
+            raise TmuxError(
+                f"tmux {args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s"
+            ) from exc
         if check and proc.returncode != 0:
             raise TmuxError(
                 f"tmux {' '.join(args[:3])} failed: {proc.stderr.strip() or proc.returncode}"
@@ -114,8 +162,16 @@ class Tmux:
         return proc.stdout
 
     async def arun(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        """:meth:`run` in a worker thread, so the event loop never waits on tmux."""
-        return await asyncio.to_thread(self.run, *args, input=input, check=check)
+        """:meth:`run` without blocking the event loop (over the control connection if any)."""
+        channel = self._usable_channel(args, input)
+        if channel is not None and channel.on_loop_thread():
+            try:
+                out = await channel.command(args, check)
+                self.channel_commands += 1
+                return out
+            except ChannelClosed:
+                pass  # closed before the command was sent: run it the other way
+        return await asyncio.to_thread(self._run_process, *args, input=input, check=check)
 
     # server and sessions ------------------------------------------------
     def server_pid(self) -> int | None:
@@ -273,6 +329,37 @@ def _pane_and_pid(out: str) -> tuple[str, int]:
     return pane_id, int(pid)
 
 
+COMMAND_TIMEOUT_S = 15.0
+"""How long one tmux command may take before it is an error."""
+
+
+class ChannelClosed(Exception):
+    """The control connection closed before a command was written to it (safe to retry)."""
+
+
+def quotable(args: tuple[str, ...] | list[str]) -> bool:
+    """Can ``args`` go on one control-mode command line? (No line breaks, no NUL.)"""
+    return bool(args) and not any(("\n" in a or "\r" in a or "\0" in a) for a in args)
+
+
+def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
+    """``args`` as one tmux command line (each argument single-quoted) and how many commands.
+
+    A lone ``;`` argument separates commands, as on tmux's own command line.
+    Inside single quotes tmux takes every character literally (``;``, ``$``,
+    ``~``, ``#{…}``, backslashes); a quote is written ``'\\''``.
+    """
+    words = []
+    commands = 1
+    for arg in args:
+        if arg == ";":
+            words.append(";")
+            commands += 1
+        else:
+            words.append("'" + arg.replace("'", "'\\''") + "'")
+    return " ".join(words), commands
+
+
 _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
 
 
@@ -296,11 +383,24 @@ def decode_control_output(data: bytes) -> bytes:
 OutputCallback = Callable[[str, bytes], None]
 
 
+@dataclass
+class _Pending:
+    """A command written to the control connection, waiting for its answer block(s)."""
+
+    blocks: int
+    future: asyncio.Future[str]
+    check: bool
+    name: str
+    lines: list[bytes] = field(default_factory=list)
+    error: bool = False
+
+
 class ControlClient:
     """A ``tmux -C attach`` client for one session: streams ``%output`` events.
 
     ``on_output(pane_id, data)`` and ``on_exit()`` are called on the event loop.
-    The client never sends commands, so it cannot change window sizes.
+    It also carries commands (:meth:`command`); the hub's sessions have
+    ``window-size manual``, so the attached client never resizes their windows.
     """
 
     def __init__(
@@ -317,12 +417,82 @@ class ControlClient:
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._pending: deque[_Pending] = deque()
+        """Commands written and not yet answered, oldest first (tmux answers in order)."""
+
+    @property
+    def alive(self) -> bool:
+        proc = self._proc
+        return (
+            proc is not None
+            and proc.returncode is None
+            and not self._stopping
+            and proc.stdin is not None
+            and not proc.stdin.is_closing()
+        )
+
+    def on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    async def command(self, args: tuple[str, ...] | list[str], check: bool = True) -> str:
+        """Run tmux ``args`` over this connection; its output, as ``tmux`` would print it.
+
+        Raises ``ChannelClosed`` if the connection was gone before the command was
+        written (nothing ran), ``TmuxError`` if tmux refused it (when ``check``) or
+        the connection closed while it ran.
+        """
+        proc = self._proc
+        if not self.alive or proc is None or proc.stdin is None:
+            raise ChannelClosed()
+        line, blocks = command_line(args)
+        pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, args[0])
+        self._pending.append(pending)
+        try:
+            proc.stdin.write(line.encode("utf-8", "surrogateescape") + b"\n")
+        except (ConnectionError, RuntimeError) as exc:
+            self._pending.remove(pending)
+            raise ChannelClosed() from exc
+        return await pending.future
+
+    def _block(self, lines: list[bytes], error: bool) -> None:
+        """One ``%begin``…``%end``/``%error`` block of ours: it answers the oldest command."""
+        if not self._pending:
+            return
+        pending = self._pending[0]
+        pending.lines += lines
+        pending.error = pending.error or error
+        pending.blocks -= 1
+        if pending.blocks > 0:
+            return
+        self._pending.popleft()
+        if pending.future.done():
+            return
+        text = "".join(ln.decode("utf-8", "replace") + "\n" for ln in pending.lines)
+        if pending.error and pending.check:
+            pending.future.set_exception(
+                TmuxError(f"tmux {pending.name} failed: {text.strip() or 'error'}")
+            )
+        else:
+            pending.future.set_result("" if pending.error else text)
+
+    def _fail_pending(self) -> None:
+        while self._pending:
+            pending = self._pending.popleft()
+            if not pending.future.done():
+                pending.future.set_exception(
+                    TmuxError(f"tmux {pending.name}: the control connection closed while it ran")
+                )
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         argv = self.tmux.argv("-C", "attach-session", "-t", f"={self.session}")
         self._proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -337,21 +507,36 @@ class ControlClient:
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         stdout = self._proc.stdout
+        block: list[bytes] | None = None
+        number: list[bytes] = []  # the block's command number, as in "%begin TIME NUMBER FLAGS"
+        ours = False
         try:
             while True:
                 line = await stdout.readline()
                 if not line:
                     break
-                if line.startswith(b"%output "):
-                    body = line[len(b"%output ") :].rstrip(b"\r\n")
-                    pane_id, _, data = body.partition(b" ")
+                body = line.rstrip(b"\r\n")
+                if block is not None:  # inside a command's answer: every line is output
+                    if body.startswith((b"%end ", b"%error ")) and body.split(b" ")[2:3] == number:
+                        if ours:
+                            self._block(block, body.startswith(b"%error"))
+                        block = None
+                    else:
+                        block.append(body)
+                elif body.startswith(b"%output "):
+                    pane_id, _, data = body[len(b"%output ") :].partition(b" ")
                     self._on_output(pane_id.decode(), decode_control_output(data))
-                elif line.startswith(b"%exit"):
+                elif body.startswith(b"%begin "):
+                    fields = body.split(b" ")
+                    block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]
+                elif body.startswith(b"%exit"):
                     break
         except asyncio.CancelledError:
+            self._fail_pending()
             return
         except ValueError:  # a line over the stream limit; the stream is unusable
             pass
+        self._fail_pending()
         if self._stopping:
             return
         # The server or session is gone: reap the client so its transport closes cleanly.
@@ -364,6 +549,7 @@ class ControlClient:
 
     async def stop(self) -> None:
         self._stopping = True
+        self.tmux.drop_channel(self)
         proc, self._proc = self._proc, None
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):

@@ -144,6 +144,7 @@ class OutputWatcher:
                 )
                 await client.start()
                 self._clients[session] = client
+                self.tmux.use_channel(client)
         return stream
 
     def client_pids(self) -> list[int]:
@@ -158,7 +159,11 @@ class OutputWatcher:
             self._on_output(pane_id, len(data))
 
     def _client_exited(self, session: str) -> None:
-        self._clients.pop(session, None)
+        gone = self._clients.pop(session, None)
+        if gone is not None:
+            self.tmux.drop_channel(gone)
+        for client in self._clients.values():  # commands go on over another connection
+            self.tmux.use_channel(client)
         for stream in self.streams.values():
             if stream.session == session:
                 stream.end()

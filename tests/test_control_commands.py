@@ -1,0 +1,74 @@
+"""tmux commands over the control connection the hub already holds, with a process fallback.
+
+Checked at the receiving end: the bytes a ``cat`` pane gets are exactly the
+characters sent, however hostile to tmux's command parser.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from conftest import wait_until
+
+import madohub_nb as mh
+from madohub_nb.errors import TmuxError
+from madohub_nb.io.tmux import command_line, quotable
+
+
+def _cat(hub: mh.Hub, tmp_path: Path) -> tuple[mh.Tile, Path]:
+    out = tmp_path / "received.txt"
+    tile = hub.tile("cat", agent="shell", command=f"stty raw -echo; cat > {out}")
+    tile.ready.result(10)
+    wait_until(lambda: hub.watcher.client_pids() != [], 10, what="the control connection")
+    return tile, out
+
+
+HOSTILE = 'it\'s; $HOME ~ #{pane_id} \\ "q" {x} ;; end;'
+
+
+def test_commands_travel_over_the_control_connection_and_arrive_verbatim(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    tile, out = _cat(hub, tmp_path)
+    before = hub.tmux.channel_commands
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", HOSTILE)
+    hub.tmux.run(
+        "send-keys", "-t", tile.pane_id, "-l", "a", ";", "send-keys", "-t", tile.pane_id, "-l", "b"
+    )
+    wait_until(lambda: out.exists() and out.read_text() == HOSTILE + "ab", 10, what="the bytes")
+    assert hub.tmux.channel_commands == before + 2
+    info = hub.tmux.pane_info(tile.pane_id)
+    assert info is not None and info.pane_id == tile.pane_id
+    assert hub.tmux.channel_commands == before + 3
+
+
+def test_a_refused_command_is_an_error_or_empty_output(hub: mh.Hub, tmp_path: Path) -> None:
+    _cat(hub, tmp_path)
+    with pytest.raises(TmuxError, match="can't find pane"):
+        hub.tmux.run("send-keys", "-t", "%9999", "x")
+    assert hub.tmux.run("send-keys", "-t", "%9999", "x", check=False) == ""
+    assert hub.tmux.pane_info("%9999") is None
+
+
+def test_when_the_control_connection_dies_commands_run_as_processes(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    tile, out = _cat(hub, tmp_path)
+    (pid,) = hub.watcher.client_pids()
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: hub.watcher.client_pids() == [], 10, what="the connection to go")
+    before = hub.tmux.channel_commands
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "after")
+    wait_until(lambda: out.exists() and out.read_text() == "after", 10, what="the bytes")
+    assert hub.tmux.channel_commands == before
+
+
+def test_command_lines_quote_every_argument_and_count_commands() -> None:
+    assert command_line(["send-keys", "-l", "it's"]) == ("'send-keys' '-l' 'it'\\''s'", 1)
+    assert command_line(["a", ";", "b", ";", "c"])[1] == 3
+    assert quotable(("send-keys", "ok"))
+    assert not quotable(("send-keys", "two\nlines"))
+    assert not quotable(())
