@@ -79,6 +79,7 @@ class Runtime:
         self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
         self.deliverer = Deliverer()
         self.tiles: dict[str, Tile] = {}
+        self._names_by_pane: dict[str, str] = {}
         self.routes: list[Route] = []
         self.unlogged: list[RoundRecord] = []
         """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
@@ -190,6 +191,7 @@ class Runtime:
             clash = self._check_name_free(name, pane_id, raise_=False)
             if clash is None:
                 self.tiles = {**self.tiles, name: tile}
+                self._names_by_pane = {**self._names_by_pane, pane_id: name}
         if clash is not None:
             if created:
                 self.tmux.kill_pane(pane_id)
@@ -318,9 +320,9 @@ class Runtime:
         self.emit(HubEvent("tile_state", name, state))
 
     def _on_output(self, pane_id: str, nbytes: int) -> None:
-        for tile in self.tiles.values():
-            if tile.pane_id == pane_id:
-                self.events.emit(HubEvent("tile_output", tile.name, data=nbytes))
+        name = self._names_by_pane.get(pane_id)
+        if name is not None:
+            self.events.emit(HubEvent("tile_output", name, data=nbytes))
 
     # life cycle --------------------------------------------------------------------
     async def _shutdown(self) -> None:

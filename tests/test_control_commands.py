@@ -51,6 +51,12 @@ def test_a_refused_command_is_an_error_or_empty_output(hub: mh.Hub, tmp_path: Pa
         hub.tmux.run("send-keys", "-t", "%9999", "x")
     assert hub.tmux.run("send-keys", "-t", "%9999", "x", check=False) == ""
     assert hub.tmux.pane_info("%9999") is None
+    # An error ends a line of commands (tmux skips the rest): later commands still get
+    # their own answers.
+    with pytest.raises(TmuxError, match="can't find pane"):
+        hub.tmux.run("display-message", "-p", "a", ";", "send-keys", "-t", "%9999", "x", ";",
+                     "display-message", "-p", "never")  # fmt: skip
+    assert hub.tmux.run("display-message", "-p", "next") == "next\n"
 
 
 def test_when_the_control_connection_dies_commands_run_as_processes(

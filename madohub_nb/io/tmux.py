@@ -398,7 +398,9 @@ class _Pending:
 class ControlClient:
     """A ``tmux -C attach`` client for one session: streams ``%output`` events.
 
-    ``on_output(pane_id, data)`` and ``on_exit()`` are called on the event loop.
+    ``on_output(pane_id, data)`` and ``on_exit()`` are called on the event loop;
+    ``data`` is as tmux sent it, octal-escaped: only its consumers pay for
+    :func:`decode_control_output` (a chatty pane nobody routes costs less).
     It also carries commands (:meth:`command`); the hub's sessions have
     ``window-size manual``, so the attached client never resizes their windows.
     """
@@ -418,6 +420,7 @@ class ControlClient:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._broken = False
         self._pending: deque[_Pending] = deque()
         """Commands written and not yet answered, oldest first (tmux answers in order)."""
 
@@ -428,6 +431,7 @@ class ControlClient:
             proc is not None
             and proc.returncode is None
             and not self._stopping
+            and not self._broken
             and proc.stdin is not None
             and not proc.stdin.is_closing()
         )
@@ -456,7 +460,17 @@ class ControlClient:
         except (ConnectionError, RuntimeError) as exc:
             self._pending.remove(pending)
             raise ChannelClosed() from exc
-        return await pending.future
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending.future), COMMAND_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            # Answers come in order: without this one, the next would be misread. Stop
+            # using this connection for commands (it still streams output).
+            self._broken = True
+            self.tmux.drop_channel(self)
+            self._fail_pending()
+            raise TmuxError(
+                f"tmux {args[0]} got no answer within {COMMAND_TIMEOUT_S:.0f} s"
+            ) from None
 
     def _block(self, lines: list[bytes], error: bool) -> None:
         """One ``%begin``…``%end``/``%error`` block of ours: it answers the oldest command."""
@@ -466,7 +480,7 @@ class ControlClient:
         pending.lines += lines
         pending.error = pending.error or error
         pending.blocks -= 1
-        if pending.blocks > 0:
+        if pending.blocks > 0 and not error:  # an error ends the line: tmux skips the rest
             return
         self._pending.popleft()
         if pending.future.done():
@@ -525,7 +539,9 @@ class ControlClient:
                         block.append(body)
                 elif body.startswith(b"%output "):
                     pane_id, _, data = body[len(b"%output ") :].partition(b" ")
-                    self._on_output(pane_id.decode(), decode_control_output(data))
+                    self._on_output(
+                        pane_id.decode(), data
+                    )  # still escaped: see decode_control_output
                 elif body.startswith(b"%begin "):
                     fields = body.split(b" ")
                     block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]

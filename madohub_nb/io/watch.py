@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable
 
-from .tmux import ControlClient, Tmux
+from .tmux import ControlClient, Tmux, decode_control_output
 
 LISTENER_BUFFER_BYTES = 256 * 1024
 """New output a listener keeps between two reads (the oldest bytes are dropped)."""
@@ -74,11 +74,14 @@ class PaneStream:
         self.listeners.add(listener)
         return listener
 
-    def feed(self, data: bytes, now_mono: float) -> None:
+    def feed(self, escaped: bytes, now_mono: float) -> None:
+        """Output as control mode sent it (octal-escaped); decoded only when someone listens."""
         self.last_output_mono = now_mono
-        self.bytes_total += len(data)
-        for listener in self.listeners:
-            listener.push(data)
+        self.bytes_total += len(escaped)
+        if self.listeners:
+            data = decode_control_output(escaped)
+            for listener in self.listeners:
+                listener.push(data)
 
     def end(self) -> None:
         """The server or session went away: wake everyone so they can notice."""
