@@ -35,6 +35,18 @@ TYPING_DELAY_MS: Final = (50, 80)
 MAX_ROUTED_CHARS: Final = 200_000
 """Routed content longer than this is cut, with a visible marker."""
 
+SECRET_ENV_VARS: Final = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+)
+"""Environment variables holding keys: redacted wherever they show, kept out of tmux."""
+
+AGENT_FILE_MAX_BYTES: Final = 1 << 20
+"""Largest agent status file (``sessions/<pid>.json``) read whole; bigger ones are ignored."""
+
 # Loop protection ------------------------------------------------------------
 MAX_ROUNDS_DEFAULT: Final = 5
 MAX_ROUNDS_RANGE: Final = (1, 20)
@@ -69,6 +81,12 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
 # Round log ------------------------------------------------------------------
 EXTRACTION_METHODS: Final = ("jsonl", "rollout", "terminal")
 """How a round's source output was extracted (the round log's extraction_method)."""
+
+CUT_MARKER: Final = "[… madohub_nb: cut {cut} characters …]"
+"""Where text was cut (routed content, logged fields), so a reader sees it."""
+
+MAX_LOGGED_CHARS: Final = 1_000_000
+"""Longest text one round-log field keeps; longer text is cut with a visible marker."""
 
 LOG_BUSY_TIMEOUT_MS: Final = 5000
 """How long a round log write waits for another writer's lock before failing."""

@@ -186,4 +186,4 @@ def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n[… madohub_nb: cut {cut} characters …]"
+    return f"{text[:max_chars]}\n" + settings.CUT_MARKER.format(cut=cut)

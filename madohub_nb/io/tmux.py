@@ -21,8 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import MadohubValueError, TmuxError
+from ..settings import SECRET_ENV_VARS
 
 PANE_ID_RE = re.compile(r"^%\d+$")
+SOCKET_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
+SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
+"""What a guarded send prints instead of typing when the window has synchronize-panes on."""
+_PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
 
 _PANE_FORMAT = "\t".join(
@@ -79,9 +84,9 @@ class Tmux:
     """One tmux server, addressed by socket name (``tmux -L``); None is the default server."""
 
     def __init__(self, socket_name: str | None = None) -> None:
+        self.socket_name = check_socket_name(socket_name)
         if shutil.which("tmux") is None:
             raise TmuxError("tmux is not installed; install it (e.g. `apt-get install tmux`)")
-        self.socket_name = socket_name
 
     def argv(self, *args: str) -> list[str]:
         """The full command line for a tmux command on this server."""
@@ -95,6 +100,7 @@ class Tmux:
         try:
             proc = subprocess.run(
                 self.argv(*args),
+                env=client_environment(),
                 input=input,
                 capture_output=True,
                 text=True,
@@ -120,7 +126,9 @@ class Tmux:
         return int(out) if out.isdigit() else None
 
     def has_session(self, name: str) -> bool:
-        proc = subprocess.run(self.argv("has-session", "-t", f"={name}"), capture_output=True)
+        proc = subprocess.run(
+            self.argv("has-session", "-t", f"={name}"), capture_output=True, env=client_environment()
+        )
         return proc.returncode == 0
 
     def new_pane(
@@ -228,17 +236,42 @@ class Tmux:
     def cancel_copy_mode(self, pane_id: str) -> None:
         self.run("send-keys", "-t", pane_id, "-X", "cancel", check=False)
 
-    def paste(self, pane_id: str, text: str, bracketed: bool = True) -> None:
-        """Paste ``text`` through a uniquely named buffer (buffers are server-wide)."""
+    def paste(self, pane_id: str, text: str, bracketed: bool = True) -> bool:
+        """Paste ``text`` through a uniquely named buffer (buffers are server-wide).
+
+        Like :meth:`send_guarded`, nothing is pasted (and False returned) while
+        the pane's window has synchronize-panes on.
+        """
         name = f"madohub-{uuid.uuid4().hex}"
         self.run("load-buffer", "-b", name, "-", input=text)
-        args = ["paste-buffer", "-d", "-b", name, "-t", pane_id]
-        if bracketed:
-            args.insert(1, "-p")
+        paste = f"paste-buffer {'-p ' if bracketed else ''}-d -b {name} -t {pane_id}"
         try:
-            self.run(*args)
+            return self.send_guarded(pane_id, [paste])
         finally:
             self.run("delete-buffer", "-b", name, check=False)
+
+    def send_guarded(self, pane_id: str, commands: list[str]) -> bool:
+        """Run tmux ``commands`` (strings) only if ``pane_id``'s window is not synchronized.
+
+        With synchronize-panes on, every key sent to one pane is typed into all
+        the panes of its window, so nothing is sent and False is returned. The
+        check and the sending are one tmux invocation (``if-shell -F``): no
+        extra process per line, and no window for the option to change between.
+        """
+        out = self.run(
+            "if-shell",
+            "-F",
+            "-t",
+            pane_id,
+            "#{pane_synchronized}",
+            f"display-message -p {SYNCHRONIZED_REPLY}",
+            " ; ".join(commands),
+        )
+        return SYNCHRONIZED_REPLY not in out
+
+    async def asend_guarded(self, pane_id: str, commands: list[str]) -> bool:
+        """:meth:`send_guarded` in a worker thread."""
+        return await asyncio.to_thread(self.send_guarded, pane_id, commands)
 
     def resolve_pane(self, pane: str) -> PaneInfo:
         """Check an adopted pane reference and return its info, or raise a teaching error."""
@@ -266,6 +299,58 @@ _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
 def key_name(key: str) -> str:
     """The tmux key name for a control character profiles use (``\\r`` → ``C-m``)."""
     return _KEY_NAMES.get(key, key)
+
+
+def hex_keys_command(pane_id: str, text: str) -> str:
+    """A ``send-keys -H`` command string that types ``text``'s UTF-8 bytes exactly.
+
+    Hex keys need no quoting inside a tmux command string (no ``;``, quote,
+    ``#``, ``~`` or ``$`` is ever seen by tmux's parser); tmux writes each byte
+    to the pane as is (``KEYC_LITERAL``), so multi-byte characters arrive whole.
+    """
+    return f"send-keys -t {pane_id} -H " + " ".join(f"{b:02x}" for b in text.encode("utf-8"))
+
+
+def key_command(pane_id: str, key: str) -> str:
+    """A ``send-keys`` command string pressing one key (a profile key or a control character)."""
+    name = key_name(key)
+    if _PLAIN_KEY_RE.match(name):
+        return f"send-keys -t {pane_id} {name}"
+    return hex_keys_command(pane_id, key)
+
+
+def check_socket_name(socket_name: str | None) -> str | None:
+    """``socket_name`` if it is a plain name tmux keeps in its private socket folder.
+
+    ``tmux -L NAME`` puts the socket at ``/tmp/tmux-<uid>/NAME``: a ``/`` or
+    ``..`` would put it somewhere else, outside that protected folder.
+    """
+    if socket_name is None:
+        return None
+    if (
+        not isinstance(socket_name, str)
+        or not SOCKET_NAME_RE.match(socket_name)
+        or socket_name in (".", "..")
+    ):
+        raise MadohubValueError(
+            f"socket_name {socket_name!r} is not a plain name; use letters, digits and "
+            "'_', '-', '.', '@', '+' (at most 100, no '/'), e.g. 'madohub', or None "
+            "for the default tmux server"
+        )
+    return socket_name
+
+
+def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for tmux client processes: ``environ`` without secrets.
+
+    The first tmux client starts the server, whose global environment (and so
+    every pane) is a copy of the client's: the hub's API keys would reach every
+    agent and shell. A tile that needs one names it in its ``env``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    for name in SECRET_ENV_VARS:
+        env.pop(name, None)
+    return env
 
 
 _OCTAL_RE = re.compile(rb"\\([0-7]{3})|\\\\")
@@ -316,7 +401,7 @@ class ControlClient:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "TMUX": ""},
+            env={**client_environment(), "TMUX": ""},
             limit=16 * 1024 * 1024,
         )
         self._task = asyncio.get_running_loop().create_task(self._read())
