@@ -269,6 +269,7 @@ class Hub:
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
             pane_pid=pid,
+            redact=self.log.redact_text,
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:

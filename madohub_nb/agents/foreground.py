@@ -100,7 +100,11 @@ def check_reader(reader: Reader) -> str | None:
         return f"{reader.what} is no longer on the pane's terminal"
     if pane.tpgid != st.pgrp:
         leader = read_stat(pane.tpgid) if pane.tpgid > 0 else None
-        who = f"{leader.comm!r} (process group {pane.tpgid})" if leader else f"process group {pane.tpgid}"
+        who = (
+            f"{leader.comm!r} (process group {pane.tpgid})"
+            if leader
+            else f"process group {pane.tpgid}"
+        )
         return f"{reader.what} is not the terminal's foreground process; {who} is"
     return None
 

@@ -56,9 +56,9 @@ import pandas as pd
 
 from ..errors import LogError, MadohubValueError
 from ..settings import (
+    CUT_MARKER,
     DELIVERY_MODES,
     EXTRACTION_METHODS,
-    CUT_MARKER,
     LOG_BUSY_TIMEOUT_MS,
     MAX_LOGGED_CHARS,
     ROUND_STATUSES,
@@ -289,9 +289,7 @@ class RoundLog:
 
     @max_field_chars.setter
     def max_field_chars(self, value: int) -> None:
-        self._max_field_chars = check_range(
-            "max_field_chars", value, (100, 1 << 30), " characters"
-        )
+        self._max_field_chars = check_range("max_field_chars", value, (100, 1 << 30), " characters")
 
     # Opening -----------------------------------------------------------------
 
@@ -345,7 +343,7 @@ class RoundLog:
             except OSError as exc:
                 raise LogError(
                     f"cannot create round log {path}: {exc.strerror or exc}; "
-                    "make the folder writable or pass another log_path"
+                    "check its folder exists and is writable, or pass another log_path"
                 ) from exc
             return
         try:

@@ -127,7 +127,9 @@ class Tmux:
 
     def has_session(self, name: str) -> bool:
         proc = subprocess.run(
-            self.argv("has-session", "-t", f"={name}"), capture_output=True, env=client_environment()
+            self.argv("has-session", "-t", f"={name}"),
+            capture_output=True,
+            env=client_environment(),
         )
         return proc.returncode == 0
 

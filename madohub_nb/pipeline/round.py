@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeliveryError, LogError, MadohubError
-from ..io.log import RoundRecord
+from ..io.log import MIN_SECRET_CHARS, RoundRecord
 from ..io.transcripts import Extraction
 from .transforms import TransformContext, TransformSpec, apply
 
@@ -57,6 +57,7 @@ def _ms(since: float) -> float:
 
 async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
     """Run one round and append it to the log; never raises for round-level failures."""
+    _register_keys(hub)
     ex = plan.extraction
     target_name = plan.target.name if plan.target is not None else str(plan.meta.get("target", ""))
     rec = RoundRecord(
@@ -91,6 +92,14 @@ async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
         hub._append_round(rec)
         raise
     return hub._append_round(rec)
+
+
+def _register_keys(hub: Hub) -> None:
+    """Redact the hub's key as it is now (set by %config or the environment after the hub
+    was made), before anything of this round can be logged."""
+    key = hub.api_key
+    if key and len(key.strip()) >= MIN_SECRET_CHARS:
+        hub.log.register_secret(key)
 
 
 async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
@@ -156,6 +165,8 @@ async def _run(hub: Hub, plan: RoundPlan, rec: RoundRecord) -> None:
         rec.deliver_ms = _ms(started)
     rec.delivered_at = result.delivered_at
     rec.latency_ms = round((time.monotonic() - plan.fired_mono) * 1000, 3)
+    if result.removed_invisible:
+        rec.meta["removed_invisible"] = result.removed_invisible
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
     rec.status = "delivered"
