@@ -19,6 +19,7 @@ from .transforms import TransformContext, TransformSpec, apply
 
 if TYPE_CHECKING:
     from ..hub import Hub
+    from .route import Route
     from .tile import Tile
 
 SCREEN_TAIL_LINES = 200
@@ -91,6 +92,23 @@ async def run_round(hub: Hub, plan: RoundPlan) -> RoundRecord:
         rec.status, rec.error = "error", "cancelled: the hub was closed before the round finished"
         hub._append_round(rec)
         raise
+    return hub._append_round(rec)
+
+
+def log_route_failure(hub: Hub, route: Route, error: str) -> RoundRecord:
+    """Log the ``error`` row of a route whose task ended on an exception (never raises)."""
+    rec = RoundRecord(
+        route_id=route.id,
+        source=route.source,
+        target=route.target,
+        round=route.rounds,
+        trigger=route.trigger,
+        transform=route.transform,
+        dispatch=route.dispatch,
+        status="error",
+        error=error,
+        session_id=hub.session_id,
+    )
     return hub._append_round(rec)
 
 

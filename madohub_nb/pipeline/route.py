@@ -19,7 +19,7 @@ from ..engine import HubEvent
 from ..io.transcripts import Extraction
 from .extract import extract
 from .protection import LoopGuard
-from .round import RoundPlan, run_round
+from .round import RoundPlan, log_route_failure, run_round
 from .transforms import TransformSpec
 from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger
 
@@ -132,6 +132,17 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A task that ended on an exception leaves the route ``stopped``, with the reason logged."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        self.last_error = f"the route stopped on an unexpected error: {type(exc).__name__}: {exc}"
+        self._set_state("stopped")
+        rec = log_route_failure(self._hub, self, self.last_error)
+        self.last_status, self.last_round_id = rec.status, rec.round_id
 
     async def _run(self) -> None:
         hub = self._hub
