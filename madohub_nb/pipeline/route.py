@@ -139,10 +139,10 @@ class Route:
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
-        self.last_error = f"the route stopped on an unexpected error: {type(exc).__name__}: {exc}"
+        error = f"the route stopped on an unexpected error: {type(exc).__name__}: {exc}"
+        rec = log_route_failure(self._hub, self, error)
+        self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, error
         self._set_state("stopped")
-        rec = log_route_failure(self._hub, self, self.last_error)
-        self.last_status, self.last_round_id = rec.status, rec.round_id
 
     async def _run(self) -> None:
         hub = self._hub
