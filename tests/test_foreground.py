@@ -145,7 +145,10 @@ def test_agent_killed_while_typing_stops_the_typing_and_logs_an_error(
     assert "has exited" in (rec.error or "") and "after 5 of 30 lines" in (rec.error or "")
     (row,) = hub.log.df.to_dict("records")
     assert row["status"] == "error"
-    # Give bash every chance to run what it may have been given.
+    # Give bash every chance to run what it may have been given; text the agent had not
+    # read when it died may sit on bash's prompt line, never run: clear it first.
+    wait_until(lambda: "Killed" in tile.screen(), 10, what="bash reports the killed job")
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
     _type_at_prompt(hub, tile.pane_id, f"touch {tmp_path}/probe")
     wait_until(lambda: (tmp_path / "probe").exists(), 10, what="bash runs commands again")
     assert _marks(tmp_path) == []

@@ -217,13 +217,12 @@ class Deliverer:
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
             pieces = [hex_keys_command(pane_id, chunk) for chunk in byte_chunks(line) if chunk]
-            if i < len(lines) - 1:
-                # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
+            if i:
+                # The line break before a line goes with that line, after its check, not at
+                # the end of the line before: text the agent had not read yet when it died
+                # reaches its shell without the newline that would run it.
                 newline = key_command(pane_id, newline_key or "\r")
-                if pieces:
-                    pieces[-1] = f"{pieces[-1]} ; {newline}"
-                else:
-                    pieces = [newline]
+                pieces = [f"{newline} ; {pieces[0]}", *pieces[1:]] if pieces else [newline]
             # One tmux call per line (a long line: per piece), each checked first.
             for piece in pieces:
                 await pane.send([piece])
