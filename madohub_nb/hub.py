@@ -65,6 +65,7 @@ class Hub:
     events = _forward("events", "Events for widgets and listeners.", writable=False)
     engine = _forward("engine", "The engine thread and its loop.", writable=False)
     watcher = _forward("watcher", "Pushed pane output.", writable=False)
+    deliverer = _forward("deliverer", "Types prompts into panes, one at a time per pane.")
     tiles = _forward("tiles", "{name: Tile}", writable=False)
     routes = _forward("routes", "[Route], in the order they were made.", writable=False)
     unlogged = _forward("unlogged", "Rounds the log refused (kept, not lost).", writable=False)

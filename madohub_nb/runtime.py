@@ -28,6 +28,7 @@ from .pipeline.deliver import Deliverer
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 from .pipeline.transforms import AIClientConfig, resolve_api_key
+from .secrets import MIN_SECRET_CHARS
 from .settings import (
     AI_MAX_RETRIES,
     AI_TIMEOUT_S,
@@ -186,6 +187,7 @@ class Runtime:
         tile = Tile(
             name, pane_id, kind, self.tmux, session=session, created=created,
             claude_home=self.claude_home_setting, on_state=self.tile_state_changed, pane_pid=pid,
+            redact=self.log.redact_text,
         )  # fmt: skip
         with self.lock:
             clash = self._check_name_free(name, pane_id, raise_=False)
@@ -266,7 +268,15 @@ class Runtime:
                 route.last_error = f"paused: the round log cannot be written ({exc})"
                 route.pause()
 
+    def _register_current_key(self) -> None:
+        """The key as it is now (set by %config or in the environment after the hub was made)
+        is redacted before anything of a round is logged."""
+        key = self.api_key
+        if key and len(key.strip()) >= MIN_SECRET_CHARS:
+            self.log.register_secret(key)
+
     async def record(self, rec: RoundRecord) -> RoundRecord:
+        self._register_current_key()
         rec = self.log.redact(rec)
         try:
             await asyncio.to_thread(self.log.append, rec)
@@ -275,6 +285,7 @@ class Runtime:
         return self._written(rec)
 
     def record_now(self, rec: RoundRecord) -> RoundRecord:
+        self._register_current_key()
         rec = self.log.redact(rec)
         try:
             self.log.append(rec)

@@ -13,8 +13,14 @@ from typing import Final
 REDACTED: Final = "[redacted]"
 MIN_SECRET_CHARS: Final = 8
 """Shorter values are not registered: redacting them would mangle ordinary text."""
-SECRET_ENV_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY")
-"""Environment variables whose values are registered as secrets automatically."""
+SECRET_ENV_VARS: Final = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+)
+"""Environment variables holding keys: redacted wherever they show, kept out of tmux."""
 KEY_PATTERNS: Final = (
     re.compile(r"sk-ant-[A-Za-z0-9_\-]+"),
     re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}"),

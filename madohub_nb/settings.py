@@ -37,6 +37,9 @@ TYPING_DELAY_MS: Final = (50, 80)
 MAX_ROUTED_CHARS: Final = 200_000
 """Routed content longer than this is cut, with a visible marker."""
 
+AGENT_FILE_MAX_BYTES: Final = 1 << 20
+"""Largest agent status file (``sessions/<pid>.json``) read whole; bigger ones are ignored."""
+
 # Loop protection ------------------------------------------------------------
 MAX_ROUNDS_DEFAULT: Final = 5
 MAX_ROUNDS_RANGE: Final = (1, 20)
@@ -64,6 +67,12 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
 
 
 # Round log ------------------------------------------------------------------
+CUT_MARKER: Final = "[… madohub_nb: cut {cut} characters …]"
+"""Where text was cut (routed content, logged fields), so a reader sees it."""
+
+MAX_LOGGED_CHARS: Final = 1_000_000
+"""Longest text one round-log field keeps; longer text is cut with a visible marker."""
+
 LOG_BUSY_TIMEOUT_MS: Final = 5000
 """How long a round log write waits for another writer's lock before failing."""
 

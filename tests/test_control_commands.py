@@ -78,3 +78,5 @@ def test_command_lines_quote_every_argument_and_count_commands() -> None:
     assert quotable(("send-keys", "ok"))
     assert not quotable(("send-keys", "two\nlines"))
     assert not quotable(())
+    assert not quotable(("if-shell", "-F", "1", "a", "b"))
+    assert not quotable(("display-message", ";", "run-shell", "x"))

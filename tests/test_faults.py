@@ -103,8 +103,10 @@ def test_target_pane_killed_while_typing_is_an_error_with_the_reason(
     hub.tmux.kill_pane(doomed.pane_id)
     (row,) = _wait_rows(hub, route, 1)
     assert row["status"] == "error"
-    assert "typing into 'doomed' failed" in row["error"]
-    assert "can't find pane" in row["error"]
+    assert "typing into 'doomed'" in row["error"]
+    # The pane's process dies with the pane: the foreground check usually sees it first.
+    assert "can't find pane" in row["error"] or "has exited" in row["error"]
+    assert "not submitted" in row["error"] or "failed" in row["error"]
 
 
 def test_target_agent_crash_while_typing_is_not_logged_as_delivered(
@@ -121,7 +123,7 @@ def test_target_agent_crash_while_typing_is_not_logged_as_delivered(
     _kill_agent(doomed)
     (row,) = _wait_rows(hub, route, 1)
     assert row["status"] == "error", row
-    assert "'doomed' exited" in row["error"]
+    assert "'doomed'" in row["error"] and "exited" in row["error"]
 
 
 def test_target_crash_while_a_round_waits_for_it_ends_the_wait(hub: mh.Hub, project: Path) -> None:

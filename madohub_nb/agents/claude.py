@@ -9,12 +9,15 @@ config directory is the process's ``CLAUDE_CONFIG_DIR``, else its
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import psutil
 
+from ..settings import AGENT_FILE_MAX_BYTES
 from .detect import process_environ
 
 SESSION_STATUSES: Final = ("idle", "busy", "waiting")
@@ -62,19 +65,58 @@ def _whole(data: dict[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def read_small_regular_file(path: Path, max_bytes: int = AGENT_FILE_MAX_BYTES) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``, else None.
+
+    Agent files are written by whatever runs in the pane: a FIFO there would block
+    a plain ``open`` (and the worker thread with it) forever, ``/dev/zero`` would
+    read without end. Opened non-blocking, not through a symlink, and checked to
+    be a regular file before any read; never waits.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        data = os.read(fd, max_bytes + 1)
+        return data if len(data) <= max_bytes else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def is_plain_session_id(session_id: str) -> bool:
+    """True for a sessionId usable as a file name: no ``/``, no NUL, not ``.`` or ``..``."""
+    return (
+        0 < len(session_id) <= 255
+        and "/" not in session_id
+        and "\x00" not in session_id
+        and session_id not in (".", "..")
+    )
+
+
 def read_session_file(config_dir: str | Path | None, pid: int) -> ClaudeSession | None:
-    """``<config_dir>/sessions/<pid>.json``, or None when missing, half-written or without a sessionId."""
+    """``<config_dir>/sessions/<pid>.json``, or None when missing, half-written, not a
+    regular file, too big, or without a usable sessionId."""
     if config_dir is None:
         return None
     path = Path(config_dir) / "sessions" / f"{int(pid)}.json"
+    raw = read_small_regular_file(path)
+    if raw is None:
+        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None
     session_id = _text(data, "sessionId")
-    if not session_id:
+    if not session_id or not is_plain_session_id(session_id):
         return None
     return ClaudeSession(
         pid=_whole(data, "pid") or int(pid),

@@ -18,6 +18,7 @@ from typing import Final
 import psutil
 
 from ..errors import MadohubValueError
+from .foreground import foreground_pgrp, process_group
 from .profiles import PROFILES, SHELL_COMMANDS
 
 UNKNOWN_KIND: Final = "unknown"
@@ -79,11 +80,17 @@ def agent_kind_of(proc: psutil.Process) -> str | None:
 
 
 def find_agent_process(pane_pid: int) -> tuple[str, psutil.Process] | None:
-    """``(kind, process)`` of the first agent breadth-first from the pane's process, or None."""
+    """``(kind, process)`` of the first agent breadth-first from the pane's process, or None.
+
+    Only processes in the terminal's foreground process group count: a
+    background job (``amp-proxy &``) or a suspended agent does not read what is
+    typed, so it does not make the pane an agent.
+    """
     try:
         root = psutil.Process(_check_pid(pane_pid))
     except psutil.Error:
         return None
+    foreground = foreground_pgrp(pane_pid)
     queue: deque[psutil.Process] = deque([root])
     seen: set[int] = set()
     while queue:
@@ -92,7 +99,7 @@ def find_agent_process(pane_pid: int) -> tuple[str, psutil.Process] | None:
             continue
         seen.add(proc.pid)
         kind = agent_kind_of(proc)
-        if kind is not None:
+        if kind is not None and (foreground is None or process_group(proc.pid) == foreground):
             return kind, proc
         try:
             queue.extend(sorted(proc.children(), key=lambda child: child.pid))
@@ -101,7 +108,8 @@ def find_agent_process(pane_pid: int) -> tuple[str, psutil.Process] | None:
     return None
 
 
-def _is_shell(name: str | None) -> bool:
+def is_shell_name(name: str | None) -> bool:
+    """True for a shell's command name (``bash``, ``-zsh``, ``/bin/sh``)."""
     return name is not None and name.strip().rsplit("/", 1)[-1].lstrip("-") in SHELL_COMMANDS
 
 
@@ -118,7 +126,7 @@ def detect_kind(pane_pid: int, pane_current_command: str | None = None) -> str:
         root_name: str | None = psutil.Process(pane_pid).name()
     except psutil.Error:
         root_name = None
-    if _is_shell(root_name) or _is_shell(pane_current_command):
+    if is_shell_name(root_name) or is_shell_name(pane_current_command):
         return "shell"
     return UNKNOWN_KIND
 

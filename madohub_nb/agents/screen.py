@@ -51,6 +51,11 @@ _PASTE_MARK_REMNANT = re.compile(r"\[20[01]~")
 
 _BLANK_RUN = re.compile(r"\n{3,}")
 
+# Invisible characters that can steer a model or reorder what a reader sees: Unicode tag
+# characters (U+E0000–E007F, "ASCII smuggling") and bidi embeddings, overrides and isolates.
+# ZWJ (U+200D) and variation selectors stay: emoji sequences need them.
+_INVISIBLE = re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
+
 # Lone surrogates: not text, and not encodable as UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -154,6 +159,12 @@ def input_text(screen: str, profile: AgentProfile) -> str | None:
     return text
 
 
+def remove_invisible(text: str) -> tuple[str, int]:
+    """``text`` without tag characters and bidi override/isolate controls, and how many went."""
+    cleaned, removed = _INVISIBLE.subn("", text)
+    return cleaned, removed
+
+
 def sanitize_for_typing(text: str | bytes) -> str:
     """Routed content made safe to type into a pane: only printable text, newlines and tabs.
 
@@ -162,11 +173,13 @@ def sanitize_for_typing(text: str | bytes) -> str:
     (^C, ^D, ^Z, ESC, BEL, ...) and DEL; CRLF and CR become LF. Bytes are
     decoded as UTF-8 with invalid sequences replaced; so are lone surrogates
     (a JSON ``\\udc9b``, a ``surrogateescape`` decode), which tmux would
-    otherwise type as raw bytes (``\\udc9b`` as the C1 control 0x9b).
+    otherwise type as raw bytes (``\\udc9b`` as the C1 control 0x9b). Unicode
+    tag characters and bidi controls go too (:func:`remove_invisible`).
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     text = _SURROGATE.sub("\ufffd", text)
+    text = _INVISIBLE.sub("", text)
     text = ESCAPE_SEQUENCE.sub("", text)
     text = _C1_SEQUENCE.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -187,4 +200,4 @@ def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n[… madohub_nb: cut {cut} characters …]"
+    return f"{text[:max_chars]}\n" + settings.CUT_MARKER.format(cut=cut)

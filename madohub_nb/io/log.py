@@ -19,7 +19,14 @@ several processes) may share one file: WAL lets readers run beside the writer,
 and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
 
 No secret reaches the file: every text field is scrubbed of API-key-like
-strings and of registered secrets before it is written.
+strings and of registered secrets before it is written (keys put in the
+environment later are picked up at each write). Each text field is cut at
+``max_field_chars`` (``settings.MAX_LOGGED_CHARS``) with a visible marker.
+
+Only its owner can read the log: a new file (and so its WAL and SHM, which
+SQLite creates with the database's mode) is made 0600, a folder made for it
+0700; an existing log readable by others is fixed at open when we own it,
+else refused.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -47,7 +55,14 @@ from urllib.parse import quote
 from ..errors import LogError, MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES
 from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
-from ..settings import DELIVERY_MODES, LOG_BUSY_TIMEOUT_MS, check_choice, check_range
+from ..settings import (
+    CUT_MARKER,
+    DELIVERY_MODES,
+    LOG_BUSY_TIMEOUT_MS,
+    MAX_LOGGED_CHARS,
+    check_choice,
+    check_range,
+)
 
 if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import time)
     import pandas as pd
@@ -63,6 +78,9 @@ MEMORY: Final = ":memory:"
 MIN_FREE_BYTES: Final = 1 << 20
 """``ensure_writable`` refuses when the log's file system has less free space."""
 
+FILE_MODE: Final = 0o600
+FOLDER_MODE: Final = 0o700
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
 _PROBE_BYTES: Final = 16 * 1024  # a generous round; makes the write probe allocate pages
 _SQLITE_HEADER: Final = b"SQLite format 3\x00"
 
@@ -290,11 +308,13 @@ class RoundLog:
         read_only: bool = False,
         max_bytes: int | None = None,
         busy_timeout_ms: int = LOG_BUSY_TIMEOUT_MS,
+        max_field_chars: int = MAX_LOGGED_CHARS,
     ) -> None:
         self.read_only: Final = read_only
         self.in_memory: Final = str(path) == MEMORY
         self.path: Final = Path(MEMORY) if self.in_memory else self._resolve(path)
         self._secrets: set[str] = set()
+        self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
         self._closed = False
         self.busy_timeout_ms: Final = check_range(
@@ -308,19 +328,26 @@ class RoundLog:
             )
         for secret in [secrets] if isinstance(secrets, str) else secrets:
             self.register_secret(secret)
-        for var in SECRET_ENV_VARS:
-            value = os.environ.get(var, "")
-            if len(value) >= MIN_SECRET_CHARS:
-                self._secrets.add(value)
+        self.register_env_secrets()
         self._conn = self._connect()
         try:
             self._open_schema()
             self._select = _select_sql(self._stored_columns())
             if max_bytes is not None:
                 self._cap_size(max_bytes)
+            self._check_modes()
         except BaseException:
             self._conn.close()
             raise
+
+    @property
+    def max_field_chars(self) -> int:
+        """Longest text one field keeps; longer text is cut with a visible marker."""
+        return self._max_field_chars
+
+    @max_field_chars.setter
+    def max_field_chars(self, value: int) -> None:
+        self._max_field_chars = check_range("max_field_chars", value, (100, 1 << 30), " characters")
 
     # Opening -----------------------------------------------------------------
 
@@ -364,11 +391,17 @@ class RoundLog:
             if self.read_only:
                 raise LogError(f"cannot open round log {path} read-only: the file does not exist")
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.parent.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
+                    os.chmod(path.parent, FOLDER_MODE)  # mkdir's mode is masked by the umask
+                # An empty file with our mode first: SQLite then creates WAL and SHM alike.
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+            except FileExistsError:
+                pass  # another process made it meanwhile; checked in _check_modes
             except OSError as exc:
                 raise LogError(
-                    f"cannot create the folder for round log {path}: {exc.strerror or exc}; "
-                    "make the folder writable or pass another log_path"
+                    f"cannot create round log {path}: {exc.strerror or exc}; "
+                    "check its folder exists and is writable, or pass another log_path"
                 ) from exc
             return
         try:
@@ -411,6 +444,19 @@ class RoundLog:
             self._set_wal()
         except sqlite3.Error as exc:
             raise self._error("open", exc) from exc
+
+    def _check_modes(self) -> None:
+        """Make the log and its side files 0600 (the default folder 0700), or refuse.
+
+        Rounds hold whole prompts and answers: no other local user may read them.
+        """
+        if self.in_memory or self.read_only:
+            return
+        path = self.path
+        if path.parent.name == APP_NAME and path.parent == default_log_path().absolute().parent:
+            _restrict(path.parent, FOLDER_MODE, "folder of round log")
+        for file in (path, *(Path(f"{path}{suffix}") for suffix in _SIDE_FILES)):
+            _restrict(file, FILE_MODE, "round log file")
 
     def _is_our_log(self) -> bool:
         """True for a madohub log we can read, False for an empty file; else LogError."""
@@ -490,6 +536,21 @@ class RoundLog:
         self._conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
 
     # Writing -----------------------------------------------------------------
+
+    def register_env_secrets(self) -> None:
+        """Redact the keys now in ``SECRET_ENV_VARS`` (the environment may change later)."""
+        for var in SECRET_ENV_VARS:
+            value = os.environ.get(var, "")
+            if len(value.strip()) >= MIN_SECRET_CHARS and value not in self._secrets:
+                with self._lock:
+                    self._secrets.add(value)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every registered secret (and key-like string) replaced: safe to show."""
+        self.register_env_secrets()
+        with self._lock:
+            secrets = tuple(self._secrets)
+        return scrub_secrets(text, secrets)
 
     def register_secret(self, secret: str) -> None:
         """Redact ``secret`` (e.g. an API key) from every row appended from now on."""
@@ -600,14 +661,16 @@ class RoundLog:
         Lone surrogates (a transcript's ``\\udc9b`` escape) become U+FFFD:
         SQLite stores UTF-8, which cannot encode them.
         """
+        self.register_env_secrets()
         with self._lock:
             secrets = tuple(self._secrets)
+        cap = self._max_field_chars
         changes: dict[str, Any] = {
-            name: _storable(scrub_secrets(value, secrets))
+            name: _capped(_storable(scrub_secrets(value, secrets)), cap)
             for name in _TEXT_COLUMNS
             if isinstance(value := getattr(rec, name), str)
         }
-        changes["meta"] = _scrub_json(rec.meta, secrets)
+        changes["meta"] = _scrub_json(rec.meta, secrets, cap)
         return dataclasses.replace(rec, **changes)
 
     @staticmethod
@@ -793,15 +856,47 @@ def _record(row: tuple[Any, ...]) -> RoundRecord:
     return RoundRecord(**values)
 
 
-def _scrub_json(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` as JSON-ready data with secrets scrubbed; other objects become their ``str``."""
+def _scrub_json(value: Any, secrets: tuple[str, ...], cap: int = MAX_LOGGED_CHARS) -> Any:
+    """``value`` as JSON-ready data with secrets scrubbed and strings capped; other objects
+    become their ``str``."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, dict):
-        return {_scrub_json(str(k), secrets): _scrub_json(v, secrets) for k, v in value.items()}
+        return {
+            _scrub_json(str(k), secrets, cap): _scrub_json(v, secrets, cap)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [_scrub_json(v, secrets) for v in value]
-    return _storable(scrub_secrets(value if isinstance(value, str) else str(value), secrets))
+        return [_scrub_json(v, secrets, cap) for v in value]
+    text = value if isinstance(value, str) else str(value)
+    return _capped(_storable(scrub_secrets(text, secrets)), cap)
+
+
+def _capped(text: str, cap: int) -> str:
+    """``text`` cut to ``cap`` characters with a visible marker saying how much went."""
+    if len(text) <= cap:
+        return text
+    return text[:cap] + "\n" + CUT_MARKER.format(cut=len(text) - cap)
+
+
+def _restrict(path: Path, mode: int, what: str) -> None:
+    """Take group and other permissions off ``path`` if it has any; LogError if we cannot."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LogError(f"cannot check the permissions of {what} {path}: {exc}") from exc
+    if not stat.S_IMODE(st.st_mode) & 0o077:
+        return
+    try:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
+    except OSError as exc:
+        raise LogError(
+            f"{what} {path} is readable by other users (mode {stat.S_IMODE(st.st_mode):o}) "
+            f"and cannot be made private: {exc.strerror or exc}; run `chmod {mode:o} {path}` "
+            "or pass another log_path"
+        ) from exc
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")

@@ -27,8 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import MadohubValueError, TmuxError
+from ..secrets import SECRET_ENV_VARS
 
 PANE_ID_RE = re.compile(r"^%\d+$")
+SOCKET_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
+SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
+"""What a guarded send prints instead of typing when the window has synchronize-panes on."""
+_PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
 
 _PANE_FORMAT = "\t".join(
@@ -88,9 +93,9 @@ class Tmux:
     """One tmux server, addressed by socket name (``tmux -L``); None is the default server."""
 
     def __init__(self, socket_name: str | None = None) -> None:
+        self.socket_name = check_socket_name(socket_name)
         if shutil.which("tmux") is None:
             raise TmuxError("tmux is not installed; install it (e.g. `apt-get install tmux`)")
-        self.socket_name = socket_name
         self._channel: ControlClient | None = None
         self.channel_commands = 0
         """Commands answered over the control connection (the rest ran as processes)."""
@@ -144,6 +149,7 @@ class Tmux:
         try:
             proc = subprocess.run(
                 self.argv(*args),
+                env=client_environment(),
                 input=input,
                 capture_output=True,
                 text=True,
@@ -179,7 +185,11 @@ class Tmux:
         return int(out) if out.isdigit() else None
 
     def has_session(self, name: str) -> bool:
-        proc = subprocess.run(self.argv("has-session", "-t", f"={name}"), capture_output=True)
+        proc = subprocess.run(
+            self.argv("has-session", "-t", f"={name}"),
+            capture_output=True,
+            env=client_environment(),
+        )
         return proc.returncode == 0
 
     def new_pane(
@@ -288,17 +298,56 @@ class Tmux:
     def cancel_copy_mode(self, pane_id: str) -> None:
         self.run("send-keys", "-t", pane_id, "-X", "cancel", check=False)
 
-    def paste(self, pane_id: str, text: str, bracketed: bool = True) -> None:
-        """Paste ``text`` through a uniquely named buffer (buffers are server-wide)."""
+    def paste(self, pane_id: str, text: str, bracketed: bool = True) -> bool:
+        """Paste ``text`` through a uniquely named buffer (buffers are server-wide).
+
+        Like :meth:`send_guarded`, nothing is pasted (and False returned) while
+        the pane's window has synchronize-panes on.
+        """
         name = f"madohub-{uuid.uuid4().hex}"
         self.run("load-buffer", "-b", name, "-", input=text)
-        args = ["paste-buffer", "-d", "-b", name, "-t", pane_id]
-        if bracketed:
-            args.insert(1, "-p")
+        paste = f"paste-buffer {'-p ' if bracketed else ''}-d -b {name} -t {pane_id}"
         try:
-            self.run(*args)
+            return self.send_guarded(pane_id, [paste])
         finally:
             self.run("delete-buffer", "-b", name, check=False)
+
+    def send_guarded(self, pane_id: str, commands: list[str]) -> bool:
+        """Run tmux ``commands`` (strings) only if ``pane_id``'s window is not synchronized.
+
+        With synchronize-panes on, every key sent to one pane is typed into all
+        the panes of its window, so nothing is sent and False is returned. The
+        check and the sending are one tmux invocation (``if-shell -F``): no
+        extra process per line, and no window for the option to change between.
+        """
+        return SYNCHRONIZED_REPLY not in self.run(*_guarded(pane_id, commands))
+
+    async def asend_guarded(self, pane_id: str, commands: list[str]) -> bool:
+        """:meth:`send_guarded` without blocking the loop.
+
+        Over the control connection the check and the commands are two lines sent
+        back to back on one ordered connection (``if-shell`` cannot go there: its
+        nested commands answer with blocks of their own), about 0.1 ms in all;
+        without one, the atomic ``if-shell`` runs as a process.
+        """
+        channel = self._usable_channel(("display-message",), None)
+        plain = all(not ("\n" in c or "\r" in c or "\0" in c) for c in commands)
+        if channel is not None and channel.on_loop_thread() and plain and commands:
+            try:
+                check, _ = command_line(
+                    ["display-message", "-p", "-t", pane_id, "#{pane_synchronized}"]
+                )
+                synced = await channel.command_line(check, 1, True, "display-message")
+                if synced.strip() == "1":
+                    return False
+                await channel.command_line(" ; ".join(commands), len(commands), True, "send-keys")
+                self.channel_commands += 2
+                return True
+            except ChannelClosed:
+                pass
+        return SYNCHRONIZED_REPLY not in await asyncio.to_thread(
+            self.run, *_guarded(pane_id, commands)
+        )
 
     def resolve_pane(self, pane: str) -> PaneInfo:
         """Check an adopted pane reference and return its info, or raise a teaching error."""
@@ -320,6 +369,14 @@ class Tmux:
         return info
 
 
+def _guarded(pane_id: str, commands: list[str]) -> tuple[str, ...]:
+    """``if-shell`` arguments that run ``commands`` unless the pane's window is synchronized."""
+    return (
+        "if-shell", "-F", "-t", pane_id, "#{pane_synchronized}",
+        f"display-message -p {SYNCHRONIZED_REPLY}", " ; ".join(commands),
+    )  # fmt: skip
+
+
 def _pane_and_pid(out: str) -> tuple[str, int]:
     """``"%3 4242"`` (what ``-P -F '#{pane_id} #{pane_pid}'`` prints) → ``("%3", 4242)``."""
     first = out.strip().splitlines()[0] if out.strip() else ""
@@ -337,9 +394,22 @@ class ChannelClosed(Exception):
     """The control connection closed before a command was written to it (safe to retry)."""
 
 
+NESTING_COMMANDS = frozenset(
+    {"if-shell", "if", "run-shell", "run", "source-file", "source", "confirm-before",
+     "command-prompt", "display-menu", "display-popup"}
+)  # fmt: skip
+"""Commands that queue other commands: in control mode each of those answers with a block
+of its own, which a caller cannot count in advance; they run as processes instead."""
+
+
 def quotable(args: tuple[str, ...] | list[str]) -> bool:
-    """Can ``args`` go on one control-mode command line? (No line breaks, no NUL.)"""
-    return bool(args) and not any(("\n" in a or "\r" in a or "\0" in a) for a in args)
+    """Can ``args`` go on one control-mode command line? (No line breaks, no NUL, no nesting.)"""
+    return (
+        bool(args)
+        and not any(("\n" in a or "\r" in a or "\0" in a) for a in args)
+        and not any(a in NESTING_COMMANDS for a in args[:1])
+        and not any(args[i + 1] in NESTING_COMMANDS for i, a in enumerate(args[:-1]) if a == ";")
+    )
 
 
 def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
@@ -366,6 +436,58 @@ _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
 def key_name(key: str) -> str:
     """The tmux key name for a control character profiles use (``\\r`` → ``C-m``)."""
     return _KEY_NAMES.get(key, key)
+
+
+def hex_keys_command(pane_id: str, text: str) -> str:
+    """A ``send-keys -H`` command string that types ``text``'s UTF-8 bytes exactly.
+
+    Hex keys need no quoting inside a tmux command string (no ``;``, quote,
+    ``#``, ``~`` or ``$`` is ever seen by tmux's parser); tmux writes each byte
+    to the pane as is (``KEYC_LITERAL``), so multi-byte characters arrive whole.
+    """
+    return f"send-keys -t {pane_id} -H " + " ".join(f"{b:02x}" for b in text.encode("utf-8"))
+
+
+def key_command(pane_id: str, key: str) -> str:
+    """A ``send-keys`` command string pressing one key (a profile key or a control character)."""
+    name = key_name(key)
+    if _PLAIN_KEY_RE.match(name):
+        return f"send-keys -t {pane_id} {name}"
+    return hex_keys_command(pane_id, key)
+
+
+def check_socket_name(socket_name: str | None) -> str | None:
+    """``socket_name`` if it is a plain name tmux keeps in its private socket folder.
+
+    ``tmux -L NAME`` puts the socket at ``/tmp/tmux-<uid>/NAME``: a ``/`` or
+    ``..`` would put it somewhere else, outside that protected folder.
+    """
+    if socket_name is None:
+        return None
+    if (
+        not isinstance(socket_name, str)
+        or not SOCKET_NAME_RE.match(socket_name)
+        or socket_name in (".", "..")
+    ):
+        raise MadohubValueError(
+            f"socket_name {socket_name!r} is not a plain name; use letters, digits and "
+            "'_', '-', '.', '@', '+' (at most 100, no '/'), e.g. 'madohub', or None "
+            "for the default tmux server"
+        )
+    return socket_name
+
+
+def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for tmux client processes: ``environ`` without secrets.
+
+    The first tmux client starts the server, whose global environment (and so
+    every pane) is a copy of the client's: the hub's API keys would reach every
+    agent and shell. A tile that needs one names it in its ``env``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    for name in SECRET_ENV_VARS:
+        env.pop(name, None)
+    return env
 
 
 _OCTAL_RE = re.compile(rb"\\([0-7]{3})|\\\\")
@@ -449,11 +571,15 @@ class ControlClient:
         written (nothing ran), ``TmuxError`` if tmux refused it (when ``check``) or
         the connection closed while it ran.
         """
+        line, blocks = command_line(args)
+        return await self.command_line(line, blocks, check, args[0])
+
+    async def command_line(self, line: str, blocks: int, check: bool, name: str) -> str:
+        """Run one ready-made tmux command line of ``blocks`` commands (none may nest others)."""
         proc = self._proc
         if not self.alive or proc is None or proc.stdin is None:
             raise ChannelClosed()
-        line, blocks = command_line(args)
-        pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, args[0])
+        pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, name)
         self._pending.append(pending)
         try:
             proc.stdin.write(line.encode("utf-8", "surrogateescape") + b"\n")
@@ -468,9 +594,7 @@ class ControlClient:
             self._broken = True
             self.tmux.drop_channel(self)
             self._fail_pending()
-            raise TmuxError(
-                f"tmux {args[0]} got no answer within {COMMAND_TIMEOUT_S:.0f} s"
-            ) from None
+            raise TmuxError(f"tmux {name} got no answer within {COMMAND_TIMEOUT_S:.0f} s") from None
 
     def _block(self, lines: list[bytes], error: bool) -> None:
         """One ``%begin``…``%end``/``%error`` block of ours: it answers the oldest command."""
@@ -513,7 +637,7 @@ class ControlClient:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "TMUX": ""},
+            env={**client_environment(), "TMUX": ""},
             limit=16 * 1024 * 1024,
         )
         self._task = asyncio.get_running_loop().create_task(self._read())

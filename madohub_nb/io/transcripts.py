@@ -1049,6 +1049,7 @@ def find_claude_transcript(projects_dir: str | os.PathLike[str], session_id: str
         not isinstance(session_id, str)
         or not session_id
         or "/" in session_id
+        or "\x00" in session_id
         or session_id in (".", "..")
     ):
         raise MadohubValueError(

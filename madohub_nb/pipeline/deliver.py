@@ -1,14 +1,22 @@
 """Deliver: type a prompt into the target pane the way its agent wants it.
 
 - content is cleaned first: escape sequences and control characters go, only
-  newline and tab survive, and huge content is cut with a visible marker;
+  newline and tab survive, invisible tag and bidi characters go (counted), and
+  huge content is cut with a visible marker;
 - ``typed`` (default): line by line with 50–80 ms pauses, line breaks sent as
   the agent's newline key (Claude/Codex: Ctrl-J, which does not submit), tabs as
   the profile's ``typed_tab`` (the Tab key is a command there);
   ``paste``: one bracketed paste through a uniquely named tmux buffer;
 - then the agent's submit keys after its pre-delay, and a check that the
   prompt really left the input line (the submit keys are retried if not);
-- one delivery at a time per target; a busy target is waited for.
+- one delivery at a time per target; a busy target is waited for;
+- before every line (or piece of a long line) and every submit key, the pane
+  is checked: its reader (the agent, or an opted-in shell) still runs, is not
+  stopped, and is the terminal's foreground process group
+  (:mod:`madohub_nb.agents.foreground`), and the window does not have
+  synchronize-panes on (checked by tmux in the same call that types). When a
+  check fails nothing more is typed, submit is never pressed, and the round
+  fails with a message naming the check.
 """
 
 from __future__ import annotations
@@ -22,10 +30,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from ..agents.foreground import Reader, check_reader
 from ..agents.profiles import AgentProfile
-from ..agents.screen import cap_text, input_text, sanitize_for_typing
+from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
 from ..errors import DeliveryError, TileError
-from ..io.tmux import key_name
+from ..io.tmux import hex_keys_command, key_command
 from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
 if TYPE_CHECKING:
@@ -40,7 +49,8 @@ SUBMIT_RETRIES = 2
 START_WAIT_S = 10.0
 """How long a delivery waits for a just-made target's start-up check."""
 SEND_KEYS_MAX_BYTES = 4096
-"""Most UTF-8 bytes one ``send-keys`` call types (tmux refuses commands over ~16 KB)."""
+"""Most UTF-8 bytes one tmux call types: typed as hex keys (3 characters a byte), and tmux
+refuses an invocation over ~16 KB."""
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -55,11 +65,32 @@ class DeliveryResult:
     lines: int
     submit_attempts: int
     verified: bool
+    removed_invisible: int = 0
+    """Tag characters and bidi controls removed from the prompt before typing."""
+
+
+class TypingStopped(DeliveryError):
+    """A pane check failed mid-delivery: nothing more was typed and nothing was submitted."""
 
 
 def prepare_content(text: str, max_chars: int = MAX_ROUTED_CHARS) -> str:
     """Routed content made safe to type: no control input, bounded size, no trailing blank lines."""
     return cap_text(sanitize_for_typing(text), max_chars).strip("\n")
+
+
+def byte_chunks(line: str, max_bytes: int = SEND_KEYS_MAX_BYTES) -> list[str]:
+    """``line`` in pieces of at most ``max_bytes`` bytes of UTF-8, never splitting a character."""
+    chunks: list[str] = []
+    start, size = 0, 0
+    for i, char in enumerate(line):
+        n = len(char.encode("utf-8", "replace"))
+        if size + n > max_bytes and i > start:
+            chunks.append(line[start:i])
+            start, size = i, 0
+        size += n
+    if start < len(line) or not chunks:
+        chunks.append(line[start:])
+    return chunks
 
 
 def input_pending(profile: AgentProfile, screen: str, text: str) -> bool:
@@ -69,44 +100,6 @@ def input_pending(profile: AgentProfile, screen: str, text: str) -> bool:
         return False
     typed = input_text(screen, profile)
     return typed is not None and probe in typed
-
-
-def literal_chunks(line: str, max_bytes: int = SEND_KEYS_MAX_BYTES) -> list[tuple[str, str]]:
-    """Split a line into ``send-keys`` calls that tmux cannot misread.
-
-    tmux takes an argument ending in ``;`` as a command separator (seen with
-    tmux 3.3a: ``send-keys -l 'foo;'`` types ``foo``, ``';;'`` types ``;``), so
-    the trailing semicolons of each piece are sent as hex keys (``-H 3b 3b``).
-    tmux refuses a command over about 16 KB ("command too long"), so a long
-    line goes in pieces of at most ``max_bytes`` bytes of UTF-8.
-    """
-    step = max(1, max_bytes // 4)  # a character is at most 4 bytes of UTF-8
-    chunks: list[tuple[str, str]] = []
-    for start in range(0, len(line), step):
-        piece = line[start : start + step]
-        text = piece.rstrip(";")
-        if text:
-            chunks.append(("l", text))
-        if len(text) < len(piece):
-            chunks.append(("H", " ".join(["3b"] * (len(piece) - len(text)))))
-    return chunks
-
-
-def _batches(commands: list[list[str]], max_bytes: int) -> list[list[list[str]]]:
-    """``commands`` grouped into tmux invocations of about ``max_bytes`` at most.
-
-    tmux refuses one invocation over ~16 KB, however it is split into commands.
-    """
-    batches: list[list[list[str]]] = []
-    size = max_bytes
-    for cmd in commands:
-        cost = sum(len(arg.encode()) + 1 for arg in cmd)
-        if size + cost > max_bytes:
-            batches.append([])
-            size = 0
-        batches[-1].append(cmd)
-        size += cost
-    return batches
 
 
 class Deliverer:
@@ -137,7 +130,7 @@ class Deliverer:
             )
 
     async def wait_ready(self, tile: Tile, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Wait until the target is idle; raise DeliveryError if it exits or stays busy."""
+        """Wait until the target is idle; raise DeliveryError if it exits, stops or stays busy."""
         deadline = time.monotonic() + timeout_s
         state = "unknown"
         while time.monotonic() < deadline:
@@ -148,6 +141,12 @@ class Deliverer:
                 raise DeliveryError(
                     f"target {tile.name!r} has exited{tile.exit_note()}; nothing was typed"
                 )
+            if state == "unknown":
+                # A suspended or backgrounded agent reads "unknown": say so now, not in 10 min.
+                reader = await asyncio.to_thread(tile.reader)
+                problem = check_reader(reader) if isinstance(reader, Reader) else None
+                if problem is not None:
+                    raise DeliveryError(f"target {tile.name!r}: {problem}; nothing was typed")
             await self._sleep(READY_POLL_S)
         raise DeliveryError(
             f"target {tile.name!r} was not idle after {timeout_s:.0f} s (state: {state}); nothing was typed"
@@ -164,9 +163,18 @@ class Deliverer:
         before_typing: Callable[[], None] | None = None,
     ) -> DeliveryResult:
         """Type ``text`` into ``tile`` and submit it. Serialised per target pane."""
-        content = prepare_content(text)
+        visible, removed = remove_invisible(text)
+        content = prepare_content(visible)
         if not content.strip():
             raise DeliveryError("nothing to deliver: the prompt is empty after cleaning")
+        profile = tile.profile
+        if mode == "paste" and not legacy and not profile.uses_bracketed_paste:
+            if not profile.executes_input:
+                raise DeliveryError(
+                    f"target {tile.name!r} ({tile.agent}) does not take bracketed pastes: every "
+                    "pasted line would be submitted on its own; nothing was typed. "
+                    "Use delivery='typed'"
+                )
         async with self.lock_for(tile.pane_id):
             await self._started(tile)
             if not legacy:
@@ -178,37 +186,38 @@ class Deliverer:
                 raise DeliveryError(
                     f"target {tile.name!r} has exited{tile.exit_note()}; nothing was typed"
                 )
+            reader = await asyncio.to_thread(tile.reader)
+            if not isinstance(reader, Reader):
+                raise DeliveryError(f"target {tile.name!r}: {reader}; nothing was typed")
             tmux = tile.tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
             started = datetime.now(timezone.utc)
-            profile = tile.profile
             lines = content.split("\n")
             typed = content.replace("\t", profile.typed_tab).split("\n")
+            pane = _GuardedPane(tile, reader, len(lines))
             try:
                 if legacy:
-                    await self._type_lines(
-                        tile, typed, newline_key=profile.newline_key, pause=False
-                    )
+                    await self._type_lines(pane, typed, profile.newline_key, pause=False)
                     await self._check_alive(tile)
-                    await tmux.arun("send-keys", "-t", tile.pane_id, "Enter")
+                    await pane.send([key_command(tile.pane_id, "Enter")], submit=True)
                     return DeliveryResult(
-                        started, datetime.now(timezone.utc), "legacy", len(lines), 1, False
+                        started, datetime.now(timezone.utc), "legacy", len(lines), 1, False, removed
                     )
                 if mode == "paste":
-                    await asyncio.to_thread(tmux.paste, tile.pane_id, content, True)
+                    await pane.paste(content)
                     sent = content
                 else:
-                    await self._type_lines(tile, typed, newline_key=profile.newline_key, pause=True)
+                    await self._type_lines(pane, typed, profile.newline_key, pause=True)
                     sent = "\n".join(typed)
                 await self._check_alive(tile)
-                attempts, verified = await self._submit(tile, profile, sent)
+                attempts, verified = await self._submit(pane, profile, sent)
             except DeliveryError:
                 raise
             except Exception as exc:  # tmux gone, pane killed mid-way
                 raise DeliveryError(f"typing into {tile.name!r} failed: {exc}") from exc
             return DeliveryResult(
-                started, datetime.now(timezone.utc), mode, len(lines), attempts, verified
+                started, datetime.now(timezone.utc), mode, len(lines), attempts, verified, removed
             )
 
     async def _check_alive(self, tile: Tile) -> None:
@@ -223,42 +232,43 @@ class Deliverer:
             )
 
     async def _type_lines(
-        self, tile: Tile, lines: list[str], newline_key: str | None, pause: bool
+        self, pane: _GuardedPane, lines: list[str], newline_key: str | None, pause: bool
     ) -> None:
-        tmux = tile.tmux
+        pane_id = pane.tile.pane_id
         low, high = TYPING_DELAY_MS
         for i, line in enumerate(lines):
-            # One tmux call per line: its chunks and the line break, as ";"-separated
-            # commands (a ";" argument of its own separates tmux commands).
-            commands: list[list[str]] = []
-            for kind, chunk in literal_chunks(line):
-                keys = ["-l", "--", chunk] if kind == "l" else ["-H", *chunk.split()]
-                commands.append(["send-keys", "-t", tile.pane_id, *keys])
-            if i < len(lines) - 1:
-                # A line break that does not submit (Claude Code: a literal LF, Ctrl-J).
-                commands.append(["send-keys", "-t", tile.pane_id, key_name(newline_key or "\r")])
-            for batch in _batches(commands, SEND_KEYS_MAX_BYTES):
-                await tmux.arun(
-                    *[arg for j, cmd in enumerate(batch) for arg in ([";"] if j else []) + cmd]
-                )
+            pieces = [hex_keys_command(pane_id, chunk) for chunk in byte_chunks(line) if chunk]
+            if i:
+                # The line break before a line goes with that line, after its check, not at
+                # the end of the line before: text the agent had not read yet when it died
+                # reaches its shell without the newline that would run it.
+                newline = key_command(pane_id, newline_key or "\r")
+                pieces = [f"{newline} ; {pieces[0]}", *pieces[1:]] if pieces else [newline]
+            # One tmux call per line (a long line: per piece), each checked first.
+            for piece in pieces:
+                await pane.send([piece])
+            pane.lines_typed = i + 1
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 
-    async def _press_submit(self, tile: Tile, profile: AgentProfile) -> None:
-        tmux = tile.tmux
+    async def _press_submit(self, pane: _GuardedPane, profile: AgentProfile) -> None:
+        pane_id = pane.tile.pane_id
         await self._sleep(profile.pre_submit_delay_ms / 1000)
-        keys = [key_name(k) for k in profile.submit_keys]
+        keys = [key_command(pane_id, k) for k in profile.submit_keys]
         if profile.between_submit_keys_ms == 0:
-            await tmux.arun("send-keys", "-t", tile.pane_id, *keys)
+            await pane.send(keys, submit=True)
             return
         for i, key in enumerate(keys):
             if i:
                 await self._sleep(profile.between_submit_keys_ms / 1000)
-            await tmux.arun("send-keys", "-t", tile.pane_id, key)
+            await pane.send([key], submit=True)
 
-    async def _submit(self, tile: Tile, profile: AgentProfile, content: str) -> tuple[int, bool]:
+    async def _submit(
+        self, pane: _GuardedPane, profile: AgentProfile, content: str
+    ) -> tuple[int, bool]:
         """Press submit, then check the prompt left the input line; retry a bounded number of times."""
-        await self._press_submit(tile, profile)
+        tile = pane.tile
+        await self._press_submit(pane, profile)
         if profile.executes_input:
             return 1, True  # a shell runs the line at once; there is nothing to check
         for attempt in range(1, SUBMIT_RETRIES + 2):
@@ -272,7 +282,60 @@ class Deliverer:
                     return attempt, True
                 await self._sleep(0.1)
             if attempt <= SUBMIT_RETRIES:
-                await tile.tmux.arun(
-                    "send-keys", "-t", tile.pane_id, key_name(profile.submit_keys[-1])
-                )
+                await pane.send([key_command(tile.pane_id, profile.submit_keys[-1])], submit=True)
         return SUBMIT_RETRIES + 1, False
+
+
+class _GuardedPane:
+    """Sends keys into one pane only while its reader is in the foreground and the window
+    is not synchronized; raises :class:`TypingStopped` naming the failed check otherwise."""
+
+    def __init__(self, tile: Tile, reader: Reader, total_lines: int) -> None:
+        self.tile = tile
+        self.reader = reader
+        self.total_lines = total_lines
+        self.lines_typed = 0
+
+    def _stopped(self, problem: str, submit: bool) -> TypingStopped:
+        done = (
+            "after the whole prompt was typed"
+            if submit
+            else f"after {self.lines_typed} of {self.total_lines} lines"
+        )
+        return TypingStopped(
+            f"stopped typing into {self.tile.name!r} {done}: {problem}; nothing more was "
+            "typed and the prompt was not submitted"
+        )
+
+    def _send_now(self, commands: list[str]) -> str | None:
+        """Check, then send (one worker-thread hop): the problem found, or None when sent."""
+        problem = check_reader(self.reader)
+        if problem is not None:
+            return problem
+        if not self.tile.tmux.send_guarded(self.tile.pane_id, commands):
+            return SYNCHRONIZED_PROBLEM
+        return None
+
+    async def send(self, commands: list[str], *, submit: bool = False) -> None:
+        problem = await asyncio.to_thread(self._send_now, commands)
+        if problem is not None:
+            raise self._stopped(problem, submit)
+
+    async def paste(self, content: str) -> None:
+        def now() -> str | None:
+            problem = check_reader(self.reader)
+            if problem is not None:
+                return problem
+            if not self.tile.tmux.paste(self.tile.pane_id, content, True):
+                return SYNCHRONIZED_PROBLEM
+            return None
+
+        problem = await asyncio.to_thread(now)
+        if problem is not None:
+            raise self._stopped(problem, False)
+
+
+SYNCHRONIZED_PROBLEM = (
+    "the window has synchronize-panes on, so every key would also be typed into its other "
+    "panes (turn it off with `tmux set-option -w synchronize-panes off`)"
+)

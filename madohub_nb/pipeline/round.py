@@ -241,6 +241,8 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         rec.deliver_ms = _ms(started)
     rec.delivered_at = result.delivered_at
     rec.latency_ms = round((time.monotonic() - plan.fired_mono) * 1000, 3)
+    if result.removed_invisible:
+        rec.meta["removed_invisible"] = result.removed_invisible
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
     rec.status = "delivered"

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError
+from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import HubEvent, RouteState
@@ -160,6 +161,23 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A task that ended on an exception leaves the route ``stopped``, with the reason logged."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        error = f"the route stopped on an unexpected error: {type(exc).__name__}: {exc}"
+        rec = self._services.record_now(
+            RoundRecord(
+                route_id=self.id, source=self.source, target=self.target, round=self.rounds,
+                trigger=self.trigger, transform=self.transform, dispatch=self.dispatch,
+                status="error", error=error, session_id=self._services.session_id,
+            )
+        )  # fmt: skip
+        self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, error
+        self._set_state("stopped")
 
     async def _run(self) -> None:
         hub = self._services

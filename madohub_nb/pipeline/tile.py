@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import psutil
 
 from ..agents.claude import claude_config_dir, read_session_file
-from ..agents.detect import detect_kind, find_agent_process
+from ..agents.detect import detect_kind, find_agent_process, is_shell_name
+from ..agents.foreground import Reader, expected_reader, foreground_pgrp, read_stat
 from ..agents.profiles import AgentProfile, get_profile, screen_state
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
@@ -110,6 +111,7 @@ class Tile:
         claude_home: Callable[[], str | None] = lambda: None,
         on_state: Callable[[str, str], None] | None = None,
         pane_pid: int | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.name = name
         self.pane_id = pane_id
@@ -124,6 +126,8 @@ class Tile:
         self._on_state = on_state
         self.pane_pid = pane_pid
         """The pid of the pane's own process (its shell, or the agent started as the pane)."""
+        self._redact = redact or (lambda text: text)
+        """Replaces registered secrets (API keys) in what the tile shows."""
         self.error: str | None = None
         """Why the tile's command could not run (it exited at once: status and output)."""
         self.ready: concurrent.futures.Future[Tile] = concurrent.futures.Future()
@@ -150,12 +154,12 @@ class Tile:
             text = self.tmux.capture(self.pane_id, ansi=ansi)
         except TmuxError:
             return ""
-        return text if ansi else strip_ansi(text)
+        return self._redact(text if ansi else strip_ansi(text))
 
     def history(self, lines: int = 200) -> str:
         """Screen plus ``lines`` of scrollback, ANSI stripped (for terminal transforms)."""
         try:
-            return strip_ansi(self.tmux.capture(self.pane_id, history_lines=lines))
+            return self._redact(strip_ansi(self.tmux.capture(self.pane_id, history_lines=lines)))
         except TmuxError:
             return ""
 
@@ -188,6 +192,37 @@ class Tile:
         self._agent_proc = None
         return None
 
+    def reader(self) -> Reader | str:
+        """The process that should read what is typed into this pane, or why there is none.
+
+        An agent tile's reader is its agent process; a shell tile's is the shell
+        in the terminal's foreground. Delivery checks the reader before each
+        line (:func:`madohub_nb.agents.foreground.check_reader`).
+        """
+        info = self.pane_info()
+        if info is None or info.dead:
+            return "the pane has exited"
+        if self.profile.executes_input:
+            fg = foreground_pgrp(info.pid)
+            leader = read_stat(fg) if fg is not None else None
+            if leader is None or not is_shell_name(leader.comm):
+                who = f"{leader.comm!r}" if leader is not None else "no process"
+                return f"the shell is not the terminal's foreground process ({who} is)"
+            found = expected_reader(
+                info.pid, leader.pid, f"the shell {leader.comm!r} (pid {leader.pid})"
+            )
+            return found if found is not None else "the shell has exited"
+        proc = self._running_agent() or self.agent_process()
+        if proc is None:
+            return f"no {self.agent} process runs in the terminal's foreground"
+        found = expected_reader(info.pid, proc.pid, f"agent {self.agent!r} (pid {proc.pid})")
+        return found if found is not None else f"agent {self.agent!r} (pid {proc.pid}) has exited"
+
+    def _in_foreground(self, proc: psutil.Process) -> bool:
+        """True when ``proc`` runs (not stopped) in its terminal's foreground process group."""
+        st = read_stat(proc.pid)
+        return st is not None and st.state not in "Tt" and st.pgrp == st.tpgid
+
     @property
     def state(self) -> TileState:
         """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown``, read fresh."""
@@ -212,6 +247,10 @@ class Tile:
             if proc is None:
                 # The agent was running and is gone (the pane fell back to its shell).
                 return "exited" if self._seen_agent else "unknown"
+        if not self._in_foreground(proc):
+            # Stopped (Ctrl-Z) or sent to the background: its status file still says what it
+            # said before, but typed text would go to whoever is in the foreground now.
+            return "unknown"
         if profile.writes_status_file:
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
