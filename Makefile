@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types pytest bench lab system-deps clean
+.PHONY: demo test lint types pytest bench docs lab system-deps clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,6 +42,10 @@ bench: $(STAMP)
 	@failed=""; for f in benchmarks/bench_*.py; do echo "== $$f"; \
 		$(PY) $$f || failed="$$failed $$f"; done; \
 	if [ -n "$$failed" ]; then echo "make bench: missed or could not measure:$$failed"; exit 1; fi
+
+# Refresh the pictures under docs/ (the browser test writes the dashboard's there only when asked).
+docs: $(STAMP) system-deps
+	MADOHUB_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_browser.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb

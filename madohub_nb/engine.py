@@ -28,7 +28,8 @@ class HubEvent:
     """Something widgets and listeners may want to redraw for.
 
     kinds: ``tile_output`` (name), ``tile_state`` (name, state), ``tile_added`` (name),
-    ``route_state`` (route id, state), ``route_added`` (route id), ``round`` (record).
+    ``route_state`` (route id, state), ``route_added`` (route id), ``round`` (record),
+    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``).
     """
 
     kind: str

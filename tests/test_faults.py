@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,9 @@ import psutil
 import pytest
 from conftest import (
     FAST_IDLE_MS,
+    SkippedTurns,
     kill_tree,
+    repaint,
     start_recorder,
     start_standin,
     user_prompts,
@@ -256,10 +257,11 @@ def test_an_old_answer_showing_again_is_not_routed_again(hub: mh.Hub, project: P
     first_turn_end = data.index(b"\n", data.index(b'"turn_duration"')) + 1
     os.truncate(path, first_turn_end)  # the file ends with turn one again
     assert w.last_response() is not None and w.last_response().text == "Done: one"
+    skipped = SkippedTurns(hub)
     for _ in range(2):  # repaints: output, then silence, as after a turn
-        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
-        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
-        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+        before = skipped.count(route)
+        repaint(hub, w)
+        assert skipped.wait(route, before) == "already routed"
     assert route.rounds == 2
     assert user_prompts(sink) == ["> Done: one", "> Done: two"]
 
@@ -276,11 +278,14 @@ def test_deleting_the_transcript_after_a_routed_turn_does_not_route_it_again(
     path = transcript_path(w)
     assert path is not None
     path.unlink()
+    skipped = SkippedTurns(hub)
     for _ in range(2):
-        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
-        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
-        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+        before = skipped.count(route)
+        repaint(hub, w)
+        # Read from the screen now: the same text as the routed turn.
+        assert skipped.wait(route, before) in ("already routed", "not new")
     assert route.rounds == 1
+    assert user_prompts(sink) == ["> Done: one"]
 
 
 # --- the AI API fails ----------------------------------------------------------------
@@ -626,11 +631,13 @@ def test_a_finished_turn_fires_once_whatever_output_follows(hub: mh.Hub, project
     hub.send("w", "once").result(30)
     for route in routes:
         _wait_rows(hub, route, 1)
+    skipped = SkippedTurns(hub)
     for width in (150, 200):  # keys typed and deleted, a resize: repaints, no new turn
-        hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "x")
-        hub.tmux.run("send-keys", "-t", w.pane_id, "BSpace")
+        before = [skipped.count(route) for route in routes]
+        repaint(hub, w)
         hub.tmux.run("resize-window", "-t", w.pane_id, "-x", str(width), "-y", "50")
-        time.sleep(3 * hub.idle_delay_ms / 1000)  # past the idle delay: a re-fire would show
+        for route, n in zip(routes, before, strict=True):
+            assert skipped.wait(route, n) in ("already routed", "not new")
     for route in routes:
         assert route.rounds == 1
         assert len(_rows(hub, route)) == 1
@@ -641,10 +648,12 @@ def test_pause_resume_stop_from_another_thread_during_a_delivery(
 ) -> None:
     start_standin(hub, "w", cwd=project, think_s=0.1)
     sink = start_standin(hub, "sink", cwd=project)
-    start_standin(hub, "watch", cwd=project)
+    watch = start_standin(hub, "watch", cwd=project)
     template = _lines("slow", 30) + "\n{output}"
     route = hub.connect("w", "sink", template=template, cooldown_ms=1000)
-    witness = hub.connect("w", "watch", dispatch="shadow", cooldown_ms=1000)
+    # The witness types the same prompt into another target: when it has landed, the
+    # stopped route would have landed its own too.
+    witness = hub.connect("w", "watch", template=template, cooldown_ms=1000)
     _ready(route, witness)
     hub.send("w", "first").result(30)
     wait_until(lambda: "slow line 03" in sink.screen(), 30, what="typing under way")
@@ -661,12 +670,19 @@ def test_pause_resume_stop_from_another_thread_during_a_delivery(
     assert states == ["paused", "active", "paused", "active", "stopped"]
     (row,) = _wait_rows(hub, route, 1)
     assert row["status"] == "delivered", row["error"]  # the round under way finished
-    wait_until(lambda: user_prompts(sink) == [template.replace("{output}", "Done: first")], 20)
+    first = template.replace("{output}", "Done: first")
+    wait_until(lambda: user_prompts(sink) == [first], 20)
     assert route.state == "stopped"
-    # The next turn is seen (by the witness route) but the stopped route fires no more.
+    # The next turn is routed by the witness, typed in full at its target; the stopped
+    # route types nothing: the sink holds the first prompt, then only a hand-sent fence
+    # (deliveries into one pane are serialised, so a late round would come before it).
     hub.send("w", "second").result(30)
-    _wait_rows(hub, witness, 2)
-    wait_until(lambda: route._task is not None and route._task.done(), 10)
+    second = template.replace("{output}", "Done: second")
+    wait_until(lambda: user_prompts(watch) == [first, second], 60, what="the witness delivery")
+    assert hub.send("sink", "fence").result(60).status == "delivered"
+    wait_until(lambda: len(user_prompts(sink)) >= 2, 20, what="the fence in the sink")
+    assert user_prompts(sink) == [first, "fence"]
+    assert "Done: second" not in sink.screen()
     assert len(_rows(hub, route)) == 1
     assert route.rounds == 1
 

@@ -263,12 +263,20 @@ def test_views_made_on_another_loop_are_updated_on_that_loop_only(hub: Hub) -> N
         table = RoundLogTable(hub)
         table._table.observe(lambda _: threads.add(threading.current_thread().name), "value")
         hub.send("sh", "echo marshalled-$((1+1))", allow_shell=True)
-        for _ in range(300):
-            if "marshalled-2" in view.screen_value and table.records:
-                break
-            await asyncio.sleep(0.05)
-        view.close()
-        table.close()
+        try:
+            for _ in range(300):
+                if "marshalled-2" in view.screen_value and table.records:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(
+                    "timed out after 15 s waiting for the view and the table to update; "
+                    f"screen has marshalled-2: {'marshalled-2' in view.screen_value}, "
+                    f"table rows: {len(table.records)}"
+                )
+        finally:
+            view.close()
+            table.close()
 
     asyncio.run(watch())
     assert threads == {threading.current_thread().name}

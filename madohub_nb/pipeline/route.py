@@ -194,6 +194,7 @@ class Route:
                     unique = found is not None and found.method != "terminal"
                     key = found.message_id if found else None
                     if not idle.accept(key, unique=unique, text_key=_text_key(found)):
+                        self._skipped(idle.skip_reason)
                         continue
                     await self._fire(found, (time.monotonic() - started) * 1000)
                 elif data:
@@ -222,6 +223,7 @@ class Route:
     async def _fire(self, found: Extraction | None, extract_ms: float) -> None:
         """Apply loop protection and run one round."""
         if self.state == "paused":
+            self._skipped("paused")
             return
         if self.state == "exhausted":
             # Log the answer to the last delivered prompt, so the conversation's end is on record.
@@ -232,8 +234,13 @@ class Route:
         if left > 0:
             await asyncio.sleep(left / 1000)
             if self.state != "active":
+                self._skipped(self.state)
                 return
         await self._round(found, extract_ms)
+
+    def _skipped(self, reason: str) -> None:
+        """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
+        self._hub._emit(HubEvent("turn_skipped", self.id, reason, self))
 
     async def _round(
         self, found: Extraction | None, extract_ms: float, exhausted: bool = False
