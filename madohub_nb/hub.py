@@ -90,7 +90,8 @@ class Hub:
         self.tiles: dict[str, Tile] = {}
         self.routes: list[Route] = []
         self.unlogged: list[RoundRecord] = []
-        """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
+        """Rounds that could not be written (log full or read-only); kept so nothing is lost,
+        and written (each once) before the next round once the log takes writes again."""
         self._rounds_written = 0
         self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._route_counter = 0
@@ -461,6 +462,7 @@ class Hub:
         Returns the round as logged, secrets redacted: what events and callers get.
         """
         rec = self.log.redact(rec)
+        self._write_unlogged()
         try:
             self.log.append(rec)
         except LogError as exc:
@@ -471,6 +473,16 @@ class Hub:
         self._emit(HubEvent("round", rec.route_id, rec.status, rec))
         self._wake_round_waiters()
         return rec
+
+    def _write_unlogged(self) -> None:
+        """Write the rounds kept while the log was unwritable, oldest first, each once."""
+        while self.unlogged:
+            try:
+                self.log.append(self.unlogged[0])
+            except LogError:
+                return  # still unwritable: keep them for the next round
+            self.unlogged.pop(0)
+            self._rounds_written += 1
 
     def _log_unwritable(self, exc: LogError) -> None:
         for r in self.routes:
