@@ -214,3 +214,15 @@ def test_routing_into_a_shell_needs_allow_shell(hub: mh.Hub) -> None:
     with pytest.raises(ValueError, match="allow_shell=True"):
         hub.connect("x", "y")
     assert hub.connect("x", "y", allow_shell=True).state == "active"
+
+
+def test_per_pane_delivery_locks_are_dropped_when_no_delivery_needs_them(
+    hub: mh.Hub, project: Path
+) -> None:
+    """Panes that come and go leave no lock behind (memory over a long session)."""
+    targets = [start_standin(hub, f"t{i}", cwd=project) for i in range(3)]
+    sends = [hub.send(t.name, f"to {t.name}") for t in targets for _ in range(2)]
+    assert [f.result(60).status for f in sends] == ["delivered"] * 6
+    for t in targets:
+        wait_until(lambda t=t: user_prompts(t) == [f"to {t.name}"] * 2, 20)
+    assert hub.deliverer._locks == {} and hub.deliverer._lock_users == {}

@@ -728,5 +728,7 @@ def test_one_seed_replays_the_same_faults_and_outcome(
     assert one.applied == two.applied
     assert len(one.applied) >= len(SHORT_QUOTAS)
     assert one.sends == two.sends
-    assert got1 == got2
+    # Routes of different sources deliver into one target at once: their order within a
+    # step is the engine's, so what each target received is compared as a multiset.
+    assert {k: sorted(v) for k, v in got1.items()} == {k: sorted(v) for k, v in got2.items()}
     assert (f1["rounds"], f1["by status"]) == (f2["rounds"], f2["by status"])
