@@ -107,8 +107,8 @@ def main(args: argparse.Namespace, report: Report) -> None:
             growth = rss_end - rss_warm
             held = {
                 "routes in hub.routes": len(hub.routes),
-                "live route tasks": sum(
-                    1 for r in hub.routes if r._task is not None and not r._task.done()
+                "routes active or paused": sum(
+                    1 for r in hub.routes if r.state in ("active", "paused")
                 ),
                 "listeners": sum(len(s.listeners) for s in hub.watcher.streams.values()),
                 "watched streams": len(hub.watcher.streams),

@@ -132,6 +132,13 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        # A cancelled task keeps its CancelledError, whose traceback holds the task's
+        # frames (listener, timers, trigger state): an ended route must not keep them.
+        if self._task is task:
+            self._task = None
 
     async def _run(self) -> None:
         hub = self._hub
