@@ -627,6 +627,9 @@ def check(
     for kind, quota in quotas.items():
         if applied[kind] < quota:
             violations.append(f"fault {kind!r} applied {applied[kind]} times, fewer than {quota}")
+    hand = sum(1 for _, text in soak.sends if text != "/clear")
+    if soak.hostile_sends < hand // 6:  # drawn at 30%: half of that is far below any seed's share
+        violations.append(f"only {soak.hostile_sends} hostile prompts in {hand} sends")
     if applied["resume"] < quotas.get("pause", 0):
         violations.append(f"{applied['resume']} resumes for {quotas.get('pause')} pauses")
     unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
