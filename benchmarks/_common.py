@@ -3,8 +3,8 @@
 Every benchmark prints one line per target, ``name: value (target …) baseline …``
 (the baseline is the plainest way to do the same job, measured in the same run),
 with ``MISSED`` appended when the target was not met, then ``targets met`` or
-``TARGET MISSED: …``. A missed target is a result, not a failure: the exit code
-is 0. It is 2 only when the benchmark could not measure at all.
+``TARGET MISSED: …``. The exit code is 1 when a target was missed (so
+``make bench`` fails), 2 when the benchmark could not measure at all.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Report:
             "targets met" if not self.missed else f"TARGET MISSED: {', '.join(self.missed)}",
             flush=True,
         )
-        return 0
+        return 1 if self.missed else 0
 
 
 def run_main(

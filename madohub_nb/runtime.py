@@ -83,7 +83,8 @@ class Runtime:
         self._names_by_pane: dict[str, str] = {}
         self.routes: list[Route] = []
         self.unlogged: list[RoundRecord] = []
-        """Rounds that could not be written (log full or read-only); kept so nothing is lost."""
+        """Rounds that could not be written (log full or read-only); kept so nothing is lost,
+        and written (each once) before the next round once the log takes writes again."""
         self.rounds_written = 0
         self._round_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._spawn_lock = threading.Lock()
@@ -278,6 +279,7 @@ class Runtime:
     async def record(self, rec: RoundRecord) -> RoundRecord:
         self._register_current_key()
         rec = self.log.redact(rec)
+        await asyncio.to_thread(self._write_unlogged)
         try:
             await asyncio.to_thread(self.log.append, rec)
         except LogError as exc:
@@ -287,11 +289,22 @@ class Runtime:
     def record_now(self, rec: RoundRecord) -> RoundRecord:
         self._register_current_key()
         rec = self.log.redact(rec)
+        self._write_unlogged()
         try:
             self.log.append(rec)
         except LogError as exc:
             return self._kept(rec, exc)
         return self._written(rec)
+
+    def _write_unlogged(self) -> None:
+        """Write the rounds kept while the log was unwritable, oldest first, each once."""
+        while self.unlogged:
+            try:
+                self.log.append(self.unlogged[0])
+            except LogError:
+                return  # still unwritable: keep them for the next round
+            self.unlogged.pop(0)
+            self.rounds_written += 1
 
     def _kept(self, rec: RoundRecord, exc: LogError) -> RoundRecord:
         self.unlogged.append(rec)

@@ -164,6 +164,41 @@ def hub(tmux_socket: str, home: Path, tmp_path: Path) -> Iterator[object]:
     h.close()
 
 
+class SkippedTurns:
+    """The hub's ``turn_skipped`` events: a route's trigger saw a finished turn and let it go.
+
+    A positive signal for "nothing fired": instead of sleeping past the idle delay
+    and hoping a re-fire would have shown, wait until the route says it skipped.
+    """
+
+    def __init__(self, hub: object) -> None:
+        self.events: list[tuple[str, str]] = []  # (route id, reason), in order
+        self.unsubscribe = hub.events.subscribe(self._on_event)  # type: ignore[attr-defined]
+
+    def _on_event(self, event: object) -> None:
+        if getattr(event, "kind", "") == "turn_skipped":
+            self.events.append((event.name, event.state))  # type: ignore[attr-defined]
+
+    def count(self, route: object) -> int:
+        return sum(1 for rid, _ in list(self.events) if rid == route.id)  # type: ignore[attr-defined]
+
+    def wait(self, route: object, after: int, timeout_s: float = 30.0) -> str:
+        """Wait for the route's skip number ``after + 1``; return its reason."""
+        wait_until(
+            lambda: self.count(route) > after,
+            timeout_s,
+            what=f"route {route.id} to skip a turn",  # type: ignore[attr-defined]
+        )
+        return [reason for rid, reason in list(self.events) if rid == route.id][after]  # type: ignore[attr-defined]
+
+
+def repaint(hub: object, tile: object) -> None:
+    """Output on the tile's screen that is no new turn: a key typed and deleted."""
+    pane = tile.pane_id  # type: ignore[attr-defined]
+    hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")  # type: ignore[attr-defined]
+    hub.tmux.run("send-keys", "-t", pane, "BSpace")  # type: ignore[attr-defined]
+
+
 def start_standin(
     hub: object,
     name: str,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import start_standin, user_prompts, wait_until
+from conftest import SkippedTurns, repaint, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.pipeline.extract import transcript_path
@@ -41,8 +40,10 @@ def test_on_idle_fires_once_per_finished_turn(hub: mh.Hub, project: Path) -> Non
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "first draft").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20, what="round 1")
-    # Well past another idle delay: the same turn must not fire again.
-    time.sleep(3 * hub.idle_delay_ms / 1000)
+    # Output that is no new turn: the trigger looks again, sees the routed turn, lets it go.
+    skipped = SkippedTurns(hub)
+    repaint(hub, writer)
+    assert skipped.wait(route, 0) == "already routed"
     assert route.rounds == 1
     rows = _rows(hub, route.id)
     assert [r["status"] for r in rows] == ["delivered"]
@@ -66,8 +67,8 @@ def test_on_idle_never_fires_while_the_agent_is_busy(hub: mh.Hub, project: Path)
 
 
 def test_ping_pong_stops_at_max_rounds(hub: mh.Hub, project: Path) -> None:
-    start_standin(hub, "a", persona="counter", cwd=project)
-    start_standin(hub, "b", persona="counter", cwd=project)
+    a = start_standin(hub, "a", persona="counter", cwd=project)
+    b = start_standin(hub, "b", persona="counter", cwd=project)
     ab = hub.connect("a", "b", max_rounds=2, cooldown_ms=1000)
     ba = hub.connect("b", "a", max_rounds=2, cooldown_ms=1000)
     wait_until(lambda: ab.ready.is_set() and ba.ready.is_set(), 5)
@@ -79,8 +80,22 @@ def test_ping_pong_stops_at_max_rounds(hub: mh.Hub, project: Path) -> None:
     delivered = [r for r in _rows(hub) if r["status"] == "delivered" and r["route_id"] != "send"]
     assert len(delivered) == 4
     assert max(r["round"] for r in delivered) == 2
-    time.sleep(2 * hub.idle_delay_ms / 1000)
+    # a: "start counting" -> count 1, ba's two prompts -> count 2, count 3. a->b delivered
+    # count 1 and 2; its one exhausted row holds a's answer to the last prompt, count 3.
+    # b answered a->b's two prompts; b->a delivered both, so b has no turn left to log.
+    (exhausted,) = [r for r in _rows(hub) if r["status"] == "exhausted"]
+    assert exhausted["route_id"] == ab.id
+    assert exhausted["extracted"] == "count 3" == a.last_response().text
+    assert exhausted["round"] == 3 and pd.isna(exhausted["prompt"])
+    # At the receiving ends: each side got exactly the two delivered prompts, nothing after.
+    assert len(user_prompts(a)) == 3 and len(user_prompts(b)) == 2
+    assert [r["prompt"] for r in _rows(hub, ab.id)][:2] == user_prompts(b)
+    # A later look at b's finished turn is skipped, not routed.
+    skipped = SkippedTurns(hub)
+    repaint(hub, b)
+    assert skipped.wait(ba, 0) == "already routed"
     assert ab.rounds == 2 and ba.rounds == 2
+    assert len(user_prompts(a)) == 3 and len(user_prompts(b)) == 2
 
 
 def test_stop_keyword_stops_the_route_and_types_nothing(hub: mh.Hub, project: Path) -> None:
@@ -199,3 +214,15 @@ def test_routing_into_a_shell_needs_allow_shell(hub: mh.Hub) -> None:
     with pytest.raises(ValueError, match="allow_shell=True"):
         hub.connect("x", "y")
     assert hub.connect("x", "y", allow_shell=True).state == "active"
+
+
+def test_per_pane_delivery_locks_are_dropped_when_no_delivery_needs_them(
+    hub: mh.Hub, project: Path
+) -> None:
+    """Panes that come and go leave no lock behind (memory over a long session)."""
+    targets = [start_standin(hub, f"t{i}", cwd=project) for i in range(3)]
+    sends = [hub.send(t.name, f"to {t.name}") for t in targets for _ in range(2)]
+    assert [f.result(60).status for f in sends] == ["delivered"] * 6
+    for t in targets:
+        wait_until(lambda t=t: user_prompts(t) == [f"to {t.name}"] * 2, 20)
+    assert hub.deliverer._locks == {} and hub.deliverer._lock_users == {}

@@ -45,6 +45,21 @@ def test_one_turn_fires_once() -> None:
     assert not trig.accept(None)
 
 
+def test_a_refused_turn_says_why() -> None:
+    trig = IdleTrigger(idle_delay_ms=100)
+    assert not trig.accept(None)
+    assert trig.skip_reason == "no answer"
+    assert trig.accept("turn-1", unique=True, text_key="text-1")
+    assert not trig.accept("turn-1", unique=True, text_key="text-1")
+    assert trig.skip_reason == "already routed"
+    assert trig.accept("turn-2", unique=True, text_key="text-2")
+    assert not trig.accept("turn-1", unique=True)  # an older turn showing again
+    assert trig.skip_reason == "already routed"
+    # The screen shows the text of the turn last read from the transcript.
+    assert not trig.accept("screen-hash", text_key="text-2")
+    assert trig.skip_reason == "not new"
+
+
 def test_keyword_matches_only_new_output_across_chunks() -> None:
     trig = KeywordTrigger(r"DONE \d+")
     assert trig.output(0, "work... DO").action == "wait"

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -109,6 +109,7 @@ class Deliverer:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
 
     def lock_for(self, pane_id: str) -> asyncio.Lock:
         lock = self._locks.get(pane_id)
@@ -128,6 +129,19 @@ class Deliverer:
             raise DeliveryError(
                 f"target {tile.name!r} cannot take input: {tile.error}; nothing was typed"
             )
+
+    @contextlib.asynccontextmanager
+    async def _pane_lock(self, pane_id: str) -> AsyncIterator[None]:
+        """Hold the pane's lock; the last user drops it, so panes that come and go leave nothing."""
+        self._lock_users[pane_id] = self._lock_users.get(pane_id, 0) + 1
+        try:
+            async with self.lock_for(pane_id):
+                yield
+        finally:
+            self._lock_users[pane_id] -= 1
+            if not self._lock_users[pane_id]:
+                del self._lock_users[pane_id]
+                self._locks.pop(pane_id, None)
 
     async def wait_ready(self, tile: Tile, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait until the target is idle; raise DeliveryError if it exits, stops or stays busy."""
@@ -175,7 +189,7 @@ class Deliverer:
                     "pasted line would be submitted on its own; nothing was typed. "
                     "Use delivery='typed'"
                 )
-        async with self.lock_for(tile.pane_id):
+        async with self._pane_lock(tile.pane_id):
             await self._started(tile)
             if not legacy:
                 await self.wait_ready(tile, ready_timeout_s)

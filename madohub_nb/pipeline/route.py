@@ -162,6 +162,7 @@ class Route:
         """Start listening (engine loop only)."""
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
         self._task.add_done_callback(self._task_done)
+        self._task.add_done_callback(self._forget_task)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         """A task that ended on an exception leaves the route ``stopped``, with the reason logged."""
@@ -178,6 +179,12 @@ class Route:
         )  # fmt: skip
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, error
         self._set_state("stopped")
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        # A cancelled task keeps its CancelledError, whose traceback holds the task's
+        # frames (listener, timers, trigger state): an ended route must not keep them.
+        if self._task is task:
+            self._task = None
 
     async def _run(self) -> None:
         hub = self._services
@@ -238,6 +245,7 @@ class Route:
                     unique = found is not None and found.method != "terminal"
                     key = found.message_id if found else None
                     if not idle.accept(key, unique=unique, text_key=_text_key(found)):
+                        self._skipped(idle.skip_reason)
                         continue
                     await self._fire(found, (time.monotonic() - started) * 1000)
                 elif data:
@@ -266,6 +274,7 @@ class Route:
     async def _fire(self, found: Extraction | None, extract_ms: float) -> None:
         """Apply loop protection and run one round."""
         if self.state == "paused":
+            self._skipped("paused")
             return
         if self.state == "exhausted":
             # Log the answer to the last delivered prompt, so the conversation's end is on record.
@@ -276,8 +285,13 @@ class Route:
         if left > 0:
             await asyncio.sleep(left / 1000)
             if self.state != "active":
+                self._skipped(self.state)
                 return
         await self._round(found, extract_ms)
+
+    def _skipped(self, reason: str) -> None:
+        """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
+        self._services.emit(HubEvent("turn_skipped", self.id, reason, self))
 
     async def _round(
         self, found: Extraction | None, extract_ms: float, exhausted: bool = False

@@ -47,6 +47,8 @@ class IdleTrigger:
         self.last_text_key: str | None = None
         self._recheck_at_ms: float | None = None
         self._fired: dict[str, None] = {}  # unique keys fired so far, oldest first
+        self.skip_reason = ""
+        """Why the last :meth:`accept` refused: ``no answer``, ``already routed`` or ``not new``."""
 
     def baseline(self, turn_key: str | None, text_key: str | None = None) -> None:
         """The turn already finished when the route was made: never fire for it."""
@@ -90,6 +92,9 @@ class IdleTrigger:
         """
         seen = turn_key is None or turn_key == self.last_turn_key or turn_key in self._fired
         if seen or (not unique and text_key is not None and text_key == self.last_text_key):
+            self.skip_reason = (
+                "no answer" if turn_key is None else "already routed" if seen else "not new"
+            )
             self.last_output_ms = None  # nothing new: wait for the next output
             self._recheck_at_ms = None
             return False

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until
+from conftest import SkippedTurns, repaint, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
@@ -429,8 +429,10 @@ def test_on_idle_never_fires_while_claude_is_busy_or_waiting_for_permission(
     found = src.last_response()
     assert found is not None and second["extracted"] == found.text
     assert found.text.startswith("Done:")
-    # The finished turn fired once; silence afterwards fires nothing more.
-    time.sleep(QUIET_WAIT_S)
+    # The finished turn fired once; a repaint afterwards is seen and skipped.
+    skipped = SkippedTurns(real_hub)
+    repaint(real_hub, src)
+    assert skipped.wait(route, 0, ROUND_TIMEOUT_S) == "already routed"
     assert route.rounds == 2 and len(_rows(real_hub, route)) == 2
 
 
@@ -488,13 +490,15 @@ def test_extraction_follows_claude_to_its_new_session_after_clear(
     # Typing /clear before the idle delay has passed would (rightly) keep the turn from firing.
     wait_until(_rounds_of(real_hub, route, 1), ROUND_TIMEOUT_S, what="round 1")
 
+    skipped = SkippedTurns(real_hub)
     real_hub.send("agent", "/clear").result(ROUND_TIMEOUT_S)
     wait_until(lambda: _session_id(pane) not in (None, old_session), 30, what="a new sessionId")
     pane.save_screen(screens_dir / "after_clear.txt")
     # The new session has no transcript yet: no answer (neither the old one nor screen text).
     wait_until(lambda: tile.last_response() is None, 10, what="no answer after /clear")
-    time.sleep(QUIET_WAIT_S)
-    assert len(_rows(real_hub, route)) == 1  # /clear's own "turn" fired nothing
+    # /clear's own "turn" is seen by the route and skipped, not fired.
+    assert skipped.wait(route, 0, ROUND_TIMEOUT_S) in ("no answer", "already routed")
+    assert len(_rows(real_hub, route)) == 1
     real_hub.send("agent", "After the clear").result(ROUND_TIMEOUT_S)
     after = wait_until(_answered(tile, default_answer("After the clear")), REPLY_TIMEOUT_S)
     assert isinstance(after, mh.Extraction) and after.method == "jsonl"
