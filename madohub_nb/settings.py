@@ -75,7 +75,7 @@ LOG_BUSY_TIMEOUT_MS: Final = 5000
 
 # AI transforms (ai-routing, summary) -----------------------------------------
 TEMPLATE_PLACEHOLDERS: Final = ("output", "round", "maxRounds", "source", "target")
-"""Names a transform template may use, written ``{output}``; ``{{``/``}}`` are literal braces."""
+"""The names a template fills, written ``{output}``; all other brace text is kept verbatim."""
 AI_TIMEOUT_S: Final = 60.0
 """Per-attempt timeout of one Anthropic API request."""
 AI_MAX_RETRIES: Final = 2
