@@ -75,7 +75,7 @@ class Hub:
         self.socket_name = socket_name
         self.base_url = base_url
         self.model = model
-        self.claude_home = str(claude_home) if claude_home is not None else None
+        self.claude_home = os.path.expanduser(claude_home) if claude_home is not None else None
         self.delivery = delivery
         self._api_key = api_key
         self.session_id = uuid.uuid4().hex[:12]

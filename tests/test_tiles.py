@@ -157,3 +157,26 @@ def test_close_kills_created_tiles_but_not_adopted_ones(
     assert made.pane_id not in panes
     assert len(panes) == 1
     hub.close()  # twice is fine
+
+
+def test_tilde_is_expanded_in_hub_paths(tmux_socket: str, home: Path) -> None:
+    from madohub_nb.agents.claude import claude_config_dir
+
+    (home / "proj").mkdir()
+    hub = mh.Hub(socket_name=tmux_socket, log_path="~/logs/rounds.sqlite3", claude_home="~/cfg")
+    try:
+        assert Path(hub.log_path) == home / "logs" / "rounds.sqlite3"
+        assert (home / "logs" / "rounds.sqlite3").exists()
+        assert hub.claude_home == str(home / "cfg")
+        assert claude_config_dir(None, "~/cfg") == home / "cfg"
+        sh = hub.tile("sh", agent="shell", command="bash --norc --noprofile", cwd="~/proj")
+        wait_until(lambda: sh.state == "idle", 10, what="shell prompt")
+        hub.send("sh", "pwd > where.txt", allow_shell=True).result(30)
+        wait_until(lambda: (home / "proj" / "where.txt").exists(), 10, what="pwd in ~/proj")
+        wait_until(lambda: (home / "proj" / "where.txt").read_text().strip(), 10)
+        assert (
+            Path((home / "proj" / "where.txt").read_text().strip()).resolve()
+            == (home / "proj").resolve()
+        )
+    finally:
+        hub.close()
