@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents.detect import detect_kind
+from .agents.profiles import get_profile, known_kinds
 from .engine import Engine, EventBus, HubEvent, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
@@ -29,7 +30,7 @@ from .pipeline.deliver import Deliverer
 from .pipeline.protection import LoopGuard
 from .pipeline.round import RoundPlan, run_round
 from .pipeline.route import Route
-from .pipeline.tile import Tile
+from .pipeline.tile import Tile, tile_options
 from .pipeline.transforms import (
     AIClientConfig,
     make_transform_spec,
@@ -38,7 +39,6 @@ from .pipeline.transforms import (
 )
 from .pipeline.triggers import check_trigger
 from .settings import (
-    AGENT_KINDS,
     AI_TRANSFORMS,
     COOLDOWN_MS_DEFAULT,
     DELIVERY_MODES,
@@ -139,8 +139,16 @@ class Hub:
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         pane: str | None = None,
+        *,
+        ready_quiet_ms: int | None = None,
+        ready_pattern: str | None = None,
+        completion_pattern: str | None = None,
     ) -> Tile:
-        """Start ``command`` in a new pane, or adopt an existing ``pane`` (``%3`` or ``sess:win.pane``)."""
+        """Start ``command`` in a new pane, or adopt an existing ``pane`` (``%3`` or ``sess:win.pane``).
+
+        ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet that
+        long; its last screen line matches). ``completion_pattern``: output that ends a turn.
+        """
         self._check_open()
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise MadohubValueError(
@@ -150,7 +158,8 @@ class Hub:
         if name in self.tiles:
             raise MadohubValueError(f"a tile named {name!r} already exists; pick another name")
         if agent is not None:
-            check_choice("agent kind", agent, AGENT_KINDS)
+            check_choice("agent kind", agent, known_kinds())
+        options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is not None:
             if command is not None or cwd is not None or env:
                 raise MadohubValueError(
@@ -159,6 +168,7 @@ class Hub:
             tile = self._adopt(name, pane, agent)
         else:
             tile = self._create(name, agent, command, cwd, env)
+        tile.ready_quiet_ms, tile.ready_pattern, tile.completion_pattern = options
         with self._lock:
             if name in self.tiles:
                 if tile.created:
@@ -177,10 +187,10 @@ class Hub:
             if other.pane_id == info.pane_id:
                 raise MadohubValueError(f"pane {info.pane_id} is already the tile {other.name!r}")
         kind = agent or detect_kind(info.pid, info.current_command)
-        if kind not in AGENT_KINDS:
+        if kind not in known_kinds():
             raise TileError(
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
-                f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
+                f"{info.current_command!r}); pass agent= one of {', '.join(known_kinds())}"
             )
         return self._new_tile(name, info.pane_id, kind, info.session, False, info.pid)
 
@@ -251,7 +261,7 @@ class Hub:
         info = self.tmux.pane_info(pane_id)
         if kind is None:
             detected = detect_kind(info.pid, info.current_command) if info else "unknown"
-            kind = detected if detected in AGENT_KINDS else "shell"
+            kind = detected if detected in known_kinds() else "shell"
         return self._new_tile(
             name, pane_id, kind, self.session_name, True, info.pid if info else None
         )
@@ -269,6 +279,7 @@ class Hub:
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
             pane_pid=pid,
+            last_output_mono=lambda: getattr(self.watcher.streams.get(pane_id), "last_output_mono", None),
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:
@@ -310,9 +321,9 @@ class Hub:
         guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
         check_choice("dispatch", dispatch, DISPATCH_MODES)
         mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.agent == "shell" and dispatch != "shadow" and not allow_shell:
+        if dst.profile.executes_input and dispatch != "shadow" and not allow_shell:
             raise MadohubValueError(
-                f"target {dst.name!r} is a shell: whatever is typed there runs as a command; "
+                f"target {dst.name!r} is a {dst.agent}: whatever is typed there runs as a command; "
                 "pass allow_shell=True to route into it anyway"
             )
         if transform in AI_TRANSFORMS:
@@ -358,9 +369,9 @@ class Hub:
         if not isinstance(text, str) or not text.strip():
             raise MadohubValueError("text must be a non-empty string")
         mode = check_choice("delivery", delivery or self.delivery, DELIVERY_MODES)
-        if dst.agent == "shell" and not allow_shell:
+        if dst.profile.executes_input and not allow_shell:
             raise MadohubValueError(
-                f"{dst.name!r} is a shell: typed text runs as a command; pass allow_shell=True to send anyway"
+                f"{dst.name!r} is a {dst.agent}: typed text runs as a command; pass allow_shell=True to send anyway"
             )
         plan = RoundPlan(
             route_id="send",
@@ -424,10 +435,10 @@ class Hub:
             raise MadohubValueError(
                 f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
             )
-        if deliver and target is not None and target.agent == "shell":
+        if deliver and target is not None and target.profile.executes_input:
             if route is None or not route.allow_shell:
                 raise MadohubValueError(
-                    f"{target.name!r} is a shell: a delivered replay runs there as a command; "
+                    f"{target.name!r} is a {target.agent}: a delivered replay runs there as a command; "
                     "only rounds of a route made with allow_shell=True are replayed into it"
                 )
         screen_tail = orig.meta.get("screen_tail")
@@ -585,8 +596,8 @@ def _guess_kind(command: str | None) -> str | None:
     if not command:
         return None
     first = os.path.basename(command.strip().split()[0].strip("'\""))
-    for kind in AGENT_KINDS:
-        if kind != "shell" and kind in first:
+    for kind in known_kinds():
+        if get_profile(kind).process_tokens and kind in first:
             return kind
     return None
 

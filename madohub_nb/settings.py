@@ -6,6 +6,7 @@ the code (and the error messages) quote one source of truth.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from .errors import MadohubValueError
@@ -41,7 +42,12 @@ MAX_ROUNDS_RANGE: Final = (1, 20)
 COOLDOWN_MS_DEFAULT: Final = 3000
 COOLDOWN_MS_RANGE: Final = (1000, 30000)
 
-AGENT_KINDS: Final = ("claude", "codex", "amp", "opencode", "shell")
+AGENT_KINDS: Final = ("claude", "codex", "amp", "opencode", "shell", "terminal")
+"""The shipped agent kinds; users may register more (``mh.register_agent``)."""
+
+READY_QUIET_MS: Final = 1000
+"""A ``terminal`` tile (any program) is ready after this long without output."""
+READY_QUIET_MS_RANGE: Final = (0, 600_000)
 TILE_STATES: Final = ("idle", "busy", "waiting", "exited", "unknown")
 ROUTE_STATES: Final = ("active", "paused", "stopped", "exhausted")
 ROUND_STATUSES: Final = ("delivered", "shadow", "stopped", "exhausted", "error")
@@ -64,6 +70,18 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
     if not low <= value <= high:
         raise MadohubValueError(f"{what} must be from {low} to {high}{unit}, got {value}")
     return value
+
+
+def check_regex(what: str, pattern: object) -> re.Pattern[str]:
+    """Compile a user regex, or raise a one-line error naming the parameter."""
+    if not isinstance(pattern, str) or not pattern:
+        raise MadohubValueError(f"{what} must be a non-empty regular expression string, got {pattern!r}")
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except re.error as exc:
+        raise MadohubValueError(
+            f"{what} {pattern!r} is not a valid regular expression: {exc}; fix it or leave it out"
+        ) from exc
 
 
 # Round log ------------------------------------------------------------------

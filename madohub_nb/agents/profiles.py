@@ -16,7 +16,7 @@ from typing import Final
 
 from .. import settings
 from ..errors import MadohubValueError
-from .screen import clean_screen, input_text
+from .screen import clean_screen, input_text, strip_ansi
 
 Pattern = re.Pattern[str]
 
@@ -81,6 +81,13 @@ class AgentProfile:
     """Typed text runs as commands (a shell): routes must opt in."""
     extractor: str
     """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
+    ready_quiet_ms: int | None = None
+    """Ready only after this long without output (a program without markers); None: markers."""
+    answer_after_input: bool = False
+    """The answer is the output that followed the last typed input (not the bottom lines)."""
+    foreground_kind: str | None = None
+    """The profile that applies while the pane's foreground command is not one of
+    ``idle_commands`` (a shell running a REPL, ``cat`` or ``psql``: ``terminal``)."""
 
     @property
     def has_transcript(self) -> bool:
@@ -348,12 +355,48 @@ SHELL: Final = AgentProfile(
     uses_bracketed_paste=False,  # depends on the shell and its readline settings
     executes_input=True,
     extractor="terminal",
+    foreground_kind="terminal",  # a REPL, cat or psql started from the shell
+)
+
+# --- Any terminal program (a REPL, psql, cat, an agent without a profile) ----------
+TERMINAL: Final = AgentProfile(
+    kind="terminal",
+    process_tokens=(),
+    busy_markers=(),
+    idle_markers=(),
+    waiting_markers=(),
+    title_busy_markers=(),
+    # No markers: ready once quiet for ready_quiet_ms (and the tile's ready_pattern matches).
+    no_marker_state="idle",
+    idle_commands=(),
+    marker_tail_lines=1,
+    chrome_patterns=(),
+    answer_start=None,
+    answer_exclude=None,
+    tool_output=None,
+    input_line=None,
+    input_placeholders=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=0,
+    between_submit_keys_ms=0,
+    newline_key=None,
+    typed_tab="    ",  # REPLs and readline complete on Tab
+    uses_bracketed_paste=False,
+    executes_input=True,  # it runs what it is typed: routes must opt in
+    extractor="terminal",
+    ready_quiet_ms=settings.READY_QUIET_MS,
+    answer_after_input=True,
 )
 
 PROFILES: Final[dict[str, AgentProfile]] = {
-    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL)
+    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL, TERMINAL)
 }
-"""The one table of agent profiles, by kind (the keys are ``settings.AGENT_KINDS``)."""
+"""The one table of agent profiles, by kind: ``settings.AGENT_KINDS`` and registered ones."""
+
+
+def known_kinds() -> tuple[str, ...]:
+    """Every agent kind ``agent=`` accepts: the shipped ones, then those users registered."""
+    return tuple(PROFILES)
 
 
 def get_profile(kind: str) -> AgentProfile:
@@ -361,9 +404,42 @@ def get_profile(kind: str) -> AgentProfile:
     profile = PROFILES.get(kind) if isinstance(kind, str) else None
     if profile is None:
         raise MadohubValueError(
-            f"unknown agent kind {kind!r}; allowed: {', '.join(settings.AGENT_KINDS)}"
+            f"unknown agent kind {kind!r}; allowed: {', '.join(known_kinds())} "
+            "(or describe a new one with mh.register_agent)"
         )
     return profile
+
+
+def foreground_profile(profile: AgentProfile, current_command: str | None) -> AgentProfile:
+    """The profile that applies now: a shell running another program acts as that program."""
+    if (
+        profile.foreground_kind is None
+        or current_command is None
+        or _command_name(current_command) in profile.idle_commands
+    ):
+        return profile
+    return get_profile(profile.foreground_kind)
+
+
+def last_line(screen: str) -> str:
+    """The last non-blank line of the screen, ANSI stripped, trailing spaces kept (``>>> ``)."""
+    lines = [line for line in strip_ansi(screen).split("\n") if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def quiet_state(
+    screen: str, *, quiet_for_ms: float, ready_quiet_ms: int, ready_pattern: Pattern | None
+) -> str:
+    """``idle`` or ``busy`` for a program without markers (a ``terminal`` tile).
+
+    Idle once its output has been quiet for ``ready_quiet_ms`` and, when a
+    ``ready_pattern`` is given, its last non-blank screen line matches it.
+    """
+    if quiet_for_ms < ready_quiet_ms:
+        return "busy"
+    if ready_pattern is not None and not ready_pattern.search(last_line(screen)):
+        return "busy"
+    return "idle"
 
 
 def screen_tail(profile: AgentProfile, screen: str) -> str:

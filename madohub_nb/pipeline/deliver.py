@@ -160,6 +160,9 @@ class Deliverer:
             tmux = tile._tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
+            if tile.active_profile.answer_after_input:
+                # Its answer will be what follows this input on screen: note where it starts.
+                await asyncio.to_thread(tile.note_input, content)
             started = datetime.now(timezone.utc)
             profile = tile.profile
             lines = content.split("\n")
