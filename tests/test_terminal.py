@@ -118,7 +118,7 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
     hub: mh.Hub, project: Path
 ) -> None:
     out = project / "out.txt"
-    src = start_standin(hub, "src", cwd=project)
+    start_standin(hub, "src", cwd=project)
     sh = hub.tile("sh", agent="shell", command=SHELL_CMD, cwd=project, ready_quiet_ms=300)
     wait_until(lambda: sh.state == "idle", 10, what="shell prompt")
     hub.send("sh", f"cat > {out}", allow_shell=True).result(30)
