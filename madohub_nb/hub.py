@@ -279,7 +279,9 @@ class Hub:
             claude_home=lambda: self.claude_home,
             on_state=self._tile_state_changed,
             pane_pid=pid,
-            last_output_mono=lambda: getattr(self.watcher.streams.get(pane_id), "last_output_mono", None),
+            last_output_mono=lambda: getattr(
+                self.watcher.streams.get(pane_id), "last_output_mono", None
+            ),
         )
 
     def _tile(self, name: str | Tile, role: str) -> Tile:

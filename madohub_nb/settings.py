@@ -75,7 +75,9 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
 def check_regex(what: str, pattern: object) -> re.Pattern[str]:
     """Compile a user regex, or raise a one-line error naming the parameter."""
     if not isinstance(pattern, str) or not pattern:
-        raise MadohubValueError(f"{what} must be a non-empty regular expression string, got {pattern!r}")
+        raise MadohubValueError(
+            f"{what} must be a non-empty regular expression string, got {pattern!r}"
+        )
     try:
         return re.compile(pattern, re.MULTILINE)
     except re.error as exc:

@@ -106,7 +106,11 @@ def test_tile_terminal_flags() -> None:
         "--ready-quiet 1.5s --completion-pattern DONE"
     )
     assert (args.agent, args.command_line) == ("terminal", "python3 -i -q")
-    assert (args.ready_pattern, args.ready_quiet, args.completion_pattern) == (">>> $", 1500, "DONE")
+    assert (args.ready_pattern, args.ready_quiet, args.completion_pattern) == (
+        ">>> $",
+        1500,
+        "DONE",
+    )
     with pytest.raises(MadohubValueError, match="duration"):
         parse_command("tile py --agent terminal --cmd cat --ready-quiet soon")
 

@@ -37,7 +37,9 @@ def test_ready_pattern_must_match_the_last_non_blank_line_with_its_trailing_spac
     ready = re.compile(r">>> $")
     screen = "Python 3\n>>> print(1)\n1\n>>> \n\n\n"
     assert last_line(screen) == ">>> "
-    assert quiet_state(screen, quiet_for_ms=5000, ready_quiet_ms=1000, ready_pattern=ready) == "idle"
+    assert (
+        quiet_state(screen, quiet_for_ms=5000, ready_quiet_ms=1000, ready_pattern=ready) == "idle"
+    )
     running = "Python 3\n>>> import time; time.sleep(9)\n\n"
     assert (
         quiet_state(running, quiet_for_ms=5000, ready_quiet_ms=1000, ready_pattern=ready) == "busy"

@@ -192,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cmd", dest="command_line", metavar="COMMAND", help="command to run")
     p.add_argument(
-        "--ready-pattern", metavar="RE", help="terminal program: its ready prompt line, e.g. '>>> $'"
+        "--ready-pattern",
+        metavar="RE",
+        help="terminal program: its ready prompt line, e.g. '>>> $'",
     )
     p.add_argument(
         "--ready-quiet",
@@ -200,9 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="terminal program: ready after this long without output (default 1s)",
     )
-    p.add_argument(
-        "--completion-pattern", metavar="RE", help="output that says the turn is over"
-    )
+    p.add_argument("--completion-pattern", metavar="RE", help="output that says the turn is over")
     p.add_argument("--cwd", help="working directory of the new pane")
     p.add_argument("--pane", help="adopt this existing pane (%%3 or sess:win.pane)")
     p.add_argument(
