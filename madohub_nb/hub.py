@@ -37,7 +37,7 @@ from .pipeline.transforms import (
     require_ai_key,
     resolve_api_key,
 )
-from .pipeline.triggers import check_trigger
+from .pipeline.triggers import check_completion_pattern, check_trigger
 from .settings import (
     AI_TRANSFORMS,
     COOLDOWN_MS_DEFAULT,
@@ -309,6 +309,7 @@ class Hub:
         allow_shell: bool = False,
         delivery: str | None = None,
         model: str | None = None,
+        completion_pattern: str | None = None,
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
         self._check_open()
@@ -319,6 +320,7 @@ class Hub:
                 f"a route from {src.name!r} to itself would feed the agent its own output"
             )
         check_trigger(trigger, pattern)
+        completion = check_completion_pattern(trigger, completion_pattern)
         spec = make_transform_spec(transform, template, model)
         guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
         check_choice("dispatch", dispatch, DISPATCH_MODES)
@@ -346,6 +348,7 @@ class Hub:
                 delivery=mode,
                 allow_shell=allow_shell,
             )
+            route.completion_pattern = completion
             self.routes.append(route)
         self.engine.call_soon(route.start)
         self._emit(HubEvent("route_added", route.id, route.state, route))

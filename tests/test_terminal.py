@@ -148,3 +148,24 @@ def test_bad_ready_options_are_one_line_errors_naming_the_parameter(hub: mh.Hub)
             hub.tile("t", agent="terminal", command=PYTHON_REPL, **kwargs)  # type: ignore[arg-type]
         assert named in str(info.value) and "\n" not in str(info.value)
     assert hub.tiles == {}
+
+
+def test_on_idle_with_completion_pattern_waits_for_the_keyword(hub: mh.Hub, project: Path) -> None:
+    import time
+
+    sink = start_standin(hub, "sink", cwd=project)
+    py = hub.tile(
+        "py", agent="terminal", command=PYTHON_REPL, ready_pattern=r">>> $", ready_quiet_ms=300
+    )
+    wait_until(lambda: py.state == "idle", 15, what="the REPL's prompt")
+    route = hub.connect(
+        "py", "sink", template="{output}", cooldown_ms=1000, completion_pattern=r"^ALL DONE$"
+    )
+    wait_until(lambda: route.ready.is_set(), 10)
+    hub.send("py", "print('half way')", allow_shell=True).result(30)
+    # Quiet and at its prompt for well over idle_delay_ms, but no keyword: no round.
+    time.sleep(hub.idle_delay_ms * 3 / 1000)
+    assert route.rounds == 0
+    hub.send("py", "print('ALL ' + 'DONE')", allow_shell=True).result(30)
+    wait_until(lambda: route.last_status == "delivered", 30, what="the round after the keyword")
+    assert user_prompts(sink) == ["ALL DONE"]

@@ -11,6 +11,7 @@ import asyncio
 import codecs
 import hashlib
 import html
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,8 @@ class Route:
 
     # the task -------------------------------------------------------------
     _in_round = False
+    completion_pattern: re.Pattern[str] | None = None
+    """Output that ends the source's turn (on-idle/on-complete); else the tile's, else its state."""
 
     def start(self) -> None:
         """Start listening (engine loop only)."""
@@ -143,7 +146,9 @@ class Route:
         keyword: KeywordTrigger | None = None
         streamer: StreamTrigger | None = None
         if self.trigger in ("on-idle", "on-complete"):
-            idle = IdleTrigger(hub.idle_delay_ms)
+            idle = IdleTrigger(
+                hub.idle_delay_ms, self.completion_pattern or source.completion_pattern
+            )
             first = await asyncio.to_thread(extract, source, legacy)
             idle.baseline(first.message_id if first else None, _text_key(first))
         elif self.trigger == "on-keyword":
@@ -182,7 +187,7 @@ class Route:
                 now = _now_ms()
                 if idle is not None:
                     if data:
-                        idle.output(now)
+                        idle.output(now, strip_ansi(decoder.decode(data)))
                     due = idle.next_check_ms()
                     if due is None or now < due:
                         continue
