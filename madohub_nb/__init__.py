@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .agents.registry import register_agent
 from .errors import (
     DeliveryError,
     LogError,
@@ -51,6 +52,7 @@ __all__ = [
     "get_hub",
     "load_ipython_extension",
     "read_last_response",
+    "register_agent",
     "unload_ipython_extension",
 ]
 

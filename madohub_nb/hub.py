@@ -20,6 +20,7 @@ from typing import Any
 
 from .agents.detect import detect_kind
 from .agents.profiles import get_profile, known_kinds
+from .agents.registry import load_agents_file
 from .engine import Engine, EventBus, HubEvent, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
@@ -75,6 +76,7 @@ class Hub:
         self.socket_name = socket_name
         self.base_url = base_url
         self.model = model
+        load_agents_file()  # $XDG_CONFIG_HOME/madohub_nb/agents.toml, if there is one
         self.claude_home = os.path.expanduser(claude_home) if claude_home is not None else None
         self.delivery = delivery
         self._api_key = api_key

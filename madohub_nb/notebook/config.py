@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from traitlets import Enum, Int, TraitError, Unicode, observe, validate
+from traitlets import Dict, Enum, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
+from ..errors import MadohubValueError
 from ..settings import DELIVERY_MODES, IDLE_DELAY_MS, IDLE_DELAY_MS_RANGE
 
 if TYPE_CHECKING:
@@ -102,6 +103,21 @@ class MadoHub(SingletonConfigurable):
             text = super().class_get_trait_help(trait, None, helptext)
             return f"{text}\n    Current: {state}"
         return super().class_get_trait_help(trait, inst, helptext)
+
+    agents = Dict(
+        help="Agents the toolkit does not ship, by name: {name: {field: value}} with the fields "
+        "of madohub_nb.register_agent (process_tokens, busy_markers, idle_markers, submit_keys…).",
+    ).tag(config=True)
+
+    @validate("agents")
+    def _register_agents(self, proposal: dict[str, Any]) -> dict[str, Any]:
+        from ..agents.registry import register_agents
+
+        try:
+            register_agents(proposal["value"], "MadoHub.agents")
+        except MadohubValueError as exc:
+            raise TraitError(str(exc)) from None
+        return dict(proposal["value"])
 
     @validate("idle_delay_ms")
     def _check_idle_delay(self, proposal: dict[str, Any]) -> int:

@@ -169,7 +169,7 @@ class Tile:
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
                 return session.status
-        return screen_state(profile, self.screen())
+        return self._screen_state(profile)
 
     # programs without markers: terminal tiles, a shell running a REPL or cat ------------
     @property
@@ -180,9 +180,13 @@ class Tile:
     def _program_state(self, info: PaneInfo) -> str:
         profile = foreground_profile(self.profile, info.current_command)
         self._active_profile = profile
+        return self._screen_state(profile, info.current_command)
+
+    def _screen_state(self, profile: AgentProfile, current_command: str | None = None) -> str:
+        """By the profile's screen markers, or, for a program without them, by quiet time."""
         screen = self.screen()
         if profile.ready_quiet_ms is None:
-            return screen_state(profile, screen, current_command=info.current_command)
+            return screen_state(profile, screen, current_command=current_command)
         last = self._last_output_mono()
         since = max(last, self._started_mono) if last is not None else self._started_mono
         return quiet_state(
