@@ -169,3 +169,14 @@ def test_on_idle_with_completion_pattern_waits_for_the_keyword(hub: mh.Hub, proj
     hub.send("py", "print('ALL ' + 'DONE')", allow_shell=True).result(30)
     wait_until(lambda: route.last_status == "delivered", 30, what="the round after the keyword")
     assert user_prompts(sink) == ["ALL DONE"]
+
+
+def test_a_slash_command_is_submitted_with_the_profiles_command_keys() -> None:
+    from madohub_nb.agents.profiles import is_slash_command, submit_keys_for
+
+    claude = get_profile("claude")
+    assert is_slash_command("  /clear ") and is_slash_command("/model opus")
+    assert not is_slash_command("/clear\nthen this") and not is_slash_command("see /tmp")
+    assert submit_keys_for(claude, "/clear") == ("\r",)
+    assert submit_keys_for(claude, "Review src/app.py") == ("\r", "\r")  # picker protection
+    assert submit_keys_for(get_profile("codex"), "/clear") == get_profile("codex").submit_keys

@@ -85,6 +85,10 @@ class AgentProfile:
     """Ready only after this long without output (a program without markers); None: markers."""
     answer_after_input: bool = False
     """The answer is the output that followed the last typed input (not the bottom lines)."""
+    command_submit_keys: tuple[str, ...] | None = None
+    """Submit keys for a slash command (one line starting with ``/``); None: ``submit_keys``.
+    Claude Code runs a command picked from its ``/`` menu on the first Enter and queues the
+    second, running the command twice (observed with 2.1.197, tests/real_agents)."""
     foreground_kind: str | None = None
     """The profile that applies while the pane's foreground command is not one of
     ``idle_commands`` (a shell running a REPL, ``cat`` or ``psql``: ``terminal``)."""
@@ -185,6 +189,7 @@ CLAUDE: Final = AgentProfile(
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="jsonl",
+    command_submit_keys=("\r",),
 )
 
 # --- Codex CLI --------------------------------------------------------------
@@ -392,6 +397,19 @@ PROFILES: Final[dict[str, AgentProfile]] = {
     p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL, TERMINAL)
 }
 """The one table of agent profiles, by kind: ``settings.AGENT_KINDS`` and registered ones."""
+
+
+def is_slash_command(text: str) -> bool:
+    """One line whose first non-blank character is ``/`` (``/clear``, ``/model x``)."""
+    stripped = text.strip()
+    return stripped.startswith("/") and "\n" not in stripped
+
+
+def submit_keys_for(profile: AgentProfile, text: str) -> tuple[str, ...]:
+    """The keys that submit ``text``: the profile's command keys for a slash command."""
+    if profile.command_submit_keys is not None and is_slash_command(text):
+        return profile.command_submit_keys
+    return profile.submit_keys
 
 
 def known_kinds() -> tuple[str, ...]:

@@ -35,7 +35,7 @@ AGENTS_FILE: Final = "madohub_nb/agents.toml"
 KIND_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 _REGEX_LISTS: Final = ("busy_markers", "idle_markers", "waiting_markers", "title_busy_markers")
-_STRING_LISTS: Final = ("process_tokens", "idle_commands", "submit_keys")
+_STRING_LISTS: Final = ("process_tokens", "idle_commands", "submit_keys", "command_submit_keys")
 _INTS: Final = {
     "pre_submit_delay_ms": (0, 10_000),
     "between_submit_keys_ms": (0, 10_000),

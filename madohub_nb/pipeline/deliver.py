@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ..agents.profiles import AgentProfile
+from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, sanitize_for_typing
 from ..errors import DeliveryError
 from ..io.tmux import key_name
@@ -226,10 +226,10 @@ class Deliverer:
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 
-    async def _press_submit(self, tile: Tile, profile: AgentProfile) -> None:
+    async def _press_submit(self, tile: Tile, profile: AgentProfile, content: str) -> None:
         tmux = tile._tmux
         await self._sleep(profile.pre_submit_delay_ms / 1000)
-        keys = [key_name(k) for k in profile.submit_keys]
+        keys = [key_name(k) for k in submit_keys_for(profile, content)]
         if profile.between_submit_keys_ms == 0:
             await tmux.arun("send-keys", "-t", tile.pane_id, *keys)
             return
@@ -240,7 +240,7 @@ class Deliverer:
 
     async def _submit(self, tile: Tile, profile: AgentProfile, content: str) -> tuple[int, bool]:
         """Press submit, then check the prompt left the input line; retry a bounded number of times."""
-        await self._press_submit(tile, profile)
+        await self._press_submit(tile, profile, content)
         if profile.executes_input:
             return 1, True  # a shell runs the line at once; there is nothing to check
         for attempt in range(1, SUBMIT_RETRIES + 2):
