@@ -42,7 +42,7 @@ MAX_ROUNDS_RANGE: Final = (1, 20)
 COOLDOWN_MS_DEFAULT: Final = 3000
 COOLDOWN_MS_RANGE: Final = (1000, 30000)
 
-AGENT_KINDS: Final = ("claude", "codex", "amp", "opencode", "shell", "terminal")
+AGENT_KINDS: Final = ("claude", "codex", "amp", "opencode", "qwen", "shell", "terminal")
 """The shipped agent kinds; users may register more (``mh.register_agent``)."""
 
 READY_QUIET_MS: Final = 1000

@@ -334,6 +334,43 @@ OPENCODE: Final = AgentProfile(
     extractor="terminal",
 )
 
+# --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
+# Screens (100 columns): an input box "> " between two rules, "  Type your message or
+# @path/to/file" in it when empty; busy: "  .. Distracting you… (1s · esc to cancel)" above the
+# box; prompts "  > text", answers "  ◆︎ text" (U+25C6 U+FE0E). Ctrl-J adds a draft line; a
+# multi-line draft's lines end with a zero-width space.
+_QWEN_BOX = rf"^{_RULE}\n>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"
+
+QWEN: Final = AgentProfile(
+    kind="qwen",
+    process_tokens=("qwen",),
+    busy_markers=(_rx(r"esc to cancel\)"),),
+    idle_markers=(_rx(_QWEN_BOX),),
+    waiting_markers=(),  # its confirmation dialog was not observed (auto mode approves or blocks)
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(_RULE),  # input box and footer
+        _line(r"[^\n]*[│┌└┐┘╭╮╰╯][^\n]*"),  # logo box, notices in boxes
+        _line(r"[ \t]*[▄█╔╗║╚╝═▀ ]+"),  # the logo's last line
+    ),
+    answer_start=_rx("^  \u25c6\ufe0e? "),
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n> ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=300,
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="terminal",
+)
+
 # --- A plain shell ------------------------------------------------------------
 SHELL: Final = AgentProfile(
     kind="shell",
@@ -394,7 +431,7 @@ TERMINAL: Final = AgentProfile(
 )
 
 PROFILES: Final[dict[str, AgentProfile]] = {
-    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL, TERMINAL)
+    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, QWEN, SHELL, TERMINAL)
 }
 """The one table of agent profiles, by kind: ``settings.AGENT_KINDS`` and registered ones."""
 

@@ -25,6 +25,7 @@ import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
 from madohub_nb.agents.profiles import screen_state
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
+from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
 from .conftest import (
@@ -600,3 +601,91 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     assert (row["extraction_method"], row["status"]) == ("terminal", "delivered"), row["error"]
     assert row["extracted"] == default_answer(relay)
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
+
+
+# --------------------------------------------------------------------------- Qwen Code
+
+QWEN_VERSION = "0.24.4"
+
+
+@pytest.fixture
+def real_qwen_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> Iterator[RealPane]:
+    """Real Qwen Code, talking to ``fake_openai`` as an OpenAI-compatible API; ended by pid."""
+    exe = agent_bin("qwen", QWEN_VERSION)
+    settings_dir = home / ".qwen"
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    (settings_dir / "settings.json").write_text(
+        json.dumps(
+            {
+                "security": {"auth": {"selectedType": "openai"}},
+                "privacy": {"usageStatisticsEnabled": False},
+                "telemetry": {"enabled": False},
+                "ui": {"hideTips": True},
+            }
+        )
+    )
+    cwd = tmp_path / "proj-qwen"
+    cwd.mkdir()
+    env = {
+        "HOME": str(home),
+        "OPENAI_API_KEY": "sk-fake-qwen",
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_MODEL": "fake-model",
+    }
+    pane = start_agent_pane(
+        tmux_socket, [str(exe)], kind="qwen", version=QWEN_VERSION, cwd=cwd, home=home, env=env
+    )
+    yield pane
+    pane.stop()
+
+
+def test_qwen_code_routes_both_ways_with_claude(
+    real_hub: mh.Hub,
+    real_qwen_pane: RealPane,
+    real_claude_pane: Callable[..., RealPane],
+    fake_openai: FakeOpenAIResponses,
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    qwen = real_hub.tile("qwen", pane=real_qwen_pane.pane_id)
+    assert qwen.agent == "qwen"  # detected from its process
+    wait_until(lambda: qwen.state == "idle", STARTUP_TIMEOUT_S, what="Qwen Code idle")
+    cl = real_claude_pane()
+    real_hub.tile("claude", pane=cl.pane_id)
+
+    # Qwen -> Claude: its screen answer, wrapped.
+    out_route = real_hub.connect("qwen", "claude", template="From qwen: {output}", max_rounds=1)
+    wait_until(lambda: out_route.ready.is_set(), 10)
+    rec = real_hub.send("qwen", "Say hi [[sleep 2]]").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered" and rec.meta["submit_verified"] is True, rec.error
+    wait_until(lambda: qwen.state == "busy", REPLY_TIMEOUT_S, what="Qwen Code busy")
+    wait_until(lambda: out_route.last_status == "delivered", ROUND_TIMEOUT_S, what="qwen->claude")
+    expected = "From qwen: " + default_answer("Say hi [[sleep 2]]")
+    assert any(fake_anthropic_prompt(r["body"]) == expected for r in fake_anthropic.requests), [
+        fake_anthropic_prompt(r["body"]) for r in fake_anthropic.requests
+    ]
+    out_route.stop()
+
+    # Claude -> Qwen: its transcript answer, typed into Qwen's box (two lines, one prompt).
+    wait_until(lambda: real_hub.tiles["claude"].state == "idle", REPLY_TIMEOUT_S)
+    wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
+    in_route = real_hub.connect("claude", "qwen", template="Claude says:\n{output}", max_rounds=1)
+    wait_until(lambda: in_route.ready.is_set(), 10)
+    rec = real_hub.send("claude", "Ping qwen").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered", rec.error
+    wait_until(lambda: in_route.last_status == "delivered", ROUND_TIMEOUT_S, what="claude->qwen")
+    routed = "Claude says:\n" + default_answer("Ping qwen")
+    wait_until(
+        lambda: routed in [prompt_text(r["body"]) for r in fake_openai.requests],
+        REPLY_TIMEOUT_S,
+        what="the routed prompt at Qwen's API",
+    )
+    wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
+    found = qwen.last_response()
+    assert found is not None and found.method == "terminal"
+    assert found.text == default_answer(routed)
