@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .agents.registry import register_agent
 from .errors import (
     DeliveryError,
     LogError,
     MadohubError,
     MadohubValueError,
+    MadohubWarning,
     TileError,
     TmuxError,
     TransformError,
@@ -46,6 +48,7 @@ __all__ = [
     "LogError",
     "MadohubError",
     "MadohubValueError",
+    "MadohubWarning",
     "Route",
     "RoundLog",
     "RoundRecord",
@@ -59,6 +62,7 @@ __all__ = [
     "load_ipython_extension",
     "read_last_response",
     "read_turn_usage",
+    "register_agent",
     "unload_ipython_extension",
 ]
 

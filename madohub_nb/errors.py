@@ -32,3 +32,7 @@ class TransformError(MadohubError):
 
 class LogError(MadohubError):
     """The round log cannot be written or read (read-only, disk full, corrupt)."""
+
+
+class MadohubWarning(UserWarning):
+    """Something works but probably not as meant (a template slot that is almost a placeholder)."""

@@ -12,14 +12,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .io.log import RoundRecord
-from .model import AGENT_KINDS
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route
-from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference
+from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub
 from .runtime import Runtime
@@ -89,18 +89,11 @@ class Hub:
         prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self._rt = Runtime(
-            socket_name=socket_name,
-            idle_delay_ms=idle_delay_ms,
-            log_path=log_path,
-            api_key=api_key,
-            base_url=base_url,
-            model=model,
-            claude_home=claude_home,
-            delivery=delivery,
-            ai_timeout_s=ai_timeout_s,
-            ai_max_retries=ai_max_retries,
+            socket_name=socket_name, idle_delay_ms=idle_delay_ms, log_path=log_path,
+            api_key=api_key, base_url=base_url, model=model, claude_home=claude_home,
+            delivery=delivery, ai_timeout_s=ai_timeout_s, ai_max_retries=ai_max_retries,
             prices=prices,
-        )
+        )  # fmt: skip
         self.log_path = str(self._rt.log.path)
         self.closed = False
 
@@ -121,22 +114,31 @@ class Hub:
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         pane: Any = None,
+        *,
+        ready_quiet_ms: int | None = None,
+        ready_pattern: str | None = None,
+        completion_pattern: str | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
-        ``libtmux.Pane``). Returns at once; ``tile.ready`` resolves once it has started."""
+        ``libtmux.Pane``). Returns at once; ``tile.ready`` resolves once it has started.
+        ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet that long;
+        its last screen line matches). ``completion_pattern``: output that ends a turn."""
         self._check_open()
         if agent is not None:
-            check_choice("agent kind", agent, AGENT_KINDS)
+            check_choice("agent kind", agent, known_kinds())
+        options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
-            return self._rt.create_tile(
-                name, agent, command, check_new_tile(name, command, cwd, env), env
-            )
-        check_tile_name(name)
-        if command is not None or cwd is not None or env:
+            workdir = check_new_tile(name, command, cwd, env)
+            tile = self._rt.create_tile(name, agent, command, workdir, env)
+        elif command is not None or cwd is not None or env:
             raise MadohubValueError(
                 "pane= adopts a running pane; command=, cwd= and env= only apply to new panes"
             )
-        return self._rt.adopt_tile(name, pane_reference(pane, self.socket_name), agent)
+        else:
+            check_tile_name(name)
+            tile = self._rt.adopt_tile(name, pane_reference(pane, self.socket_name), agent)
+        tile.ready_quiet_ms, tile.ready_pattern, tile.completion_pattern = options
+        return tile
 
     # routes -----------------------------------------------------------------
     def connect(
@@ -154,6 +156,7 @@ class Hub:
         allow_shell: bool = False,
         delivery: str | None = None,
         model: str | None = None,
+        completion_pattern: str | None = None,
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
         self._check_open()
@@ -162,7 +165,7 @@ class Hub:
             trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
             cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
-            model=model, api_key=self.api_key,
+            model=model, api_key=self.api_key, completion_pattern=completion_pattern,
         )  # fmt: skip
         return self._rt.add_route(lambda number: make_route(self._rt, number, src, dst, **options))
 
@@ -194,16 +197,10 @@ class Hub:
         self._check_open()
         orig = self._rt.log.get(round_id)
         plan = replay_plan(
-            orig,
-            transform=transform,
-            template=template,
-            deliver=deliver,
-            model=model,
+            orig, transform=transform, template=template, deliver=deliver, model=model,
             route=next((r for r in self._rt.routes if r.id == orig.route_id), None),
-            target=self._rt.tiles.get(orig.target),
-            delivery=self.delivery,
-            api_key=self.api_key,
-        )
+            target=self._rt.tiles.get(orig.target), delivery=self.delivery, api_key=self.api_key,
+        )  # fmt: skip
         return self._rt.engine.submit(run_round(self._rt, plan))
 
     async def replay_async(self, round_id: str, **kwargs: Any) -> RoundRecord:

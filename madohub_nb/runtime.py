@@ -18,12 +18,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .agents.detect import detect_kind, kind_from_command
+from .agents.profiles import known_kinds
+from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import AGENT_KINDS, HubEvent
+from .model import HubEvent
 from .pipeline.deliver import Deliverer
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
@@ -66,7 +68,8 @@ class Runtime:
         self.socket_name = socket_name
         self.base_url = base_url
         self.model = model
-        self.claude_home = str(claude_home) if claude_home is not None else None
+        load_agents_file()  # $XDG_CONFIG_HOME/madohub_nb/agents.toml, if there is one
+        self.claude_home = os.path.expanduser(claude_home) if claude_home is not None else None
         self._api_key = api_key
         self.ai_timeout_s = ai_timeout_s
         self.ai_max_retries = ai_max_retries
@@ -173,10 +176,10 @@ class Runtime:
         if info.dead:
             raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
         kind = agent or detect_kind(info.pid, info.current_command)
-        if kind not in AGENT_KINDS:
+        if kind not in known_kinds():
             raise TileError(
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
-                f"{info.current_command!r}); pass agent= one of {', '.join(AGENT_KINDS)}"
+                f"{info.current_command!r}); pass agent= one of {', '.join(known_kinds())}"
             )
         tile = self._add_tile(name, info.pane_id, kind, info.session, False, info.pid)
         tile.ready.set_result(tile)
@@ -189,6 +192,9 @@ class Runtime:
             name, pane_id, kind, self.tmux, session=session, created=created,
             claude_home=self.claude_home_setting, on_state=self.tile_state_changed, pane_pid=pid,
             redact=self.log.redact_text,
+            last_output_mono=lambda: getattr(
+                self.watcher.streams.get(pane_id), "last_output_mono", None
+            ),
         )  # fmt: skip
         with self.lock:
             clash = self._check_name_free(name, pane_id, raise_=False)

@@ -46,6 +46,10 @@ MAX_ROUNDS_RANGE: Final = (1, 20)
 COOLDOWN_MS_DEFAULT: Final = 3000
 COOLDOWN_MS_RANGE: Final = (1000, 30000)
 
+READY_QUIET_MS: Final = 1000
+"""A ``terminal`` tile (any program) is ready after this long without output."""
+READY_QUIET_MS_RANGE: Final = (0, 600_000)
+
 
 def check_choice(what: str, value: str, allowed: tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``allowed``, else raise a teaching error."""
@@ -66,6 +70,20 @@ def check_range(what: str, value: int, bounds: tuple[int, int], unit: str = "") 
     return value
 
 
+def check_regex(what: str, pattern: object) -> re.Pattern[str]:
+    """Compile a user regex, or raise a one-line error naming the parameter."""
+    if not isinstance(pattern, str) or not pattern:
+        raise MadohubValueError(
+            f"{what} must be a non-empty regular expression string, got {pattern!r}"
+        )
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except re.error as exc:
+        raise MadohubValueError(
+            f"{what} {pattern!r} is not a valid regular expression: {exc}; fix it or leave it out"
+        ) from exc
+
+
 # Round log ------------------------------------------------------------------
 CUT_MARKER: Final = "[… madohub_nb: cut {cut} characters …]"
 """Where text was cut (routed content, logged fields), so a reader sees it."""
@@ -78,7 +96,7 @@ LOG_BUSY_TIMEOUT_MS: Final = 5000
 
 # AI transforms (ai-routing, summary) -----------------------------------------
 TEMPLATE_PLACEHOLDERS: Final = ("output", "round", "maxRounds", "source", "target")
-"""Names a transform template may use, written ``{output}``; ``{{``/``}}`` are literal braces."""
+"""The names a template fills, written ``{output}``; all other brace text is kept verbatim."""
 AI_TIMEOUT_S: Final = 60.0
 """Per-attempt timeout of one Anthropic API request."""
 AI_MAX_RETRIES: Final = 2

@@ -635,7 +635,7 @@ def test_hubs_in_one_process_share_one_log_file(
         # Each hub replays a round another hub logged.
         first = _rows(hubs[0], routes[0])[0]["round_id"]
         for i, h in enumerate(hubs):
-            assert h.replay(first, template=f"hub {i}: {{output}}").status == "shadow"
+            assert h.replay(first, template=f"hub {i}: {{output}}").result(60).status == "shadow"
         df = hubs[0].log.df
         assert df["round_id"].is_unique
         assert len(df) == 3 * (2 * turns) + 3

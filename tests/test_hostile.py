@@ -256,6 +256,26 @@ def test_template_is_filled_once_without_format_injection(hub: mh.Hub, project: 
     assert row["prompt"] == expected
 
 
+def test_json_template_is_delivered_verbatim_and_a_near_miss_warns_at_connect(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "src", cwd=project)
+    sink = start_standin(hub, "sink", cwd=project)
+    with pytest.warns(mh.MadohubWarning, match=r"\{ouput\}.*did you mean \{output\}") as caught:
+        hub.connect("src", "sink", template="{ouput}", dispatch="shadow", cooldown_ms=1000)
+    assert caught[0].filename == __file__  # the user's line, not the toolkit's
+    route = hub.connect(
+        "src",
+        "sink",
+        template='{"ok": true, "round": {round}, "text": "{output}"}',
+        cooldown_ms=1000,
+    )
+    wait_until(lambda: route.ready.is_set(), 10)
+    hub.send("src", "hi").result(30)
+    expected = '{"ok": true, "round": 1, "text": "Done: hi"}'
+    wait_until(lambda: expected in user_prompts(sink), 30, what="the JSON template delivered")
+
+
 def test_typing_into_a_shell_needs_allow_shell(hub: mh.Hub, project: Path) -> None:
     marker = project / "pwned"
     sh = hub.tile("sh", agent="shell", command="bash --norc --noprofile", cwd=project)

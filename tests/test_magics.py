@@ -100,6 +100,21 @@ def test_tile_options_and_env_pairs() -> None:
     assert args.env == [("A", "1"), ("B", "x=y")]
 
 
+def test_tile_terminal_flags() -> None:
+    args = parse_command(
+        "tile py --agent terminal --cmd 'python3 -i -q' --ready-pattern '>>> $' "
+        "--ready-quiet 1.5s --completion-pattern DONE"
+    )
+    assert (args.agent, args.command_line) == ("terminal", "python3 -i -q")
+    assert (args.ready_pattern, args.ready_quiet, args.completion_pattern) == (
+        ">>> $",
+        1500,
+        "DONE",
+    )
+    with pytest.raises(MadohubValueError, match="duration"):
+        parse_command("tile py --agent terminal --cmd cat --ready-quiet soon")
+
+
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     for command in (
         "tile",

@@ -336,3 +336,36 @@ def test_typed_tab_is_spaces_where_the_tab_key_is_a_command(kind: str, tab: str)
     # Observed: a typed tab never reaches Claude Code's or Codex's prompt, bash completes on it,
     # OpenCode switches its agent.
     assert get_profile(kind).typed_tab == tab
+
+
+# Qwen Code 0.24.4, captured at 100 columns (tests/real_agents runs it against fake_openai).
+QWEN_RULE = "─" * 100
+QWEN_BOX_EMPTY = (
+    f"{QWEN_RULE}\n>   Type your message or @path/to/file\n{QWEN_RULE}\n  ➜ proj · fake-model\n"
+)
+QWEN_BUSY = (
+    "  > Say hello [[sleep 3]]\n\n"
+    "  .. Distracting you with this witty phrase... (1s · esc to cancel)\n"
+    + QWEN_BOX_EMPTY
+    + "  Enter to steer · Ctrl+Q to queue · Auto mode (shift + tab to cycle)\n"
+)
+QWEN_IDLE = (
+    "  > first line\n    second line\n\n  \u25c6\ufe0e Done: first line\\nsecond line\n\n"
+    + QWEN_BOX_EMPTY
+    + "  Auto mode (shift + tab to cycle)\n"
+)
+QWEN_DRAFT = (
+    f"{QWEN_RULE}\n> first line\n  second line \u200b\n{QWEN_RULE}\n  ➜ proj · fake-model\n"
+)
+
+
+def test_qwen_code_screens_read_busy_idle_and_its_answer() -> None:
+    from madohub_nb.agents.profiles import get_profile as profile_of
+    from madohub_nb.agents.screen import input_text, terminal_last_response
+
+    qwen = profile_of("qwen")
+    assert screen_state(qwen, QWEN_BUSY) == "busy"
+    assert screen_state(qwen, QWEN_IDLE) == "idle"
+    assert terminal_last_response(QWEN_IDLE, qwen) == "Done: first line\\nsecond line"
+    assert input_text(QWEN_IDLE, qwen) == ""  # the placeholder
+    assert input_text(QWEN_DRAFT, qwen) == "first line\nsecond line \u200b".strip()

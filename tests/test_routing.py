@@ -196,7 +196,6 @@ def test_hand_send_is_logged_as_round_zero(hub: mh.Hub, project: Path) -> None:
         ({"cooldown_ms": 500}, "cooldown_ms must be from 1000 to 30000 ms, got 500"),
         ({"trigger": "on-keyword"}, "needs pattern="),
         ({"trigger": "on-keyword", "pattern": "("}, "not a valid regular expression"),
-        ({"template": "Hi {outptu}"}, "outptu"),
         ({"transform": "ai-routing"}, "ANTHROPIC_API_KEY"),
     ],
 )

@@ -104,7 +104,7 @@ def test_adopting_a_pane_detects_the_agent(hub: mh.Hub, tmux_socket: str, projec
     [
         (
             {"agent": "gpt"},
-            "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, shell",
+            "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, qwen, shell, terminal",
         ),
         ({"pane": "%999"}, "does not exist"),
         ({"pane": "not a pane!"}, "not a tmux pane reference"),
@@ -191,3 +191,26 @@ def test_a_libtmux_pane_is_adopted_when_it_is_on_the_hubs_server(
             other.tile("lt", pane=pane, agent="shell")
     finally:
         other.close()
+
+
+def test_tilde_is_expanded_in_hub_paths(tmux_socket: str, home: Path) -> None:
+    from madohub_nb.agents.claude import claude_config_dir
+
+    (home / "proj").mkdir()
+    hub = mh.Hub(socket_name=tmux_socket, log_path="~/logs/rounds.sqlite3", claude_home="~/cfg")
+    try:
+        assert Path(hub.log_path) == home / "logs" / "rounds.sqlite3"
+        assert (home / "logs" / "rounds.sqlite3").exists()
+        assert hub.claude_home == str(home / "cfg")
+        assert claude_config_dir(None, "~/cfg") == home / "cfg"
+        sh = hub.tile("sh", agent="shell", command="bash --norc --noprofile", cwd="~/proj")
+        wait_until(lambda: sh.state == "idle", 10, what="shell prompt")
+        hub.send("sh", "pwd > where.txt", allow_shell=True).result(30)
+        wait_until(lambda: (home / "proj" / "where.txt").exists(), 10, what="pwd in ~/proj")
+        wait_until(lambda: (home / "proj" / "where.txt").read_text().strip(), 10)
+        assert (
+            Path((home / "proj" / "where.txt").read_text().strip()).resolve()
+            == (home / "proj").resolve()
+        )
+    finally:
+        hub.close()

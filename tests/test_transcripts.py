@@ -784,3 +784,70 @@ def test_codex_rollout_refuses_bad_arguments(tmp_path: Path) -> None:
         find_codex_rollout(tmp_path, started_after="yesterday")  # type: ignore[arg-type]
     with pytest.raises(MadohubValueError, match="codex_home"):
         find_codex_rollouts(7)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- subagent files
+
+SUBAGENT_SOURCE = FIXTURES / "public" / "claude" / "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
+
+
+def first_subagent_lines() -> list[str]:
+    """The raw lines of the fixture's first subagent run: its prompt up to its next prompt."""
+    lines = SUBAGENT_SOURCE.read_text().splitlines()
+    side = [(i, json.loads(line)) for i, line in enumerate(lines) if '"isSidechain":true' in line]
+    prompts = [
+        i for i, rec in side if rec["type"] == "user" and isinstance(rec["message"]["content"], str)
+    ]
+    first, second = prompts[0], prompts[1]
+    return [lines[i] for i, _ in side if first <= i < second]
+
+
+def test_a_subagent_file_of_only_sidechain_lines_yields_its_last_answer(tmp_path: Path) -> None:
+    raw = first_subagent_lines()
+    assert len(raw) > 5 and all(json.loads(line)["isSidechain"] is True for line in raw)
+    answers = [
+        json.loads(line)
+        for line in raw
+        if json.loads(line)["type"] == "assistant"
+        and any(b.get("type") == "text" for b in json.loads(line)["message"]["content"])
+    ]
+    last = answers[-1]["message"]
+    expected = "\n".join(b["text"] for b in last["content"] if b["type"] == "text").strip()
+    path = tmp_path / "proj" / "sess" / "subagents" / "agent-a1b2c3.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(raw) + "\n")
+    ext = read_last_response(path)
+    assert ext is not None
+    assert ext.text == expected and ext.text.startswith("## Component Summary")
+    assert ext.message_id == last["id"]
+    assert ext.method == "jsonl"
+
+
+def test_main_thread_answer_still_wins_over_later_sidechain_lines(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            assistant("s0", text("Subagent before."), sidechain=True),
+            prompt("go"),
+            assistant("m1", tool_use()),
+            assistant("s1", text("Subagent chatter."), sidechain=True),
+        ],
+    )
+    # A main-thread assistant line exists (tool use only): no fallback to the sidechain.
+    assert read_last_response(path) is None
+
+
+# ---------------------------------------------------------------- ~ in paths
+
+
+def test_tilde_paths_are_expanded(home: Path) -> None:
+    projects = home / ".claude" / "projects"
+    project = projects / claude_project_dir_name(str(home / "proj"))
+    project.mkdir(parents=True)
+    (home / "proj").mkdir()
+    transcript = write_jsonl(project / "s.jsonl", [prompt("go"), assistant("m1", text("Hi."))])
+    ext = read_last_response("~/.claude/projects/" + project.name + "/s.jsonl")
+    assert ext is not None and ext.text == "Hi." and ext.path == transcript
+    assert cwd_to_project_dir("~/proj", "~/.claude/projects") == project
+    assert cwd_to_project_dir(str(home / "proj"), "~/.claude/projects") == project
+    assert find_claude_transcript("~/.claude/projects", "s") == transcript

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from madohub_nb.errors import MadohubValueError
 from madohub_nb.pipeline.protection import LoopGuard
-from madohub_nb.pipeline.triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
+from madohub_nb.pipeline.triggers import (
+    IdleTrigger,
+    KeywordTrigger,
+    StreamTrigger,
+    check_completion_pattern,
+    check_trigger,
+)
 
 
 def test_on_idle_waits_for_silence_then_fires_when_idle() -> None:
@@ -134,3 +143,47 @@ def test_a_turn_read_again_from_the_screen_is_not_new() -> None:
     trig.output(400)  # the same text in a new transcript turn is a new turn
     assert trig.evaluate(500, "idle").action == "fire"
     assert trig.accept("msg_2", unique=True, text_key="answer")
+
+
+def test_on_idle_waits_for_the_completion_keyword_then_silence() -> None:
+    trig = IdleTrigger(idle_delay_ms=1000, completion_pattern=re.compile(r"^ALL DONE$", re.M))
+    trig.output(0, "working...\n")
+    assert trig.next_check_ms() is None  # silence alone is not enough: wait for the keyword
+    trig.output(500, "still ALL DONE? no\nALL ")
+    assert trig.next_check_ms() is None
+    trig.output(700, "DONE\r\n")  # the keyword split across two chunks still counts
+    assert trig.completed and trig.next_check_ms() == 1700
+    trig.output(900, "trailing chatter\n")  # output after the keyword delays the firing
+    assert trig.evaluate(1899, "busy").action == "check"
+    # The keyword is the evidence: the screen state is not asked.
+    assert trig.evaluate(1900, "busy").action == "fire"
+    assert trig.accept("turn-1")
+    trig.output(3000, "next turn\n")
+    assert not trig.completed and trig.next_check_ms() is None
+
+
+def test_completion_keyword_of_an_old_turn_waits_for_a_new_match() -> None:
+    trig = IdleTrigger(idle_delay_ms=100, completion_pattern=re.compile("DONE"))
+    trig.baseline("turn-0")
+    trig.output(0, "DONE")
+    assert trig.evaluate(100, "idle").action == "fire"
+    assert not trig.accept("turn-0")
+    trig.output(200, "more")
+    assert trig.next_check_ms() is None
+
+
+def test_without_completion_pattern_todays_evidence_applies() -> None:
+    trig = IdleTrigger(idle_delay_ms=100)
+    trig.output(0, "no keyword anywhere")
+    assert trig.evaluate(100, "busy").action == "check"
+    assert trig.evaluate(2100, "idle").action == "fire"
+
+
+def test_bad_completion_pattern_is_one_line_naming_the_parameter() -> None:
+    with pytest.raises(MadohubValueError) as info:
+        check_completion_pattern("on-idle", "[DONE")
+    assert "completion_pattern" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(MadohubValueError, match="on-idle"):
+        check_completion_pattern("always", "DONE")
+    assert check_completion_pattern("on-complete", None) is None
+    assert check_completion_pattern("on-complete", "DONE") is not None

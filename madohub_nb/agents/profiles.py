@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
+from .. import settings
 from ..errors import MadohubValueError
-from ..model import AGENT_KINDS, EXTRACTION_METHODS, AgentKind, ExtractionMethod
-from .screen import clean_screen, input_text
+from ..model import EXTRACTION_METHODS, ExtractionMethod
+from .screen import clean_screen, input_text, strip_ansi
 
 Pattern = re.Pattern[str]
 
@@ -40,7 +41,7 @@ class AgentProfile:
     whole cleaned screen (blank lines kept).
     """
 
-    kind: AgentKind
+    kind: str
     process_tokens: tuple[str, ...]
     """Words that identify the agent's process by its command name (``claude``, ``codex``…)."""
     busy_markers: tuple[Pattern, ...]
@@ -89,6 +90,18 @@ class AgentProfile:
     def runs_as_process(self) -> bool:
         """True for agents found by their process; False for a plain shell (the pane itself)."""
         return bool(self.process_tokens)
+
+    ready_quiet_ms: int | None = None
+    """Ready only after this long without output (a program without markers); None: markers."""
+    answer_after_input: bool = False
+    """The answer is the output that followed the last typed input (not the bottom lines)."""
+    command_submit_keys: tuple[str, ...] | None = None
+    """Submit keys for a slash command (one line starting with ``/``); None: ``submit_keys``.
+    Claude Code runs a command picked from its ``/`` menu on the first Enter and queues the
+    second, running the command twice (observed with 2.1.197, tests/real_agents)."""
+    foreground_kind: str | None = None
+    """The profile that applies while the pane's foreground command is not one of
+    ``idle_commands`` (a shell running a REPL, ``cat`` or ``psql``: ``terminal``)."""
 
     @property
     def has_transcript(self) -> bool:
@@ -187,6 +200,7 @@ CLAUDE: Final = AgentProfile(
     executes_input=False,
     extractor="jsonl",
     writes_status_file=True,
+    command_submit_keys=("\r",),
 )
 
 # --- Codex CLI --------------------------------------------------------------
@@ -331,6 +345,43 @@ OPENCODE: Final = AgentProfile(
     extractor="terminal",
 )
 
+# --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
+# Screens (100 columns): an input box "> " between two rules, "  Type your message or
+# @path/to/file" in it when empty; busy: "  .. Distracting you… (1s · esc to cancel)" above the
+# box; prompts "  > text", answers "  ◆︎ text" (U+25C6 U+FE0E). Ctrl-J adds a draft line; a
+# multi-line draft's lines end with a zero-width space.
+_QWEN_BOX = rf"^{_RULE}\n>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"
+
+QWEN: Final = AgentProfile(
+    kind="qwen",
+    process_tokens=("qwen",),
+    busy_markers=(_rx(r"esc to cancel\)"),),
+    idle_markers=(_rx(_QWEN_BOX),),
+    waiting_markers=(),  # its confirmation dialog was not observed (auto mode approves or blocks)
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(_RULE),  # input box and footer
+        _line(r"[^\n]*[│┌└┐┘╭╮╰╯][^\n]*"),  # logo box, notices in boxes
+        _line(r"[ \t]*[▄█╔╗║╚╝═▀ ]+"),  # the logo's last line
+    ),
+    answer_start=_rx("^  \u25c6\ufe0e? "),
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n> ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=300,
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="terminal",
+)
+
 # --- A plain shell ------------------------------------------------------------
 SHELL: Final = AgentProfile(
     kind="shell",
@@ -357,20 +408,104 @@ SHELL: Final = AgentProfile(
     uses_bracketed_paste=False,  # depends on the shell and its readline settings
     executes_input=True,
     extractor="terminal",
+    foreground_kind="terminal",  # a REPL, cat or psql started from the shell
+)
+
+# --- Any terminal program (a REPL, psql, cat, an agent without a profile) ----------
+TERMINAL: Final = AgentProfile(
+    kind="terminal",
+    process_tokens=(),
+    busy_markers=(),
+    idle_markers=(),
+    waiting_markers=(),
+    title_busy_markers=(),
+    # No markers: ready once quiet for ready_quiet_ms (and the tile's ready_pattern matches).
+    no_marker_state="idle",
+    idle_commands=(),
+    marker_tail_lines=1,
+    chrome_patterns=(),
+    answer_start=None,
+    answer_exclude=None,
+    tool_output=None,
+    input_line=None,
+    input_placeholders=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=0,
+    between_submit_keys_ms=0,
+    newline_key=None,
+    typed_tab="    ",  # REPLs and readline complete on Tab
+    uses_bracketed_paste=False,
+    executes_input=True,  # it runs what it is typed: routes must opt in
+    extractor="terminal",
+    ready_quiet_ms=settings.READY_QUIET_MS,
+    answer_after_input=True,
 )
 
 PROFILES: Final[dict[str, AgentProfile]] = {
-    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, SHELL)
+    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, QWEN, SHELL, TERMINAL)
 }
-"""The one table of agent profiles, by kind (the keys are ``AGENT_KINDS``)."""
+"""The one table of agent profiles, by kind: ``model.AGENT_KINDS`` and registered ones."""
+
+
+def is_slash_command(text: str) -> bool:
+    """One line whose first non-blank character is ``/`` (``/clear``, ``/model x``)."""
+    stripped = text.strip()
+    return stripped.startswith("/") and "\n" not in stripped
+
+
+def submit_keys_for(profile: AgentProfile, text: str) -> tuple[str, ...]:
+    """The keys that submit ``text``: the profile's command keys for a slash command."""
+    if profile.command_submit_keys is not None and is_slash_command(text):
+        return profile.command_submit_keys
+    return profile.submit_keys
+
+
+def known_kinds() -> tuple[str, ...]:
+    """Every agent kind ``agent=`` accepts: the shipped ones, then those users registered."""
+    return tuple(PROFILES)
 
 
 def get_profile(kind: str) -> AgentProfile:
     """The profile of ``kind``; a teaching error for an unknown kind."""
     profile = PROFILES.get(kind) if isinstance(kind, str) else None
     if profile is None:
-        raise MadohubValueError(f"unknown agent kind {kind!r}; allowed: {', '.join(AGENT_KINDS)}")
+        raise MadohubValueError(
+            f"unknown agent kind {kind!r}; allowed: {', '.join(known_kinds())} "
+            "(or describe a new one with mh.register_agent)"
+        )
     return profile
+
+
+def foreground_profile(profile: AgentProfile, current_command: str | None) -> AgentProfile:
+    """The profile that applies now: a shell running another program acts as that program."""
+    if (
+        profile.foreground_kind is None
+        or current_command is None
+        or _command_name(current_command) in profile.idle_commands
+    ):
+        return profile
+    return get_profile(profile.foreground_kind)
+
+
+def last_line(screen: str) -> str:
+    """The last non-blank line of the screen, ANSI stripped, trailing spaces kept (``>>> ``)."""
+    lines = [line for line in strip_ansi(screen).split("\n") if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def quiet_state(
+    screen: str, *, quiet_for_ms: float, ready_quiet_ms: int, ready_pattern: Pattern | None
+) -> ScreenState:
+    """``idle`` or ``busy`` for a program without markers (a ``terminal`` tile).
+
+    Idle once its output has been quiet for ``ready_quiet_ms`` and, when a
+    ``ready_pattern`` is given, its last non-blank screen line matches it.
+    """
+    if quiet_for_ms < ready_quiet_ms:
+        return "busy"
+    if ready_pattern is not None and not ready_pattern.search(last_line(screen)):
+        return "busy"
+    return "idle"
 
 
 def screen_tail(profile: AgentProfile, screen: str) -> str:

@@ -189,13 +189,13 @@ def _read_exactly(file: BinaryIO, n: int) -> bytes:
 
 
 def _check_path(path: object, what: str = "path") -> Path:
-    """``path`` as a Path; anything but a str or a str-valued PathLike is refused."""
+    """``path`` as a Path, ``~`` expanded; anything but a str or a str-valued PathLike is refused."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str):
         raise MadohubValueError(
             f"{what} must be a str or os.PathLike, got {type(path).__name__} {path!r}"
         )
-    return Path(text)
+    return Path(text).expanduser()
 
 
 def _open_regular(path: Path) -> BinaryIO | None:
@@ -267,18 +267,21 @@ def read_last_response(
             first = next(records, None)
             if first is None:
                 return None
+            seen = _ThreadsSeen()
             rollout = _is_rollout(first)
+            records = chain([first], records)
             if usage:
                 tally = _CodexTurnTally(stats) if rollout else _ClaudeTurnTally(stats)
-                records = _tapped(chain([first], records), tally)
-            else:
-                records = chain([first], records)
+                records = _tapped(records, tally)
             if rollout:
                 method, found = "rollout", _codex_last_response(records, stats)
             else:
-                method, found = "jsonl", _claude_last_response(records, stats)
+                method = "jsonl"
+                found = _claude_last_response(seen.note(records), stats)
             if tally is not None and found is not None:
                 turn = _finish_tally(tally, records)
+        if found is None and method == "jsonl" and seen.sidechain and not seen.main_assistant:
+            found = _subagent_last_response(p, stats)
     except OSError:
         return None
     if found is None:
@@ -389,6 +392,40 @@ def _claude_last_response(
     if target is None:
         return None
     return _join(reversed(blocks)), target
+
+
+class _ThreadsSeen:
+    """Which threads a backwards scan met: any sidechain line, any main-thread assistant line."""
+
+    def __init__(self) -> None:
+        self.sidechain = False
+        self.main_assistant = False
+
+    def note(self, records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for rec in records:
+            if rec.get("isSidechain") is True:
+                self.sidechain = True
+            elif rec.get("type") == "assistant":
+                self.main_assistant = True
+            yield rec
+
+
+def _subagent_last_response(path: Path, stats: ReadStats) -> tuple[str, str | None] | None:
+    """The last sidechain answer of a file with no main-thread assistant line at all.
+
+    A Claude subagent's own transcript (``subagents/agent-*.jsonl``) is made of
+    sidechain lines only; its answer is its last assistant message.
+    """
+    f = _open_regular(path)
+    if f is None:
+        return None
+    with f:
+        sidechain = (
+            {**rec, "isSidechain": False}
+            for rec in _records(iter_lines_backwards(f, stats=stats))
+            if rec.get("isSidechain") is True
+        )
+        return _claude_last_response(sidechain, stats)
 
 
 def _codex_reply(rec: dict[str, Any]) -> tuple[str, str | None] | None:

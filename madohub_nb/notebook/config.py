@@ -143,6 +143,21 @@ class MadoHub(SingletonConfigurable):
             return f"{text}\n    Current: {state}"
         return super().class_get_trait_help(trait, inst, helptext)
 
+    agents = Dict(
+        help="Agents the toolkit does not ship, by name: {name: {field: value}} with the fields "
+        "of madohub_nb.register_agent (process_tokens, busy_markers, idle_markers, submit_keys…).",
+    ).tag(config=True)
+
+    @validate("agents")
+    def _register_agents(self, proposal: dict[str, Any]) -> dict[str, Any]:
+        from ..agents.registry import register_agents
+
+        try:
+            register_agents(proposal["value"], "MadoHub.agents")
+        except MadohubValueError as exc:
+            raise TraitError(str(exc)) from None
+        return dict(proposal["value"])
+
     @validate("idle_delay_ms")
     def _check_idle_delay(self, proposal: dict[str, Any]) -> int:
         value = int(proposal["value"])

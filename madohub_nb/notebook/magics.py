@@ -190,8 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tile", help="create a tile (new pane) or adopt a pane")
     p.add_argument("name", help="short name of the tile, e.g. writer")
-    p.add_argument("--agent", choices=AGENT_KINDS, help="agent kind (default: detected)")
+    p.add_argument(
+        "--agent",
+        metavar="KIND",
+        help=f"agent kind: {', '.join(AGENT_KINDS)} or a registered one (default: detected)",
+    )
     p.add_argument("--cmd", dest="command_line", metavar="COMMAND", help="command to run")
+    p.add_argument(
+        "--ready-pattern",
+        metavar="RE",
+        help="terminal program: its ready prompt line, e.g. '>>> $'",
+    )
+    p.add_argument(
+        "--ready-quiet",
+        type=_duration,
+        metavar="DURATION",
+        help="terminal program: ready after this long without output (default 1s)",
+    )
+    p.add_argument("--completion-pattern", metavar="RE", help="output that says the turn is over")
     p.add_argument("--cwd", help="working directory of the new pane")
     p.add_argument("--pane", help="adopt this existing pane (%%3 or sess:win.pane)")
     p.add_argument(
@@ -420,6 +436,12 @@ class MadohubMagics(Magics):
             kwargs["agent"] = args.agent
         if args.cwd:
             kwargs["cwd"] = args.cwd
+        if args.ready_pattern is not None:
+            kwargs["ready_pattern"] = args.ready_pattern
+        if args.ready_quiet is not None:
+            kwargs["ready_quiet_ms"] = args.ready_quiet
+        if args.completion_pattern is not None:
+            kwargs["completion_pattern"] = args.completion_pattern
         if args.env:
             kwargs["env"] = dict(args.env)
         if args.pane:

@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from ..agents.foreground import Reader, check_reader
-from ..agents.profiles import AgentProfile
+from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
 from ..errors import DeliveryError, TileError
 from ..io.tmux import hex_keys_command, key_command
@@ -206,6 +206,9 @@ class Deliverer:
             tmux = tile.tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
+            if tile.active_profile.answer_after_input:
+                # Its answer will be what follows this input on screen: note where it starts.
+                await asyncio.to_thread(tile.note_input, content)
             started = datetime.now(timezone.utc)
             lines = content.split("\n")
             typed = content.replace("\t", profile.typed_tab).split("\n")
@@ -265,10 +268,10 @@ class Deliverer:
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
 
-    async def _press_submit(self, pane: _GuardedPane, profile: AgentProfile) -> None:
+    async def _press_submit(self, pane: _GuardedPane, profile: AgentProfile, content: str) -> None:
         pane_id = pane.tile.pane_id
         await self._sleep(profile.pre_submit_delay_ms / 1000)
-        keys = [key_command(pane_id, k) for k in profile.submit_keys]
+        keys = [key_command(pane_id, k) for k in submit_keys_for(profile, content)]
         if profile.between_submit_keys_ms == 0:
             await pane.send(keys, submit=True)
             return
@@ -282,7 +285,7 @@ class Deliverer:
     ) -> tuple[int, bool]:
         """Press submit, then check the prompt left the input line; retry a bounded number of times."""
         tile = pane.tile
-        await self._press_submit(pane, profile)
+        await self._press_submit(pane, profile, content)
         if profile.executes_input:
             return 1, True  # a shell runs the line at once; there is nothing to check
         for attempt in range(1, SUBMIT_RETRIES + 2):

@@ -4,12 +4,15 @@ Claude Code: agent pid → its config dir → ``sessions/<pid>.json`` → ``sess
 → ``projects/*/<sessionId>.jsonl`` (falling back to the cwd's project folder).
 Codex: the rollout file the process has open, else the newest one for its cwd.
 Everything else, and whenever a transcript cannot be resolved: the screen,
-ANSI codes and TUI chrome removed.
+ANSI codes and TUI chrome removed. A program without answer markers (a
+``terminal`` tile, a shell running a REPL) answers with the output that
+followed the last input typed into it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +20,7 @@ import psutil
 
 from ..agents.claude import claude_config_dir, read_session_file
 from ..agents.codex import codex_home, open_rollout_file
-from ..agents.screen import terminal_last_response
+from ..agents.screen import strip_ansi, terminal_last_response
 from ..io.transcripts import (
     Extraction,
     cwd_to_project_dir,
@@ -84,9 +87,53 @@ def transcript_path(tile: Tile) -> Path | None:
     return None
 
 
+ANSWER_HISTORY_LINES = 5000
+"""Scrollback searched for the last typed input when its row is no longer known."""
+
+
+def answer_after_input(
+    text: str, typed: str, ready_pattern: re.Pattern[str] | None = None, *, last: bool = False
+) -> str | None:
+    """The output that followed ``typed`` in ``text`` (screen or history), or None if not found.
+
+    The anchor is the first line (``last=True``: the last one) holding the last
+    non-blank typed line: the echo of the input (``>>> print(1)``; for ``cat``,
+    its own copy follows). A final line matching ``ready_pattern`` (the
+    program's prompt back) and trailing blank lines are not part of the answer.
+    """
+    probe = next((ln.strip() for ln in reversed(typed.splitlines()) if ln.strip()), "")
+    if not probe:
+        return None
+    lines = strip_ansi(text).split("\n")
+    hits = [i for i, line in enumerate(lines) if probe in line]
+    if not hits:
+        return None
+    answer = lines[(hits[-1] if last else hits[0]) + 1 :]
+    while answer and not answer[-1].strip():
+        answer.pop()
+    if answer and ready_pattern is not None and ready_pattern.search(answer[-1]):
+        answer.pop()
+    return "\n".join(line.rstrip() for line in answer).strip("\n")
+
+
+def _terminal_answer(tile: Tile) -> str:
+    """What the screen shows as the answer, by the rule of the profile that applies now."""
+    profile = tile.active_profile
+    typed = tile.last_input
+    if profile.answer_after_input and typed is not None:
+        since = tile.output_since_input()
+        found = answer_after_input(since, typed.text, tile.ready_pattern) if since else None
+        if found is None:  # scrolled or trimmed: the last echo of the input anywhere
+            history = tile.history(ANSWER_HISTORY_LINES)
+            found = answer_after_input(history, typed.text, tile.ready_pattern, last=True)
+        if found is not None:
+            return found
+    return terminal_last_response(tile.screen(), profile)
+
+
 def from_terminal(tile: Tile) -> Extraction | None:
     """The last answer as shown on screen, without ANSI codes and TUI chrome."""
-    text = terminal_last_response(tile.screen(), tile.profile).strip()
+    text = _terminal_answer(tile).strip()
     if not text:
         return None
     key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]

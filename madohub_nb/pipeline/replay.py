@@ -46,7 +46,7 @@ def replay_plan(
     if deliver and target is not None and target.profile.executes_input:
         if route is None or not route.allow_shell:
             raise MadohubValueError(
-                f"{target.name!r} is a shell: a delivered replay runs there as a command; "
+                f"{target.name!r} is a {target.agent}: a delivered replay runs there as a command; "
                 "only rounds of a route made with allow_shell=True are replayed into it"
             )
     screen_tail = orig.meta.get("screen_tail")

@@ -255,7 +255,7 @@ def hand_send_plan(target: Tile, text: object, *, delivery: str, allow_shell: bo
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and not allow_shell:
         raise MadohubValueError(
-            f"{target.name!r} is a shell: typed text runs as a command; "
+            f"{target.name!r} is a {target.agent}: typed text runs as a command; "
             "pass allow_shell=True to send anyway"
         )
     return RoundPlan(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -27,7 +28,13 @@ from .protection import LoopGuard
 from .round import RoundPlan, RoundServices, run_round
 from .tile import Tile
 from .transforms import TransformSpec, make_transform_spec, require_ai_key
-from .triggers import IdleTrigger, KeywordTrigger, StreamTrigger, check_trigger
+from .triggers import (
+    IdleTrigger,
+    KeywordTrigger,
+    StreamTrigger,
+    check_completion_pattern,
+    check_trigger,
+)
 
 
 class RouteServices(RoundServices, Protocol):
@@ -157,6 +164,8 @@ class Route:
 
     # the task -------------------------------------------------------------
     _in_round = False
+    completion_pattern: re.Pattern[str] | None = None
+    """Output that ends the source's turn (on-idle/on-complete); else the tile's, else its state."""
 
     def start(self) -> None:
         """Start listening (engine loop only)."""
@@ -196,7 +205,9 @@ class Route:
         keyword: KeywordTrigger | None = None
         streamer: StreamTrigger | None = None
         if self.trigger in ("on-idle", "on-complete"):
-            idle = IdleTrigger(hub.idle_delay_ms)
+            idle = IdleTrigger(
+                hub.idle_delay_ms, self.completion_pattern or source.completion_pattern
+            )
             first = await asyncio.to_thread(extract, source, legacy)
             idle.baseline(first.message_id if first else None, _text_key(first))
         elif self.trigger == "on-keyword":
@@ -233,7 +244,7 @@ class Route:
                 now = _now_ms()
                 if idle is not None:
                     if data:
-                        idle.output(now)
+                        idle.output(now, strip_ansi(decoder.decode(data)))
                     due = idle.next_check_ms()
                     if due is None or now < due:
                         continue
@@ -375,6 +386,7 @@ def make_route(
     delivery: str,
     model: str | None,
     api_key: str | None,
+    completion_pattern: str | None = None,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked."""
     if source is target:
@@ -382,19 +394,22 @@ def make_route(
             f"a route from {source.name!r} to itself would feed the agent its own output"
         )
     check_trigger(trigger, pattern)
+    completion = check_completion_pattern(trigger, completion_pattern)
     spec = make_transform_spec(transform, template, model)
     guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
     check_choice("dispatch", dispatch, DISPATCH_MODES)
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and dispatch != "shadow" and not allow_shell:
         raise MadohubValueError(
-            f"target {target.name!r} is a shell: whatever is typed there runs as a command; "
+            f"target {target.name!r} is a {target.agent}: whatever is typed there runs as a command; "
             "pass allow_shell=True to route into it anyway"
         )
     if transform in AI_TRANSFORMS:
         require_ai_key(transform, api_key)
-    return Route(
+    route = Route(
         services, f"{source.name}->{target.name}#{number}", source, target,
         trigger=trigger, pattern=pattern, spec=spec, guard=guard, dispatch=dispatch,
         delivery=delivery, allow_shell=allow_shell,
     )  # fmt: skip
+    route.completion_pattern = completion
+    return route

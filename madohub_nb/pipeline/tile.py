@@ -13,20 +13,29 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
 
+from .. import settings
 from ..agents.claude import claude_config_dir, read_session_file
 from ..agents.detect import detect_kind, find_agent_process, is_shell_name
 from ..agents.foreground import Reader, expected_reader, foreground_pgrp, read_stat
-from ..agents.profiles import AgentProfile, get_profile, screen_state
+from ..agents.profiles import (
+    AgentProfile,
+    foreground_profile,
+    get_profile,
+    known_kinds,
+    quiet_state,
+    screen_state,
+)
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.tmux import PaneInfo, Tmux
 from ..io.transcripts import turn_finished
-from ..model import AGENT_KINDS, TileState
+from ..model import TileState
 from ..render import html_for_tile
 from . import extract as extraction
 
@@ -96,6 +105,14 @@ def pane_reference(pane: object, socket_name: str | None) -> str:
     return pane_id
 
 
+@dataclass(frozen=True)
+class TypedInput:
+    """Text typed into a pane and the absolute row (history + screen) it was typed on."""
+
+    text: str
+    row: int | None
+
+
 class Tile:
     """One named pane. Created by :meth:`Hub.tile`; do not construct directly."""
 
@@ -112,6 +129,7 @@ class Tile:
         on_state: Callable[[str, str], None] | None = None,
         pane_pid: int | None = None,
         redact: Callable[[str], str] | None = None,
+        last_output_mono: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.name = name
         self.pane_id = pane_id
@@ -132,6 +150,18 @@ class Tile:
         """Why the tile's command could not run (it exited at once: status and output)."""
         self.ready: concurrent.futures.Future[Tile] = concurrent.futures.Future()
         """Resolves to the tile once its command survived start-up (or raises TileError)."""
+
+        self._last_output_mono = last_output_mono
+        self._started_mono = time.monotonic()
+        self._active_profile: AgentProfile | None = None
+        self.ready_quiet_ms: int | None = None
+        """Quiet time before a terminal program reads idle (None: its profile's default)."""
+        self.ready_pattern: re.Pattern[str] | None = None
+        """What a terminal program's last screen line shows when it is ready (``>>> $``)."""
+        self.completion_pattern: re.Pattern[str] | None = None
+        """Output that says this tile's turn is over; on-idle routes wait for it, then silence."""
+        self.last_input: TypedInput | None = None
+        """What was typed into the pane last, and where (for answer_after_input extraction)."""
 
     def claude_home(self) -> str | None:
         """The hub's fallback Claude config directory (``claude_home`` setting)."""
@@ -203,15 +233,20 @@ class Tile:
         if info is None or info.dead:
             return "the pane has exited"
         if self.profile.executes_input:
+            # The user opted in to typing here: the reader is whoever holds the terminal's
+            # foreground, a shell or (terminal tiles, a shell running a REPL or cat) a program.
             fg = foreground_pgrp(info.pid)
             leader = read_stat(fg) if fg is not None else None
-            if leader is None or not is_shell_name(leader.comm):
+            shell = leader is not None and is_shell_name(leader.comm)
+            programs_too = self.profile.foreground_kind is not None or not shell_profile(self)
+            if leader is None or not (shell or programs_too):
                 who = f"{leader.comm!r}" if leader is not None else "no process"
                 return f"the shell is not the terminal's foreground process ({who} is)"
+            what = "the shell" if shell else "the program"
             found = expected_reader(
-                info.pid, leader.pid, f"the shell {leader.comm!r} (pid {leader.pid})"
+                info.pid, leader.pid, f"{what} {leader.comm!r} (pid {leader.pid})"
             )
-            return found if found is not None else "the shell has exited"
+            return found if found is not None else f"{what} has exited"
         proc = self._running_agent() or self.agent_process()
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
@@ -241,8 +276,8 @@ class Tile:
             info = self.pane_info()
             if info is None or info.dead:
                 return "exited"
-            if not profile.runs_as_process:
-                return screen_state(profile, self.screen(), current_command=info.current_command)
+            if not profile.runs_as_process:  # the pane's own program: a shell or any program
+                return self._program_state(info)
             proc = self.agent_process()
             if proc is None:
                 # The agent was running and is gone (the pane fell back to its shell).
@@ -255,18 +290,67 @@ class Tile:
             session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
             if session is not None and session.status in ("idle", "busy", "waiting"):
                 return session.status  # type: ignore[return-value]  # checked just above
-        title = ""
-        if profile.title_busy_markers:  # Amp: a spinner in the pane title
-            info = self.pane_info()
-            title = info.title if info is not None else ""
-        state = screen_state(profile, self.screen(), pane_title=title)
-        if state == "unknown" and profile.has_transcript:
-            # No marker on screen: the agent's own end-of-turn record decides
-            # (Claude's turn_duration, Codex's task_complete).
-            path = extraction.transcript_path(self)
-            if path is not None and turn_finished(path) is True:
-                return "idle"
-        return state
+        return self._screen_state(profile)
+
+    # programs without markers: terminal tiles, a shell running a REPL or cat ------------
+    @property
+    def active_profile(self) -> AgentProfile:
+        """The profile that applied at the last state read (a shell running python: terminal)."""
+        return self._active_profile or self.profile
+
+    def _program_state(self, info: PaneInfo) -> TileState:
+        profile = foreground_profile(self.profile, info.current_command)
+        self._active_profile = profile
+        return self._screen_state(profile, info.current_command)
+
+    def _screen_state(self, profile: AgentProfile, current_command: str | None = None) -> TileState:
+        """By the profile's screen markers, or, for a program without them, by quiet time."""
+        screen = self.screen()
+        if profile.ready_quiet_ms is None:
+            title = ""
+            if profile.title_busy_markers:  # Amp: a spinner in the pane title
+                info = self.pane_info()
+                title = info.title if info is not None else ""
+            state = screen_state(profile, screen, current_command=current_command, pane_title=title)
+            if state == "unknown" and profile.has_transcript:
+                # No marker on screen: the agent's own end-of-turn record decides
+                # (Claude's turn_duration, Codex's task_complete).
+                path = extraction.transcript_path(self)
+                if path is not None and turn_finished(path) is True:
+                    return "idle"
+            return state
+        last = self._last_output_mono()
+        since = max(last, self._started_mono) if last is not None else self._started_mono
+        return quiet_state(
+            screen,
+            quiet_for_ms=(time.monotonic() - since) * 1000,
+            ready_quiet_ms=self.ready_quiet_ms
+            if self.ready_quiet_ms is not None
+            else profile.ready_quiet_ms,
+            ready_pattern=self.ready_pattern,
+        )
+
+    def note_input(self, text: str) -> None:
+        """Remember what is about to be typed and the screen row it starts on."""
+        out = self.tmux.run(
+            "display-message", "-p", "-t", self.pane_id, "#{history_size} #{cursor_y}", check=False
+        ).split()
+        row = int(out[0]) + int(out[1]) if len(out) == 2 and all(x.isdigit() for x in out) else None
+        self.last_input = TypedInput(text, row)
+
+    def output_since_input(self) -> str | None:
+        """The pane's text from the row the last input was typed on, ANSI stripped; None: unknown."""
+        typed = self.last_input
+        if typed is None or typed.row is None:
+            return None
+        try:
+            size = self.tmux.run("display-message", "-p", "-t", self.pane_id, "#{history_size}")
+            start = typed.row - int(size.strip() or 0)
+            return strip_ansi(
+                self.tmux.run("capture-pane", "-p", "-J", "-t", self.pane_id, "-S", str(start))
+            )
+        except (TmuxError, ValueError):
+            return None
 
     def last_response(self) -> Extraction | None:
         """The agent's last answer: from its transcript where possible, else from the screen."""
@@ -310,7 +394,7 @@ async def watch_start(tile: Tile, command: str | None, *, detect: bool) -> Tile:
         info = await asyncio.to_thread(tile.pane_info)
         if info is not None:
             found = await asyncio.to_thread(detect_kind, info.pid, info.current_command)
-            if found in AGENT_KINDS:
+            if found in known_kinds():
                 tile.agent = found
     return tile
 
@@ -339,4 +423,24 @@ async def _exit_report(tile: Tile, info: PaneInfo, command: str | None) -> str:
         f"command {command!r} for tile {tile.name!r} exited at once"
         + (f" with status {status}" if status is not None else "")
         + (f"; it printed: {tail}" if tail else "")
+    )
+
+
+def shell_profile(tile: Tile) -> bool:
+    """Is the tile's own profile a plain shell's (a prompt, idle commands), not any program?"""
+    return bool(tile.profile.idle_commands)
+
+
+def tile_options(
+    ready_quiet_ms: int | None, ready_pattern: str | None, completion_pattern: str | None
+) -> tuple[int | None, re.Pattern[str] | None, re.Pattern[str] | None]:
+    """Check ``hub.tile``'s readiness keywords; one-line errors name the parameter."""
+    if ready_quiet_ms is not None:
+        settings.check_range("ready_quiet_ms", ready_quiet_ms, settings.READY_QUIET_MS_RANGE, " ms")
+    return (
+        ready_quiet_ms,
+        settings.check_regex("ready_pattern", ready_pattern) if ready_pattern is not None else None,
+        settings.check_regex("completion_pattern", completion_pattern)
+        if completion_pattern is not None
+        else None,
     )

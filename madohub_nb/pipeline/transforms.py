@@ -3,13 +3,15 @@
 Five transforms (``settings.TRANSFORMS``):
 
 - ``prompt-wrap``: a user template with ``{output}``, ``{round}``, ``{maxRounds}``,
-  ``{source}`` and ``{target}``; ``{{``/``}}`` are literal braces.
+  ``{source}`` and ``{target}``; any other brace text is kept as written.
 - ``full-output`` / ``raw``: the last 30 / 10 lines of the terminal, as they are.
 - ``ai-routing``: an Anthropic model writes a context-aware prompt for the target.
 - ``summary``: an Anthropic model summarises the output; the summary is the prompt.
 
-Templates are checked when the spec is made (a route is created), so a typo is
-an error then, not a failed round later. Rendering substitutes placeholders in
+Templates are checked when the spec is made (a route is created): only the five
+placeholders are filled, every other brace text (JSON, code) stays verbatim, and a
+slot that is almost a placeholder (``{ouput}``, ``{Round}``) is a ``MadohubWarning``
+then, not a puzzling round later. Rendering substitutes placeholders in
 one pass and never interprets what it inserts: an agent's output containing
 ``{round}`` or ``{__class__}`` comes out verbatim.
 
@@ -23,11 +25,13 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .. import settings
-from ..errors import MadohubValueError, TransformError
+from ..errors import MadohubValueError, MadohubWarning, TransformError
 from ..secrets import scrub_secrets
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -82,6 +86,8 @@ class Template:
 
     text: str
     parts: tuple[str | Placeholder, ...]
+    near_misses: tuple[tuple[str, str], ...] = ()
+    """``(slot, meant placeholder)`` for slots that look like a mistyped placeholder."""
 
     @property
     def placeholders(self) -> frozenset[str]:
@@ -94,61 +100,115 @@ class Template:
 
 
 def _allowed_text() -> str:
-    names = ", ".join("{" + n + "}" for n in settings.TEMPLATE_PLACEHOLDERS)
-    return f"allowed placeholders: {names}; write {{{{ and }}}} for literal braces"
+    return "placeholders: " + ", ".join("{" + n + "}" for n in settings.TEMPLATE_PLACEHOLDERS)
 
 
-def _bad_placeholder(template: str, inner: str) -> MadohubValueError:
-    slot = "{" + inner + "}"
-    name = re.split(r"[!:.\[]", inner, maxsplit=1)[0]
-    if name in settings.TEMPLATE_PLACEHOLDERS:
-        why = f"{slot}: conversions (!r), format specs (:>10), attributes and indexes are not supported"
-    elif not inner.strip():
-        why = "empty placeholder {}"
-    else:
-        why = f"unknown placeholder {slot}"
-        close = difflib.get_close_matches(name, settings.TEMPLATE_PLACEHOLDERS, n=1)
-        if close:
-            why += f" (did you mean {{{close[0]}}}?)"
-    return MadohubValueError(f"bad template {template!r}: {why}; {_allowed_text()}")
+# One token at a time, tried in order: a placeholder wrapped in an escape pair
+# ("{{{output}}}": literal braces around the value), an escape pair around brace-free text
+# ("{{x}}" -> "{x}"), a "{name}" slot, a "{name...}" slot with a conversion, format spec,
+# attribute or index (left verbatim, but checked for near misses).
+_TOKEN = re.compile(
+    r"\{\{\{(?P<wrapped>" + "|".join(settings.TEMPLATE_PLACEHOLDERS) + r")\}\}\}"
+    r"|\{\{(?P<escaped>[^{}]*)\}\}"
+    r"|\{(?P<name>\w+)\}"
+    r"|\{(?P<fancy>\w+)[!:.\[][^{}]*\}"
+)
+
+
+def near_miss(slot: str) -> str | None:
+    """The known placeholder ``slot`` was probably meant to be, or None.
+
+    ``{ouput}``, ``{Round}``, ``{max_rounds}`` are near misses (edit distance or
+    case); so is a known name with a format spec (``{round:>3}``), which is not filled.
+    """
+    name = re.match(r"\{(\w+)", slot)
+    if name is None:
+        return None
+    word = name.group(1)
+    if word in settings.TEMPLATE_PLACEHOLDERS:
+        return word if slot != "{" + word + "}" else None
+    folded = {n.lower().replace("_", ""): n for n in settings.TEMPLATE_PLACEHOLDERS}
+    key = word.lower().replace("_", "")
+    if key in folded:
+        return folded[key]
+    close = difflib.get_close_matches(key, list(folded), n=1, cutoff=0.8)
+    return folded[close[0]] if close else None
 
 
 def parse_template(text: str) -> Template:
-    """Parse ``text`` into a ``Template``; raise MadohubValueError on any bad placeholder."""
+    """Parse ``text`` into a ``Template``: known ``{name}`` slots are filled, all else is verbatim.
+
+    Only ``{output}``, ``{round}``, ``{maxRounds}``, ``{source}`` and
+    ``{target}`` are placeholders. Other brace text (JSON, code, ``{round:>3}``)
+    stays as written; ``{{text}}`` around brace-free text is the literal
+    ``{text}`` (as in ``str.format``), so ``{{output}}`` writes ``{output}``.
+    Slots that look like a mistyped placeholder are listed in
+    ``Template.near_misses`` (see :func:`warn_near_misses`).
+    """
     if not isinstance(text, str):
         raise MadohubValueError(f"template must be a string, got {type(text).__name__}")
     parts: list[str | Placeholder] = []
     literal: list[str] = []
+    misses: list[tuple[str, str]] = []
+
+    def slot(name: str) -> None:
+        if literal:
+            parts.append("".join(literal))
+            literal.clear()
+        parts.append(Placeholder(name))
+
     i = 0
     while i < len(text):
-        char = text[i]
-        if char in "{}" and text.startswith(char * 2, i):
-            literal.append(char)
-            i += 2
-        elif char == "}":
-            raise MadohubValueError(
-                f"bad template {text!r}: single '}}' at position {i}; {_allowed_text()}"
-            )
-        elif char == "{":
-            end = text.find("}", i + 1)
-            if end < 0:
-                raise MadohubValueError(
-                    f"bad template {text!r}: '{{' at position {i} is never closed; {_allowed_text()}"
-                )
-            inner = text[i + 1 : end]
-            if inner not in settings.TEMPLATE_PLACEHOLDERS:
-                raise _bad_placeholder(text, inner)
-            if literal:
-                parts.append("".join(literal))
-                literal = []
-            parts.append(Placeholder(inner))
-            i = end + 1
-        else:
-            literal.append(char)
+        match = _TOKEN.match(text, i) if text[i] == "{" else None
+        if match is None:
+            literal.append(text[i])
             i += 1
+            continue
+        i = match.end()
+        token = match.group(0)
+        wrapped, name = match.group("wrapped"), match.group("name")
+        if wrapped is not None:
+            literal.append("{")
+            slot(wrapped)
+            literal.append("}")
+        elif match.group("escaped") is not None:
+            literal.append("{" + match.group("escaped") + "}")
+        elif name is not None and name in settings.TEMPLATE_PLACEHOLDERS:
+            slot(name)
+        else:
+            literal.append(token)
+            meant = near_miss(token)
+            if meant is not None:
+                misses.append((token, meant))
     if literal:
         parts.append("".join(literal))
-    return Template(text, tuple(parts))
+    return Template(text, tuple(parts), tuple(misses))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside madohub_nb (the user's cell or script)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(1)
+    # "<string>": the __init__ that dataclasses generate.
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(package) or frame.f_code.co_filename == "<string>"
+    ):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    return level
+
+
+def warn_near_misses(template: Template) -> None:
+    """Warn (``MadohubWarning``) once per slot that is almost a placeholder; it stays verbatim.
+
+    The warning points at the user's line (``hub.connect(...)``), not at the toolkit.
+    """
+    for token, meant in template.near_misses:
+        warnings.warn(
+            f"template slot {token} is not a placeholder and is kept verbatim "
+            f"(did you mean {{{meant}}}?); {_allowed_text()}",
+            MadohubWarning,
+            stacklevel=_user_stacklevel(),
+        )
 
 
 # Specs and contexts -----------------------------------------------------------
@@ -183,6 +243,7 @@ class TransformSpec:
                 "use transform='prompt-wrap' to wrap the output in a template"
             )
         parsed = parse_template(text)
+        warn_near_misses(parsed)
         if not text.strip():
             raise MadohubValueError(
                 f"template for {self.name!r} is empty; give some text or leave it out for the default"

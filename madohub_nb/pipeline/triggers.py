@@ -1,7 +1,8 @@
 """Triggers: when does a route fire? Pure state machines, time passed in (ms).
 
 - ``on-idle`` / ``on-complete``: the source shows completion evidence (its
-  profile's idle marker or its own status signal) and has been silent for
+  profile's idle marker or its own status signal, or a match of the route's or
+  tile's ``completion_pattern`` in new output) and has been silent for
   ``idle_delay_ms``; a finished turn fires once (its turn key must be new).
 - ``on-keyword``: a regex matches output that arrived since the last firing.
 - ``always``: every batch of new output (ANSI stripped) is streamed.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import MadohubValueError
-from ..settings import TRIGGERS, check_choice
+from ..settings import TRIGGERS, check_choice, check_regex
 
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""
@@ -38,10 +39,21 @@ class Decision:
 
 
 class IdleTrigger:
-    """``on-idle``/``on-complete``: completion evidence, then ``idle_delay_ms`` of silence."""
+    """``on-idle``/``on-complete``: completion evidence, then ``idle_delay_ms`` of silence.
 
-    def __init__(self, idle_delay_ms: int) -> None:
+    The evidence is the source's idle state, or, when a ``completion_pattern`` is
+    given, a match of it in output that arrived since the last firing (the seed's
+    completion keyword): then only the silence after the match is waited for.
+    """
+
+    def __init__(
+        self, idle_delay_ms: int, completion_pattern: re.Pattern[str] | None = None
+    ) -> None:
         self.idle_delay_ms = idle_delay_ms
+        self.completion_pattern = completion_pattern
+        self.completed = False
+        """The completion pattern matched output since the last firing."""
+        self._window = ""
         self.last_output_ms: float | None = None
         self.last_turn_key: str | None = None
         self.last_text_key: str | None = None
@@ -58,10 +70,18 @@ class IdleTrigger:
     def output(self, now_ms: float, text: str = "") -> None:
         self.last_output_ms = now_ms
         self._recheck_at_ms = None
+        if self.completion_pattern is not None and not self.completed and text:
+            # Terminal lines end in CRLF: make "$" work at a line's end.
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+            self._window = (self._window + text)[-KEYWORD_WINDOW_CHARS:]
+            if self.completion_pattern.search(self._window):
+                self.completed, self._window = True, ""
 
     def next_check_ms(self) -> float | None:
         """When silence will have lasted ``idle_delay_ms`` (or a recheck is due); None: wait for output."""
         if self.last_output_ms is None:
+            return None
+        if self.completion_pattern is not None and not self.completed:
             return None
         due = self.last_output_ms + self.idle_delay_ms
         return max(due, self._recheck_at_ms) if self._recheck_at_ms is not None else due
@@ -73,6 +93,8 @@ class IdleTrigger:
             return Decision("wait")
         if now_ms < due:
             return Decision("check", due)
+        if self.completion_pattern is not None:
+            return Decision("fire")  # the keyword is the evidence; the silence followed it
         if state != "idle":
             # Silent but not idle (thinking silently, a permission prompt): look again later.
             self._recheck_at_ms = now_ms + RECHECK_MS
@@ -90,6 +112,7 @@ class IdleTrigger:
         and also from the text of the last turn read from a transcript (``text_key``),
         so a turn whose transcript vanished is not routed again from the screen.
         """
+        self.completed = False
         seen = turn_key is None or turn_key == self.last_turn_key or turn_key in self._fired
         if seen or (not unique and text_key is not None and text_key == self.last_text_key):
             self.skip_reason = (
@@ -154,6 +177,19 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str]:
         raise MadohubValueError(
             f"pattern {pattern!r} is not a valid regular expression: {exc}"
         ) from exc
+
+
+def check_completion_pattern(
+    trigger: str, completion_pattern: str | None
+) -> re.Pattern[str] | None:
+    """Compile a route's ``completion_pattern`` (on-idle/on-complete only); one-line errors."""
+    if completion_pattern is None:
+        return None
+    if trigger not in ("on-idle", "on-complete"):
+        raise MadohubValueError(
+            f"completion_pattern= is used by triggers 'on-idle' and 'on-complete', not {trigger!r}"
+        )
+    return check_regex("completion_pattern", completion_pattern)
 
 
 def check_trigger(trigger: str, pattern: str | None) -> str:

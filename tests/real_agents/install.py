@@ -26,6 +26,7 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "claude": ("@anthropic-ai/claude-code", "claude"),
     "codex": ("@openai/codex", "codex"),
     "opencode": ("opencode-ai", "opencode"),
+    "qwen": ("@qwen-code/qwen-code", "qwen"),
 }
 
 #: The versions the real-agent tier runs against (REAL-AGENTS.md observed these).

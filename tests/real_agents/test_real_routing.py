@@ -25,6 +25,7 @@ import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
 from madohub_nb.agents.profiles import screen_state
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
+from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
 from .conftest import (
@@ -515,21 +516,45 @@ def test_extraction_follows_claude_to_its_new_session_after_clear(
     assert routed[1]["extraction_path"] == str(after.path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Claude's submit keys are \\r\\r: the first Enter runs a slash command from the "
-    "picker, the second is queued and runs it again (queue-operation enqueue '/clear')",
-)
+@pytest.mark.parametrize("version", CLAUDE_VERSIONS)
 def test_a_slash_command_sent_to_claude_runs_once(
-    real_hub: mh.Hub, real_claude_pane: Callable[..., RealPane]
+    version: str,
+    real_hub: mh.Hub,
+    real_claude_pane: Callable[..., RealPane],
+    fake_anthropic: FakeAnthropic,
+    home: Path,
 ) -> None:
-    pane = real_claude_pane()
-    real_hub.tile("agent", pane=pane.pane_id)
+    # A custom command reaches the model: each run of it is one request at the fake API.
+    marker = "SLASH-COMMAND-BODY-7f3a"
+    commands = home / ".claude" / "commands"
+    commands.mkdir(parents=True, exist_ok=True)
+    (commands / "shout.md").write_text(f"Reply with one word. {marker}\n")
+    pane = real_claude_pane(version)
+    tile = real_hub.tile("agent", pane=pane.pane_id)
+
+    def runs_at_api() -> int:
+        return sum(
+            1 for r in fake_anthropic.requests if marker in json.dumps(r["body"].get("messages"))
+        )
+
+    rec = real_hub.send("agent", "/shout").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered", rec.error
+    wait_until(lambda: runs_at_api() >= 1, REPLY_TIMEOUT_S, what="the command's request")
+    wait_until(lambda: tile.state == "idle", REPLY_TIMEOUT_S, what="Claude idle after it")
+    time.sleep(QUIET_WAIT_S)  # a second run would come within a fraction of a second
+    # A request carries the whole conversation: a second run would be a second user turn
+    # holding the command's body (two runs: 2).
+    user_turns = max(
+        sum(1 for m in r["body"]["messages"] if m.get("role") == "user" and marker in json.dumps(m))
+        for r in fake_anthropic.requests
+        if marker in json.dumps(r["body"].get("messages"))
+    )
+    assert user_turns == 1
+
     rec = real_hub.send("agent", "/clear").result(ROUND_TIMEOUT_S)
     assert rec.status == "delivered", rec.error
     projects = pane.home / ".claude" / "projects"
-    wait_until(lambda: list(projects.rglob("*.jsonl")), 30, what="the new session's transcript")
-    time.sleep(QUIET_WAIT_S)  # a second run would come within a fraction of a second
+    time.sleep(QUIET_WAIT_S)
     runs = [
         line
         for path in projects.rglob("*.jsonl")
@@ -580,3 +605,91 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     assert (row["extraction_method"], row["status"]) == ("terminal", "delivered"), row["error"]
     assert row["extracted"] == default_answer(relay)
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
+
+
+# --------------------------------------------------------------------------- Qwen Code
+
+QWEN_VERSION = "0.24.4"
+
+
+@pytest.fixture
+def real_qwen_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> Iterator[RealPane]:
+    """Real Qwen Code, talking to ``fake_openai`` as an OpenAI-compatible API; ended by pid."""
+    exe = agent_bin("qwen", QWEN_VERSION)
+    settings_dir = home / ".qwen"
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    (settings_dir / "settings.json").write_text(
+        json.dumps(
+            {
+                "security": {"auth": {"selectedType": "openai"}},
+                "privacy": {"usageStatisticsEnabled": False},
+                "telemetry": {"enabled": False},
+                "ui": {"hideTips": True},
+            }
+        )
+    )
+    cwd = tmp_path / "proj-qwen"
+    cwd.mkdir()
+    env = {
+        "HOME": str(home),
+        "OPENAI_API_KEY": "sk-fake-qwen",
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_MODEL": "fake-model",
+    }
+    pane = start_agent_pane(
+        tmux_socket, [str(exe)], kind="qwen", version=QWEN_VERSION, cwd=cwd, home=home, env=env
+    )
+    yield pane
+    pane.stop()
+
+
+def test_qwen_code_routes_both_ways_with_claude(
+    real_hub: mh.Hub,
+    real_qwen_pane: RealPane,
+    real_claude_pane: Callable[..., RealPane],
+    fake_openai: FakeOpenAIResponses,
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    qwen = real_hub.tile("qwen", pane=real_qwen_pane.pane_id)
+    assert qwen.agent == "qwen"  # detected from its process
+    wait_until(lambda: qwen.state == "idle", STARTUP_TIMEOUT_S, what="Qwen Code idle")
+    cl = real_claude_pane()
+    real_hub.tile("claude", pane=cl.pane_id)
+
+    # Qwen -> Claude: its screen answer, wrapped.
+    out_route = real_hub.connect("qwen", "claude", template="From qwen: {output}", max_rounds=1)
+    wait_until(lambda: out_route.ready.is_set(), 10)
+    rec = real_hub.send("qwen", "Say hi [[sleep 2]]").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered" and rec.meta["submit_verified"] is True, rec.error
+    wait_until(lambda: qwen.state == "busy", REPLY_TIMEOUT_S, what="Qwen Code busy")
+    wait_until(lambda: out_route.last_status == "delivered", ROUND_TIMEOUT_S, what="qwen->claude")
+    expected = "From qwen: " + default_answer("Say hi [[sleep 2]]")
+    assert any(fake_anthropic_prompt(r["body"]) == expected for r in fake_anthropic.requests), [
+        fake_anthropic_prompt(r["body"]) for r in fake_anthropic.requests
+    ]
+    out_route.stop()
+
+    # Claude -> Qwen: its transcript answer, typed into Qwen's box (two lines, one prompt).
+    wait_until(lambda: real_hub.tiles["claude"].state == "idle", REPLY_TIMEOUT_S)
+    wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
+    in_route = real_hub.connect("claude", "qwen", template="Claude says:\n{output}", max_rounds=1)
+    wait_until(lambda: in_route.ready.is_set(), 10)
+    rec = real_hub.send("claude", "Ping qwen").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered", rec.error
+    wait_until(lambda: in_route.last_status == "delivered", ROUND_TIMEOUT_S, what="claude->qwen")
+    routed = "Claude says:\n" + default_answer("Ping qwen")
+    wait_until(
+        lambda: routed in [prompt_text(r["body"]) for r in fake_openai.requests],
+        REPLY_TIMEOUT_S,
+        what="the routed prompt at Qwen's API",
+    )
+    wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
+    found = qwen.last_response()
+    assert found is not None and found.method == "terminal"
+    assert found.text == default_answer(routed)
