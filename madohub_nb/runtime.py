@@ -10,6 +10,7 @@ read them while another thread adds one).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import os
 import threading
@@ -18,13 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .agents.detect import detect_kind, kind_from_command
-from .engine import Engine, EventBus
+from .engine import Engine, EventBus, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
 from .model import AGENT_KINDS, HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.keys import check_keys, press_keys
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 from .pipeline.transforms import AIClientConfig, resolve_api_key
@@ -59,7 +61,11 @@ class Runtime:
         ai_timeout_s: float = AI_TIMEOUT_S,
         ai_max_retries: int = AI_MAX_RETRIES,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        keep_panes: bool = False,
     ) -> None:
+        self.keep_panes = keep_panes
+        """Leave the panes this hub made running at interpreter exit (close() still ends them)."""
+        self._atexit_registered = False
         self.idle_delay_ms = idle_delay_ms
         self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
         self.socket_name = socket_name
@@ -154,6 +160,7 @@ class Runtime:
             pane_id, pid = self.tmux.new_pane(
                 self.session_name, command, cwd=workdir, env=env, window_name=name
             )
+            self._end_panes_at_exit()
         tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
         started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
         started.add_done_callback(lambda f: self._started(f, tile))
@@ -245,6 +252,12 @@ class Runtime:
         known = ", ".join(r.id for r in routes) or "none yet"
         raise MadohubValueError(f"no route {key!r}; routes: {known}")
 
+    # keys ------------------------------------------------------------------------------
+    def keys(self, tile: str | Tile, keys: tuple[str, ...]) -> HubFuture[RoundRecord]:
+        """Press allow-listed ``keys`` in a tile (logged as a ``keys`` round); a future of it."""
+        target, names = self.tile_named(tile, "target"), check_keys(keys)
+        return self.engine.submit(press_keys(self, target, names))
+
     # what routes need --------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:
         return await self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid)
@@ -331,10 +344,21 @@ class Runtime:
         if any(t.created for t in self.tiles.values()):
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
 
+    def _end_panes_at_exit(self) -> None:
+        """Once per hub: the panes it made end with the interpreter (unless ``keep_panes``)."""
+        if not self._atexit_registered:
+            self._atexit_registered = True
+            atexit.register(self._kill_own_panes)
+
+    def _kill_own_panes(self) -> None:
+        if not self.keep_panes and not self.closed:
+            self.tmux.kill_session(self.session_name)  # only the session it made: never adopted
+
     def close(self) -> None:
         """Stop routes and watchers, kill created panes, end the engine thread; any thread."""
         with self._spawn_lock:
             self.closed = True
+        atexit.unregister(self._kill_own_panes)
         for route in self.routes:
             route.end()
         if self.engine.in_loop_thread:
