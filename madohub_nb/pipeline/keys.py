@@ -63,8 +63,7 @@ def check_keys(keys: tuple[str, ...] | list[str]) -> list[str]:
             out.append(NAMED_KEYS[key.lower()])
         else:
             raise MadohubValueError(
-                f"key {key!r} is not allowed; allowed: {key_names_help()} "
-                "(to type text, use send)"
+                f"key {key!r} is not allowed; allowed: {key_names_help()} (to type text, use send)"
             )
     return out
 
