@@ -348,17 +348,23 @@ class Runtime:
         """Once per hub: the panes it made end with the interpreter (unless ``keep_panes``)."""
         if not self._atexit_registered:
             self._atexit_registered = True
-            atexit.register(self._kill_own_panes)
+            atexit.register(self._at_exit)
 
-    def _kill_own_panes(self) -> None:
+    def _at_exit(self) -> None:
+        # The whole close, not just kill-session: killing a session while its control-mode
+        # client is torn down with the process made tmux 3.3a's server exit now and then,
+        # taking adopted panes with it.
         if not self.keep_panes and not self.closed:
-            self.tmux.kill_session(self.session_name)  # only the session it made: never adopted
+            self._close()
 
     def close(self) -> None:
         """Stop routes and watchers, kill created panes, end the engine thread; any thread."""
+        atexit.unregister(self._at_exit)
+        self._close()
+
+    def _close(self) -> None:
         with self._spawn_lock:
             self.closed = True
-        atexit.unregister(self._kill_own_panes)
         for route in self.routes:
             route.end()
         if self.engine.in_loop_thread:
