@@ -106,6 +106,6 @@ def timeline_svg(df: pd.DataFrame, **kwargs: Any) -> str:
 def lanes_of(fig: Figure) -> list[str]:
     """The route lanes of a timeline figure, top to bottom (empty for the empty figure)."""
     axes = fig.get_axes()
-    if not axes or not axes[0].get_yticklabels():
+    if not axes or not axes[0].axison:
         return []
     return [t.get_text() for t in axes[0].get_yticklabels()]

@@ -480,3 +480,109 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: Interact
     assert "replay-me" in rec.prompt
     assert rec.replay_of == round_id
     assert rec.status == "shadow"
+
+
+# Issue 13: answers you can keep, a session's own log, completion, hands on the panes ------
+
+
+def test_send_returns_its_future_resolved_with_the_logged_round(hub_ip: InteractiveShell) -> None:
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub_ip.run_cell("fut = %madohub send sh --allow-shell echo kept-$((20+22))")
+    fut = hub_ip.user_ns["fut"]
+    rec = fut.result(30)
+    assert (rec.route_id, rec.status, rec.target) == ("send", "delivered", "sh")
+    assert rec.prompt == "echo kept-$((20+22))"
+    wait_until(lambda: "kept-42" in tile.screen(), 15, what="the sent command's output")
+
+
+def test_log_shows_this_hubs_session_unless_all(hub_ip: InteractiveShell, tmp_path: Path) -> None:
+    from madohub_nb.io.log import RoundLog, RoundRecord
+
+    hub = _hub(hub_ip)
+    with RoundLog(tmp_path / "rounds.db") as other:  # another notebook's round in the same file
+        other.append(
+            RoundRecord(
+                route_id="x->y#1", source="x", target="y", round=1, trigger="on-idle",
+                transform="raw", dispatch="shadow", status="shadow", session_id="someone-else",
+            )
+        )  # fmt: skip
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub.send("sh", "echo mine", allow_shell=True).result(30)
+    mine = hub_ip.run_line_magic("madohub", "log")
+    assert set(mine["session_id"]) == {hub.session_id}
+    everything = hub_ip.run_line_magic("madohub", "log --all")
+    assert set(everything["session_id"]) == {hub.session_id, "someone-else"}
+    fig = hub_ip.run_line_magic("madohub", "plot")
+    from madohub_nb.plot import lanes_of
+
+    assert lanes_of(fig) == ["send"]
+    assert lanes_of(hub_ip.run_line_magic("madohub", "plot --all")) == ["x->y#1", "send"]
+
+
+def test_tab_completion_knows_commands_options_tiles_routes_and_keys(
+    hub_ip: InteractiveShell,
+) -> None:
+    from IPython.core.completer import provisionalcompleter
+
+    def complete(line: str) -> list[str]:
+        with provisionalcompleter():
+            return [c.text for c in hub_ip.Completer.completions(line, len(line))]
+
+    assert "connect" in complete("%madohub con")
+    assert {"--trigger", "--transform"} <= set(complete("%madohub connect a -> b --tr"))
+    for name in ("alpha", "beta"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    assert "alpha" in complete("%madohub send al")
+    assert "beta" in complete("%madohub connect alpha -> be")
+    route = hub_ip.run_line_magic("madohub", "connect alpha -> beta --dispatch shadow")
+    assert route.id in complete("%madohub pause alp")
+    assert {"Enter", "Escape"} <= set(complete("%madohub keys alpha E"))
+    assert "send" in complete("%%madohub se")
+
+
+def test_tiles_show_the_attach_command_and_routes_their_last_error(
+    hub_ip: InteractiveShell, tmux_socket: str
+) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    hub = _hub(hub_ip)
+    tiles = hub_ip.run_line_magic("madohub", "tiles")
+    assert tiles.loc[0, "attach"] == f"tmux -L {tmux_socket} attach -r -t {hub.session_name}"
+    route = hub_ip.run_line_magic("madohub", "connect a -> b --dispatch shadow")
+    route.last_error = "source 'a' exited (its pane is gone)"
+    routes = hub_ip.run_line_magic("madohub", "routes")
+    assert routes.loc[0, "last_error"] == route.last_error
+
+
+def test_keys_and_the_waiting_tile_buttons_answer_a_permission_prompt(
+    hub_ip: InteractiveShell, home: Path
+) -> None:
+    hub_ip.run_line_magic("madohub", "tile w --demo echo --env MADOHUB_STANDIN_THINK_S=0.2")
+    hub = _hub(hub_ip)
+    tile = hub.tiles["w"]
+    tile.ready.result(15)
+    wait_until(lambda: "? for shortcuts" in tile.screen(), 15, what="the stand-in idle")
+    view = hub_ip.run_line_magic("madohub", "watch w")
+    try:
+        hub.send("w", "Permission test [[bash touch one]]").result(30)
+        wait_until(lambda: "Do you want to proceed?" in tile.screen(), 15, what="the prompt")
+        hub_ip.run_cell("answer = %madohub keys w 1")
+        rec = hub_ip.user_ns["answer"].result(15)
+        assert (rec.transform, rec.status, rec.prompt) == ("keys", "delivered", "1")
+        wait_until(
+            lambda: "● Done: (Bash completed with no output)" in tile.screen(), 15, what="answer"
+        )
+        hub.send("w", "Second prompt [[bash touch two]]").result(30)
+        wait_until(lambda: view.state == "waiting", 15, what="the view to see the prompt")
+        assert view._keys_box.layout.display == "flex"
+        (yes,) = [b for b in view.key_buttons if b.description == "1 / Yes"]
+        yes.click()
+        wait_until(lambda: tile.screen().count("● Done: (Bash completed") == 2, 15, what="2nd")
+        wait_until(lambda: view.state == "idle", 15, what="the view to see idle")
+        assert view._keys_box.layout.display == "none"
+        assert "attach -r -t" in view._header.value
+    finally:
+        view.close()
+    assert not (home / ".claude").exists(), "a --demo tile wrote into HOME/.claude"

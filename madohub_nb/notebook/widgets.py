@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import ipywidgets as widgets
 
-from ..errors import MadohubValueError
+from ..errors import MadohubError, MadohubValueError
 from ..render import (
     round_row,
     rounds_table_html,
@@ -183,6 +183,11 @@ class TileView(_HubView):
             while self._dirty and not self._closed:
                 self._dirty = False
                 text = await asyncio.to_thread(self.tile.screen, True)
+                # Its state too: a change comes back as a tile_state event (header, key buttons).
+                try:
+                    await self.tile.astate()
+                except MadohubError:  # a pane gone mid-read: its screen above says enough
+                    pass
                 if self._closed:
                     return
                 value = screen_html(text)
