@@ -21,7 +21,7 @@ from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route
 from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
 from .pipeline.transforms import AIClientConfig
-from .render import html_for_hub
+from .render import html_for_hub, repr_hub
 from .runtime import Runtime
 from .settings import (
     AI_MAX_RETRIES,
@@ -72,6 +72,7 @@ class Hub:
     rounds_written = _forward("rounds_written", "Rounds written to the log.", writable=False)
     session_id = _forward("session_id", "This hub's id in the round log.", writable=False)
     session_name = _forward("session_name", "The tmux session of its new panes.", writable=False)
+    keep_panes = _forward("keep_panes", "Leave the panes it made running at interpreter exit.")
 
     def __init__(
         self,
@@ -87,12 +88,13 @@ class Hub:
         ai_timeout_s: float = AI_TIMEOUT_S,
         ai_max_retries: int = AI_MAX_RETRIES,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        keep_panes: bool = False,
     ) -> None:
         self._rt = Runtime(
             socket_name=socket_name, idle_delay_ms=idle_delay_ms, log_path=log_path,
             api_key=api_key, base_url=base_url, model=model, claude_home=claude_home,
             delivery=delivery, ai_timeout_s=ai_timeout_s, ai_max_retries=ai_max_retries,
-            prices=prices,
+            prices=prices, keep_panes=keep_panes,
         )  # fmt: skip
         self.log_path = str(self._rt.log.path)
         self.closed = False
@@ -207,6 +209,11 @@ class Hub:
         """``await hub.replay_async(...)``: the same as ``await hub.replay(...)``."""
         return await self.replay(round_id, **kwargs)
 
+    def keys(self, tile: str | Tile, *keys: str) -> HubFuture[RoundRecord]:
+        """Press keys in a tile (``hub.keys("writer", "Escape")``, ``"1"``, ``"C-c"``)."""
+        self._check_open()
+        return self._rt.keys(tile, keys)
+
     def wait_rounds(self, n: int, timeout_s: float = 60.0) -> HubFuture[int]:
         """A future that resolves once this hub has finished ``n`` rounds in all."""
         return self._rt.engine.submit(self._rt.wait_rounds(n, timeout_s))
@@ -237,11 +244,7 @@ class Hub:
         self.close()
 
     def __repr__(self) -> str:
-        return (
-            f"<Hub socket={self.socket_name!r} tiles={len(self.tiles)} routes={len(self.routes)} "
-            f"rounds={self.rounds_written} idle_delay_ms={self.idle_delay_ms} "
-            f"api_key={'set' if self.api_key else 'unset'}{' closed' if self.closed else ''}>"
-        )
+        return repr_hub(self)
 
     def _repr_html_(self) -> str:
         return html_for_hub(self)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import shlex
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -219,12 +220,31 @@ def badge(text: str | None) -> str:
     )
 
 
-def tile_header_html(name: str, agent: str, pane_id: str, state: str) -> str:
-    """One line naming a tile, its agent kind, pane and state."""
+def attach_command(socket_name: str | None, session: str) -> str:
+    """The shell command that shows a tile's tmux session (attach read-only with ``-r``)."""
+    server = f"-L {shlex.quote(socket_name)} " if socket_name else ""
+    return f"tmux {server}attach -r -t {shlex.quote(session)}"
+
+
+def tile_attach_command(tile: Any) -> str:
+    """:func:`attach_command` of a tile (its hub's socket, its session)."""
+    return attach_command(getattr(tile.tmux, "socket_name", None), str(tile.session))
+
+
+def tile_header_html(
+    name: str, agent: str, pane_id: str, state: str, attach: str | None = None
+) -> str:
+    """One line naming a tile, its agent kind, pane and state (and how to attach to it)."""
+    hint = (
+        f' <code class="madohub-attach" title="read-only attach from a terminal" '
+        f'style="color:#757575;font-size:11px">{html.escape(attach)}</code>'
+        if attach
+        else ""
+    )
     return (
         f'<div class="madohub-tile-header" style="font-family:sans-serif;font-size:13px">'
         f"<b>{html.escape(name)}</b> · {html.escape(agent)} · <code>{html.escape(pane_id)}</code> "
-        f"{badge(state)}</div>"
+        f"{badge(state)}{hint}</div>"
     )
 
 
@@ -232,7 +252,8 @@ def html_for_tile(tile: Any, screen: str | None = None) -> str:
     """Static HTML of a tile: its header and coloured screen (read now unless given)."""
     text = tile.screen(ansi=True) if screen is None else screen
     state = getattr(tile, "last_state", None) or "unknown"
-    return tile_header_html(tile.name, tile.agent, tile.pane_id, state) + screen_html(text)
+    header = tile_header_html(tile.name, tile.agent, tile.pane_id, state, tile_attach_command(tile))
+    return header + screen_html(text)
 
 
 def route_summary_html(route: Any) -> str:
@@ -249,7 +270,17 @@ def route_summary_html(route: Any) -> str:
         f"<b>{html.escape(str(route.source))} → {html.escape(str(route.target))}</b> "
         f"<code>{html.escape(str(route.id))}</code> {badge(route.state)} "
         f"rounds <b>{used}</b> · last {badge(getattr(route, 'last_status', None))}"
-        f'<div style="color:#757575;font-size:11px">{details}</div></div>'
+        f'<div style="color:#757575;font-size:11px">{details}</div>{_last_error_html(route)}</div>'
+    )
+
+
+def _last_error_html(route: Any) -> str:
+    error = getattr(route, "last_error", None)
+    if not error:
+        return ""
+    return (
+        f'<div class="madohub-route-error" style="color:#c62828;font-size:12px">'
+        f"last error: {html.escape(str(error))}</div>"
     )
 
 
@@ -271,7 +302,11 @@ ROUND_TABLE_COLUMNS: Final = (
     ("latency_ms", "ms"),
     ("cost_usd", "cost"),
     ("prompt", "prompt"),
+    ("error", "error"),
 )
+
+SHORT_CELL_CHARS: Final = 60
+"""Prompts and errors longer than this are shortened in tables (full text on hover)."""
 
 
 def round_row(record: Any) -> dict[str, Any]:
@@ -297,10 +332,11 @@ def _cell(column: str, value: Any) -> str:
     if column == "cost_usd" and isinstance(value, (int, float)):
         return f"${value:.4f}"  # blank when unknown (NaN above): never a made-up $0
     text = str(value)
-    if column == "prompt":
+    if column in ("prompt", "error"):
         flat = " ".join(text.split())
-        short = flat if len(flat) <= 60 else flat[:59] + "…"
-        return f'<span title="{html.escape(text)}">{html.escape(short)}</span>'
+        short = flat if len(flat) <= SHORT_CELL_CHARS else flat[: SHORT_CELL_CHARS - 1] + "…"
+        color = ' style="color:#c62828"' if column == "error" else ""
+        return f'<span title="{html.escape(text)}"{color}>{html.escape(short)}</span>'
     return html.escape(text)
 
 
@@ -347,7 +383,9 @@ def html_for_round(record: Any) -> str:
 def html_for_hub(hub: Any) -> str:
     """Static HTML of a hub: its tiles, routes and last rounds."""
     tiles = "".join(
-        tile_header_html(t.name, t.agent, t.pane_id, getattr(t, "last_state", "unknown"))
+        tile_header_html(
+            t.name, t.agent, t.pane_id, getattr(t, "last_state", "unknown"), tile_attach_command(t)
+        )
         for t in hub.tiles.values()
     )
     routes = "".join(route_summary_html(r) for r in hub.routes)
@@ -355,4 +393,13 @@ def html_for_hub(hub: Any) -> str:
     return (
         f'<div class="madohub-hub"><b>madohub</b> · {len(hub.tiles)} tiles · '
         f"{len(hub.routes)} routes{tiles or '<div><i>no tiles</i></div>'}{routes}{rounds}</div>"
+    )
+
+
+def repr_hub(hub: Any) -> str:
+    """``repr(hub)``: its socket, counts and settings (the API key only as set or unset)."""
+    return (
+        f"<Hub socket={hub.socket_name!r} tiles={len(hub.tiles)} routes={len(hub.routes)} "
+        f"rounds={hub.rounds_written} idle_delay_ms={hub.idle_delay_ms} "
+        f"api_key={'set' if hub.api_key else 'unset'}{' closed' if hub.closed else ''}>"
     )

@@ -10,6 +10,7 @@ read them while another thread adds one).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import os
 import threading
@@ -20,13 +21,14 @@ from typing import Any
 from .agents.detect import detect_kind, kind_from_command
 from .agents.profiles import known_kinds
 from .agents.registry import load_agents_file
-from .engine import Engine, EventBus
+from .engine import Engine, EventBus, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError
 from .io.log import RoundLog, RoundRecord
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.keys import check_keys, press_keys
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 from .pipeline.transforms import AIClientConfig, resolve_api_key
@@ -62,7 +64,11 @@ class Runtime:
         ai_timeout_s: float = AI_TIMEOUT_S,
         ai_max_retries: int = AI_MAX_RETRIES,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        keep_panes: bool = False,
     ) -> None:
+        self.keep_panes = keep_panes
+        """Leave the panes this hub made running at interpreter exit (close() still ends them)."""
+        self._atexit_registered = False
         self.idle_delay_ms = idle_delay_ms
         self.delivery = check_choice("delivery", delivery, DELIVERY_MODES)
         self.socket_name = socket_name
@@ -160,6 +166,7 @@ class Runtime:
             pane_id, pid = self.tmux.new_pane(
                 self.session_name, command, cwd=workdir, env=env, window_name=name
             )
+            self._end_panes_at_exit()
         tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
         started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
         started.add_done_callback(lambda f: self._started(f, tile))
@@ -255,6 +262,12 @@ class Runtime:
             return routes[key]
         known = ", ".join(r.id for r in routes) or "none yet"
         raise MadohubValueError(f"no route {key!r}; routes: {known}")
+
+    # keys ------------------------------------------------------------------------------
+    def keys(self, tile: str | Tile, keys: tuple[str, ...]) -> HubFuture[RoundRecord]:
+        """Press allow-listed ``keys`` in a tile (logged as a ``keys`` round); a future of it."""
+        target, names = self.tile_named(tile, "target"), check_keys(keys)
+        return self.engine.submit(press_keys(self, target, names))
 
     # what routes need --------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:
@@ -363,8 +376,25 @@ class Runtime:
         if any(t.created for t in self.tiles.values()):
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
 
+    def _end_panes_at_exit(self) -> None:
+        """Once per hub: the panes it made end with the interpreter (unless ``keep_panes``)."""
+        if not self._atexit_registered:
+            self._atexit_registered = True
+            atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        # The whole close, not just kill-session: killing a session while its control-mode
+        # client is torn down with the process made tmux 3.3a's server exit now and then,
+        # taking adopted panes with it.
+        if not self.keep_panes and not self.closed:
+            self._close()
+
     def close(self) -> None:
         """Stop routes and watchers, kill created panes, end the engine thread; any thread."""
+        atexit.unregister(self._at_exit)
+        self._close()
+
+    def _close(self) -> None:
         with self._spawn_lock:
             self.closed = True
         for route in self.routes:

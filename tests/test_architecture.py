@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.io": 1,
     "madohub_nb.agents": 1,
     "madohub_nb.render": 1,
+    "madohub_nb.plot": 1,
     "madohub_nb.pipeline": 2,
     "madohub_nb.engine": 2,
     "madohub_nb.runtime": 3,

@@ -418,3 +418,122 @@ def test_the_dashboard_keeps_changing_while_a_cell_blocks(
     assert during[0]["rows"] == 0 and during[-1]["rows"] >= 2, (during[0], during[-1])
     assert len({s["tiles"] for s in during}) >= 3
     assert "Review: Done: hello while the kernel sleeps" in during[-1]["tiles"]
+
+
+# The timeline and the key buttons (issue 13) -------------------------------------------
+
+SHOTS = Path(os.environ["MADOHUB_DOCS_SHOTS"]) if os.environ.get("MADOHUB_DOCS_SHOTS") else None
+"""Set MADOHUB_DOCS_SHOTS=docs to keep this test's pictures for the docs (by hand, not in make test)."""
+
+KEYS_CELLS = (
+    """import os, tempfile, time
+from pathlib import Path
+import madohub_nb as mh
+%load_ext madohub_nb
+work = Path(tempfile.mkdtemp(prefix="madohub-keys-"))
+socket = f"madohub-blocking-{os.getpid()}"  # (the lab fixture ends this server if we fail)
+%config MadoHub.idle_delay_ms = 1000
+%config MadoHub.socket_name = socket
+%config MadoHub.log_path = str(work / "rounds.sqlite3")
+%madohub tile writer --demo echo --cwd $work --env MADOHUB_STANDIN_THINK_S=0.2
+hub = mh.get_hub()
+hub.tiles["writer"].ready.result(30)
+while hub.tiles["writer"].state != "idle":
+    time.sleep(0.1)
+print("SOCKET", socket)""",
+    "%madohub dashboard",
+    """hub.send("writer", "Permission test [[bash touch made_by_tool]]").result(30)
+print("prompt-sent")""",
+)
+
+DASHBOARD_HTML_JS = """(selector) => {
+  const el = document.querySelector(".madohub-dashboard " + selector);
+  return el ? el.innerHTML : "";
+}"""
+
+
+def _save_shot(locator: object, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    locator.screenshot(path=str(path))  # type: ignore[attr-defined]
+    if SHOTS is not None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SHOTS / name)
+    return path
+
+
+def test_the_dashboard_shows_the_timeline_and_a_key_button_answers_a_prompt(
+    lab: Lab, chromium: str, tmp_path: Path
+) -> None:
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in KEYS_CELLS]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, lab.root / "keys.ipynb")
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(chromium)
+        context = browser.contexts[0] if browser.contexts else browser.new_context()
+        page = context.new_page()
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{lab.url}/lab/tree/keys.ipynb?token={lab.token}")
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext"
+        )
+        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus"
+            " === 'idle'"
+        )
+        assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+        page.evaluate(RUN_ALL_JS)
+        page.wait_for_function(
+            f"() => ({OUTPUTS_JS})().includes('prompt-sent')", timeout=RUN_TIMEOUT_MS
+        )
+        # The stand-in asks permission: the tile view shows its answer buttons; press "1 / Yes"
+        # (the kernel is idle, so the click reaches it at once).
+        yes = page.locator(".madohub-dashboard .madohub-tile-keys button", has_text="1 / Yes")
+        yes.wait_for(state="visible", timeout=30_000)
+        waiting = _save_shot(
+            page.locator(".madohub-dashboard .madohub-tile").first, tmp_path, "tile-keys.png"
+        )
+        yes.click()
+        page.wait_for_function(
+            "() => Array.from(document.querySelectorAll('.madohub-dashboard .madohub-tile-screen'))"
+            ".some((e) => e.innerText.includes('Bash completed'))",
+            timeout=30_000,
+        )
+        # The timeline redrew with the hand send and the key press as lanes (SVG text is
+        # drawn as paths; matplotlib keeps each label in a comment).
+        page.wait_for_function(
+            f"() => {{ const h = ({DASHBOARD_HTML_JS})('.madohub-timeline');"
+            " return h.includes('<svg') && h.includes('keys') && h.includes('send'); }",
+            timeout=30_000,
+        )
+        page.locator(".madohub-dashboard .madohub-timeline").first.scroll_into_view_if_needed()
+        timeline = _save_shot(
+            page.locator(".madohub-dashboard").first, tmp_path, "dashboard-timeline.png"
+        )
+        header = page.evaluate(f"() => ({DASHBOARD_HTML_JS})('.madohub-tile-header')")
+        state = page.evaluate(NOTEBOOK_STATE_JS)
+        closed = page.evaluate(
+            """async () => {
+              const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+              let text = "";
+              const f = kernel.requestExecute({code: "print(hub.log.df['transform'].tolist()); hub.close()"});
+              f.onIOPub = (m) => { if (m.header.msg_type === "stream") { text += m.content.text; } };
+              await f.done;
+              return text;
+            }"""
+        )
+        browser.close()
+    assert state["errors"] == []
+    assert "attach -r -t" in header
+    assert "'keys'" in closed, closed
+    assert waiting.stat().st_size > 5_000 and timeline.stat().st_size > 10_000

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import REPO, wait_until
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from madohub_nb.errors import MadohubValueError
@@ -173,16 +174,22 @@ def test_unload_ext_removes_the_magic(ip: InteractiveShell) -> None:
     ip.run_line_magic("load_ext", "madohub_nb")  # for the fixture's teardown
 
 
-def test_magic_error_prints_one_line_without_traceback(
+def test_magic_error_fails_the_cell_with_one_line_and_no_traceback(
     ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = ip.run_line_magic("madohub", "connect a -> b --max-rounds 99")
-    err = capsys.readouterr().err
-    assert result is None
-    assert err.startswith("madohub: ")
-    assert "from 1 to 20" in err
-    assert len(err.strip().splitlines()) == 1
-    assert "Traceback" not in err
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("madohub", "connect a -> b --max-rounds 99")
+    message = str(caught.value)
+    assert message.startswith("madohub: ")
+    assert "from 1 to 20" in message
+    assert len(message.splitlines()) == 1
+    # Run as a cell: IPython shows UsageError as one line, no traceback, and the cell fails.
+    result = ip.run_cell("%madohub connect a -> b --max-rounds 99")
+    shown = capsys.readouterr()
+    assert isinstance(result.error_in_exec, UsageError)
+    assert not result.success
+    assert "from 1 to 20" in shown.err
+    assert "Traceback" not in shown.err + shown.out
 
 
 def test_debug_flag_and_env_reraise(ip: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,12 +200,60 @@ def test_debug_flag_and_env_reraise(ip: InteractiveShell, monkeypatch: pytest.Mo
         ip.run_line_magic("madohub", "frobnicate")
 
 
-def test_dollar_names_expand_from_the_namespace_and_unknown_ones_stay() -> None:
+def test_dollar_names_expand_outside_quotes_only_and_unknown_ones_stay() -> None:
     ns = {"where": "/tmp/my dir", "n": 3}
-    line = 'tile w --cwd "$where" --cmd "echo $HOME $$5" --template "{output} x$n"'
+    line = 'tile w --cwd $where --cmd "echo $where $$5" --template x$n$$ --stop $nope'
     assert expand_variables(line, ns) == (
-        'tile w --cwd "/tmp/my dir" --cmd "echo $HOME $5" --template "{output} x3"'
+        'tile w --cwd /tmp/my dir --cmd "echo $where $$5" --template x3$ --stop $nope'
     )
+    assert expand_variables("send w 'costs $n'", ns) == "send w 'costs $n'"
+
+
+def test_an_expanded_value_with_spaces_stays_one_word() -> None:
+    args = parse_command("tile w --cwd $where --cmd 'echo $where'", {"where": "/tmp/my dir"})
+    assert (args.cwd, args.command_line) == ("/tmp/my dir", "echo $where")
+
+
+def test_options_stand_anywhere_and_double_dash_ends_them() -> None:
+    args = parse_command("send w --allow-shell hello")
+    assert (args.tile, args.text, args.allow_shell) == ("w", ["hello"], True)
+    args = parse_command("send w -- --allow-shell")
+    assert (args.text, args.allow_shell) == (["--allow-shell"], False)
+    args = parse_command("send w fix  it --delivery paste now")
+    assert (args.text, args.delivery) == (["fix  it now"], "paste")
+    args = parse_command("connect a -> b --max-rounds 3 --debug")
+    assert (args.source, args.target, args.max_rounds, args.debug) == ("a", "b", 3, True)
+    assert parse_command("tiles --debug").debug is True
+
+
+def test_unclosed_quotes_are_an_error_except_in_free_text() -> None:
+    with pytest.raises(MadohubValueError, match="never closed"):
+        parse_command("tile w --cmd 'echo")
+    assert parse_command("send w it's fine").text == ["it's fine"]
+
+
+def test_help_shows_every_option_with_its_default_and_the_placeholders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from madohub_nb.notebook.magics import MadohubMagics
+
+    with pytest.raises(HelpShown):
+        parse_command("--help")
+    text = capsys.readouterr().out
+    doc = MadohubMagics.madohub.__doc__ or ""
+    for shown in (text, doc):
+        for placeholder in ("{output}", "{round}", "{maxRounds}", "{source}", "{target}"):
+            assert placeholder in shown
+        for default in ("(default: on-idle)", "(default: prompt-wrap)", "(default: 5)"):
+            assert default in shown
+        assert "(default: 3s)" in shown and "(default: madoagent)" in shown
+        for command in ("keys", "plot", "--all", "--allow-shell", "--tail"):
+            assert command in shown
+
+
+def test_keys_takes_a_tile_and_key_names() -> None:
+    args = parse_command("keys w 1 Enter")
+    assert (args.command, args.tile, args.keys) == ("keys", "w", ["1", "Enter"])
 
 
 def test_dollar_variables_reach_the_command(ip: InteractiveShell) -> None:
@@ -224,18 +279,14 @@ def test_template_cell_stores_and_at_name_resolves(ip: InteractiveShell) -> None
         magics.resolve_template("@nope")
 
 
-def test_template_line_without_cell_and_unknown_name_is_an_error(
-    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ip.run_line_magic("madohub", "template missing")
-    assert "needs the template as the cell body" in capsys.readouterr().err
+def test_template_line_without_cell_and_unknown_name_is_an_error(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="needs the template as the cell body"):
+        ip.run_line_magic("madohub", "template missing")
 
 
-def test_cell_body_refused_for_commands_without_one(
-    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    ip.run_cell_magic("madohub", "tiles", "something")
-    assert "takes no cell body" in capsys.readouterr().err
+def test_cell_body_refused_for_commands_without_one(ip: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="takes no cell body"):
+        ip.run_cell_magic("madohub", "tiles", "something")
 
 
 # Settings -----------------------------------------------------------------------------
@@ -383,23 +434,19 @@ def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
     assert route.state == "stopped"
 
 
-def test_connect_into_a_shell_needs_allow_shell(
-    hub_ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_connect_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
         hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
-    assert hub_ip.run_line_magic("madohub", "connect a -> b") is None
-    assert "allow_shell" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="allow_shell"):
+        hub_ip.run_line_magic("madohub", "connect a -> b")
     route = hub_ip.run_line_magic("madohub", "connect a -> b --allow-shell")
     assert route.allow_shell is True
 
 
-def test_send_into_a_shell_needs_allow_shell(
-    hub_ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_send_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
-    hub_ip.run_line_magic("madohub", "send sh echo hi")
-    assert "allow_shell" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="allow_shell"):
+        hub_ip.run_line_magic("madohub", "send sh echo hi")
 
 
 def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:
@@ -448,3 +495,109 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: Interact
     assert "replay-me" in rec.prompt
     assert rec.replay_of == round_id
     assert rec.status == "shadow"
+
+
+# Issue 13: answers you can keep, a session's own log, completion, hands on the panes ------
+
+
+def test_send_returns_its_future_resolved_with_the_logged_round(hub_ip: InteractiveShell) -> None:
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub_ip.run_cell("fut = %madohub send sh --allow-shell echo kept-$((20+22))")
+    fut = hub_ip.user_ns["fut"]
+    rec = fut.result(30)
+    assert (rec.route_id, rec.status, rec.target) == ("send", "delivered", "sh")
+    assert rec.prompt == "echo kept-$((20+22))"
+    wait_until(lambda: "kept-42" in tile.screen(), 15, what="the sent command's output")
+
+
+def test_log_shows_this_hubs_session_unless_all(hub_ip: InteractiveShell, tmp_path: Path) -> None:
+    from madohub_nb.io.log import RoundLog, RoundRecord
+
+    hub = _hub(hub_ip)
+    with RoundLog(tmp_path / "rounds.db") as other:  # another notebook's round in the same file
+        other.append(
+            RoundRecord(
+                route_id="x->y#1", source="x", target="y", round=1, trigger="on-idle",
+                transform="raw", dispatch="shadow", status="shadow", session_id="someone-else",
+            )
+        )  # fmt: skip
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub.send("sh", "echo mine", allow_shell=True).result(30)
+    mine = hub_ip.run_line_magic("madohub", "log")
+    assert set(mine["session_id"]) == {hub.session_id}
+    everything = hub_ip.run_line_magic("madohub", "log --all")
+    assert set(everything["session_id"]) == {hub.session_id, "someone-else"}
+    fig = hub_ip.run_line_magic("madohub", "plot")
+    from madohub_nb.plot import lanes_of
+
+    assert lanes_of(fig) == ["send"]
+    assert lanes_of(hub_ip.run_line_magic("madohub", "plot --all")) == ["x->y#1", "send"]
+
+
+def test_tab_completion_knows_commands_options_tiles_routes_and_keys(
+    hub_ip: InteractiveShell,
+) -> None:
+    from IPython.core.completer import provisionalcompleter
+
+    def complete(line: str) -> list[str]:
+        with provisionalcompleter():
+            return [c.text for c in hub_ip.Completer.completions(line, len(line))]
+
+    assert "connect" in complete("%madohub con")
+    assert {"--trigger", "--transform"} <= set(complete("%madohub connect a -> b --tr"))
+    for name in ("alpha", "beta"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    assert "alpha" in complete("%madohub send al")
+    assert "beta" in complete("%madohub connect alpha -> be")
+    route = hub_ip.run_line_magic("madohub", "connect alpha -> beta --dispatch shadow")
+    assert route.id in complete("%madohub pause alp")
+    assert {"Enter", "Escape"} <= set(complete("%madohub keys alpha E"))
+    assert "send" in complete("%%madohub se")
+
+
+def test_tiles_show_the_attach_command_and_routes_their_last_error(
+    hub_ip: InteractiveShell, tmux_socket: str
+) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+    hub = _hub(hub_ip)
+    tiles = hub_ip.run_line_magic("madohub", "tiles")
+    assert tiles.loc[0, "attach"] == f"tmux -L {tmux_socket} attach -r -t {hub.session_name}"
+    route = hub_ip.run_line_magic("madohub", "connect a -> b --dispatch shadow")
+    route.last_error = "source 'a' exited (its pane is gone)"
+    routes = hub_ip.run_line_magic("madohub", "routes")
+    assert routes.loc[0, "last_error"] == route.last_error
+
+
+def test_keys_and_the_waiting_tile_buttons_answer_a_permission_prompt(
+    hub_ip: InteractiveShell, home: Path
+) -> None:
+    hub_ip.run_line_magic("madohub", "tile w --demo echo --env MADOHUB_STANDIN_THINK_S=0.2")
+    hub = _hub(hub_ip)
+    tile = hub.tiles["w"]
+    tile.ready.result(15)
+    wait_until(lambda: "? for shortcuts" in tile.screen(), 15, what="the stand-in idle")
+    view = hub_ip.run_line_magic("madohub", "watch w")
+    try:
+        hub.send("w", "Permission test [[bash touch one]]").result(30)
+        wait_until(lambda: "Do you want to proceed?" in tile.screen(), 15, what="the prompt")
+        hub_ip.run_cell("answer = %madohub keys w 1")
+        rec = hub_ip.user_ns["answer"].result(15)
+        assert (rec.transform, rec.status, rec.prompt) == ("keys", "delivered", "1")
+        wait_until(
+            lambda: "● Done: (Bash completed with no output)" in tile.screen(), 15, what="answer"
+        )
+        hub.send("w", "Second prompt [[bash touch two]]").result(30)
+        wait_until(lambda: view.state == "waiting", 15, what="the view to see the prompt")
+        assert view._keys_box.layout.display == "flex"
+        (yes,) = [b for b in view.key_buttons if b.description == "1 / Yes"]
+        yes.click()
+        wait_until(lambda: tile.screen().count("● Done: (Bash completed") == 2, 15, what="2nd")
+        wait_until(lambda: view.state == "idle", 15, what="the view to see idle")
+        assert view._keys_box.layout.display == "none"
+        assert "attach -r -t" in view._header.value
+    finally:
+        view.close()
+    assert not (home / ".claude").exists(), "a --demo tile wrote into HOME/.claude"

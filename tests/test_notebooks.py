@@ -91,3 +91,73 @@ def test_notebook_runs_top_to_bottom(name: str, home: Path, tmp_path: Path) -> N
         if socket is not None and (pid := _tmux_server_pid(socket)) is not None:
             kill_tree(pid)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# Issue 13: failing cells, answers you can keep, a dashboard that survives saving -----------
+
+
+def _notebook(*sources: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    return nb
+
+
+def _setup(socket: str, tmp_path: Path) -> str:
+    return (
+        "%load_ext madohub_nb\n"
+        f"%config MadoHub.socket_name = {socket!r}\n"
+        f"%config MadoHub.log_path = {str(tmp_path / 'rounds.db')!r}\n"
+        "%config MadoHub.idle_delay_ms = 300\n"
+        "import madohub_nb as mh\n"
+        "hub = mh.get_hub()"
+    )
+
+
+def test_a_failed_madohub_command_stops_the_notebook_with_one_line(
+    home: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    from nbclient.exceptions import CellExecutionError
+
+    nb = _notebook(
+        _setup(tmux_socket, tmp_path),
+        "%madohub connect a -> b --max-rounds 99",
+        "print('after the failure')",
+    )
+    client = NotebookClient(nb, timeout=60, kernel_name="python3")
+    with pytest.raises(CellExecutionError, match="from 1 to 20"):
+        client.execute()
+    # IPython shows a UsageError as one stderr line, no traceback; the reply still says error.
+    shown = "".join(o.get("text", "") for o in nb.cells[1].outputs)
+    assert shown.startswith("UsageError: madohub: ") and "from 1 to 20" in shown
+    assert len(shown.strip().splitlines()) == 1 and "Traceback" not in shown
+    assert not [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert nb.cells[2].outputs == [] and nb.cells[2].execution_count is None
+
+
+def test_a_saved_notebook_keeps_the_dashboard_as_html_and_send_futures_resolve(
+    home: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    shell = "env PS1='$ ' bash --norc --noprofile"
+    nb = _notebook(
+        _setup(tmux_socket, tmp_path),
+        f'%madohub tile sh --agent shell --cmd "{shell}"\nhub.tiles["sh"].ready.result(15)',
+        "fut = %madohub send sh --allow-shell echo saved-$((40+2))\nprint('ROUND', fut.result(30).status)",
+        "%madohub dashboard",
+        "hub.close()",
+    )
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, path)
+    saved = nbformat.read(path, as_version=4)
+    printed = "".join(o.get("text", "") for o in saved.cells[2].outputs)
+    assert "ROUND delivered" in printed
+    (shown,) = [o for o in saved.cells[3].outputs if o.output_type == "execute_result"]
+    assert "application/vnd.jupyter.widget-view+json" in shown.data
+    html = shown.data["text/html"]
+    assert html.startswith('<div class="madohub-dashboard">')
+    assert "<b>sh</b>" in html and "<svg" in html and "madohub-rounds" in html

@@ -121,11 +121,15 @@ def start(
 
 
 def claude_cmd(home: Path, persona: str = "echo", **opts: object) -> str:
-    return standin_command("claude", persona, bin_dir=home / "bin", think_s=THINK_S, **opts)
+    return standin_command(
+        "claude", persona, bin_dir=home / "bin", think_s=THINK_S, private_config=False, **opts
+    )
 
 
 def codex_cmd(home: Path, persona: str = "echo") -> str:
-    return standin_command("codex", persona, bin_dir=home / "bin", think_s=THINK_S)
+    return standin_command(
+        "codex", persona, bin_dir=home / "bin", think_s=THINK_S, private_config=False
+    )
 
 
 def sessions_file(home: Path, pid: int) -> Path:
@@ -308,7 +312,9 @@ def test_install_standins_writes_launchers_named_like_the_agents(tmp_path: Path)
 
 
 def test_standin_command_names_the_launcher_and_options(tmp_path: Path) -> None:
-    cmd = standin_command("claude", "writer", bin_dir=tmp_path, think_s=0.5, allow_bash=True)
+    cmd = standin_command(
+        "claude", "writer", bin_dir=tmp_path, think_s=0.5, allow_bash=True, private_config=False
+    )
     assert cmd == f"{tmp_path / 'claude'} --persona writer --think-s 0.5 --allow-bash"
     with pytest.raises(MadohubValueError, match="kind 'amp'.*claude, codex"):
         standin_command("amp", bin_dir=tmp_path)
@@ -473,7 +479,12 @@ def test_claude_allowed_bash_runs_and_writes_records_shaped_like_the_real_ones(
     tmux_socket: str, home: Path, project: Path, fixtures_dir: Path
 ) -> None:
     env = {"MADOHUB_STANDIN_ALLOW_BASH": "1", "MADOHUB_STANDIN_THINK_S": str(THINK_S)}
-    pane = start(tmux_socket, project, standin_command("claude", bin_dir=home / "bin"), env=env)
+    pane = start(
+        tmux_socket,
+        project,
+        standin_command("claude", bin_dir=home / "bin", private_config=False),
+        env=env,
+    )
     pid = pane.agent("claude").pid
     pane.wait_screen(lambda s: "? for shortcuts" in s, "idle")
     pane.type("Minimal example prompt, please answer")

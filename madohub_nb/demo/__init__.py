@@ -6,7 +6,7 @@ the personas are in ``PERSONAS``.
 
 from __future__ import annotations
 
-from .install import install_standins, standin_command
+from .install import install_standins, private_config_dir, standin_command
 from .personas import PERSONAS
 
-__all__ = ["PERSONAS", "install_standins", "standin_command"]
+__all__ = ["PERSONAS", "install_standins", "private_config_dir", "standin_command"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Final
@@ -30,6 +31,10 @@ _OPTIONS: Final = {
     "allow_bash": ("claude",),
     "skip_permissions": ("claude",),
 }
+CONFIG_ENV: Final = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
+"""The variable naming each stand-in's config directory (as for the real agents)."""
+CONFIG_DIR_FLAG: Final = "--config-dir"
+"""Launcher option: use this config dir unless the environment already names one."""
 _FLAGS: Final = {
     "think_s": "--think-s",
     "allow_bash": "--allow-bash",
@@ -42,8 +47,18 @@ def _launcher_text(kind: str) -> str:
     return (
         f"#!{sys.executable}\n"
         f'"""madohub_nb stand-in {kind} (no API, no network)."""\n'
+        "import os\n"
         "import sys\n"
         "import types\n"
+        "\n"
+        f"if sys.argv[1:2] == [{CONFIG_DIR_FLAG!r}] and len(sys.argv) > 2:\n"
+        "    # A private config dir unless the environment names one; start again with it in\n"
+        "    # the environment, where a router reading /proc/PID/environ will find it.\n"
+        "    config, rest = sys.argv[2], sys.argv[3:]\n"
+        f"    if not os.environ.get({CONFIG_ENV[kind]!r}):\n"
+        "        os.makedirs(config, exist_ok=True)\n"
+        f"        os.environ[{CONFIG_ENV[kind]!r}] = config\n"
+        "    os.execv(sys.argv[0], [sys.argv[0], *rest])\n"
         "\n"
         "# Load only the stand-in's own modules: the package __init__ loads the hub,\n"
         "# pandas and anthropic (seconds of start-up a stand-in does not need).\n"
@@ -54,6 +69,26 @@ def _launcher_text(kind: str) -> str:
         "\n"
         "sys.exit(main())\n"
     )
+
+
+_PRIVATE_ROOT: list[Path] = []
+_PRIVATE_LOCK = threading.Lock()
+
+
+def private_config_dir(kind: str) -> Path:
+    """This process's private config dir for ``kind`` stand-ins (a temporary directory).
+
+    Demo agents write their sessions and transcripts there, never into the
+    user's ``~/.claude`` or ``~/.codex``. It is left in place at exit (a kept
+    pane's agent may still use it); the system's temporary-file cleaning removes it.
+    """
+    check_choice("stand-in kind", kind, STANDIN_KINDS)
+    with _PRIVATE_LOCK:
+        if not _PRIVATE_ROOT:
+            _PRIVATE_ROOT.append(Path(tempfile.mkdtemp(prefix="madohub-demo-")))
+    path = _PRIVATE_ROOT[0] / kind
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def install_standins(bin_dir: Path) -> dict[str, Path]:
@@ -84,17 +119,26 @@ def standin_command(
     persona: str = DEFAULT_PERSONA,
     *,
     bin_dir: Path | None = None,
+    config_dir: str | os.PathLike[str] | None = None,
+    private_config: bool = True,
     **opts: object,
 ) -> str:
     """A shell command that starts a stand-in, e.g. ``'/…/bin/claude' --persona writer``.
 
+    The stand-in keeps its files in ``config_dir`` (default: :func:`private_config_dir`)
+    unless its environment names one (``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME``, e.g. a
+    tile's ``env=``), so a demo never writes the user's ``~/.claude``.
+    ``private_config=False``: behave like the real agent (``$HOME/.claude``).
     ``opts``: ``think_s`` (seconds per turn), and for ``claude`` ``allow_bash``
     (really run ``[[bash CMD]]``) and ``skip_permissions`` (no permission prompt).
     Launchers are written to ``bin_dir`` (default ``default_bin_dir()``) when needed.
     """
     check_choice("stand-in kind", kind, STANDIN_KINDS)
     check_choice("persona", persona, PERSONAS)
-    words = [str(install_standins(bin_dir or default_bin_dir())[kind]), "--persona", persona]
+    words = [str(install_standins(bin_dir or default_bin_dir())[kind])]
+    if private_config:
+        words += [CONFIG_DIR_FLAG, str(config_dir or private_config_dir(kind))]
+    words += ["--persona", persona]
     for name, value in opts.items():
         if name not in _OPTIONS:
             raise MadohubValueError(

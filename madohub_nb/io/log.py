@@ -703,6 +703,19 @@ class RoundLog:
         with _gc_paused():
             return rounds_frame(self._fetch(f"{self._select} ORDER BY seq"))
 
+    def plot(self, *, session_id: str | None = None, title: str | None = None) -> Any:
+        """The rounds as a timeline Figure: a lane per route, a bar per round, latency beneath.
+
+        ``session_id`` keeps one hub's rounds (``hub.session_id``); an empty log gives a
+        Figure that says so. Drawn by :func:`madohub_nb.plot.timeline_figure`.
+        """
+        from ..plot import timeline_figure  # matplotlib loads only when a plot is asked for
+
+        df = self.df
+        if session_id is not None:
+            df = df[df["session_id"] == session_id]
+        return timeline_figure(df, title=title)
+
     def __len__(self) -> int:
         return self.last_rowid
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from traitlets import Dict, Enum, Float, Int, TraitError, Unicode, observe, validate
+from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
 from ..errors import MadohubValueError
@@ -41,6 +41,7 @@ HUB_SETTINGS: Final = (
     "ai_timeout_s",
     "ai_max_retries",
     "prices",
+    "keep_panes",
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
@@ -54,6 +55,7 @@ LIVE_SETTINGS: Final = (
     "ai_timeout_s",
     "ai_max_retries",
     "prices",
+    "keep_panes",
 )
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
@@ -115,6 +117,12 @@ class MadoHub(SingletonConfigurable):
             f"PRICES_USD_PER_MTOK (taken {PRICES_TAKEN}; check them). A model missing "
             "from the table gets cost NaN."
         ),
+    ).tag(config=True)
+
+    keep_panes = Bool(
+        False,
+        help="Leave the panes the hub created running when the kernel exits (default: end them). "
+        "Adopted panes are never ended.",
     ).tag(config=True)
 
     def __repr__(self) -> str:

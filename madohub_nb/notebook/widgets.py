@@ -5,24 +5,35 @@ and redraw from the hub's state with the same HTML renderers as ``_repr_html_``
 (``madohub_nb.render``). Events arrive on the engine's thread and widgets are
 updated there, so the views keep living while a cell blocks the kernel. Screen
 redraws are coalesced to at most one per ``min_interval_s`` per tile.
+
+Each view also carries a static HTML snapshot (``text/html`` beside the widget
+in its display bundle), so a saved notebook shows the dashboard where widgets
+do not run (GitHub, nbviewer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import ipywidgets as widgets
 
-from ..errors import MadohubValueError
+from ..errors import MadohubError, MadohubValueError
 from ..render import (
     round_row,
     rounds_table_html,
     route_summary_html,
     screen_html,
+    tile_attach_command,
     tile_header_html,
 )
+
+SNAPSHOT_WAIT_S: Final = 5.0
+"""How long a view's static snapshot waits for its first drawing when it is displayed."""
 
 if TYPE_CHECKING:
     from ..hub import Hub
@@ -62,11 +73,30 @@ class _HubView(widgets.VBox):
         self._unsubscribe()
         super().close()
 
+    def snapshot_html(self) -> str:
+        """Static HTML of what the view shows now."""
+        return ""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:  # the widget where widgets run, this HTML where they do not
+            bundle["text/html"] = self.snapshot_html()
+        return bundle
+
 
 # Widgets ---------------------------------------------------------------------------
 
 TILE_CLASS: Final = "madohub-tile"
 TILE_SCREEN_CLASS: Final = "madohub-tile-screen"
+TILE_KEYS_CLASS: Final = "madohub-tile-keys"
+PROMPT_KEYS: Final = (
+    ("1 / Yes", "1"),
+    ("2", "2"),
+    ("3", "3"),
+    ("Enter", "Enter"),
+    ("Esc", "Escape"),
+)
+"""(label, key) of the buttons a TileView shows while its agent waits on a prompt."""
 
 
 class TileView(_HubView):
@@ -87,11 +117,34 @@ class TileView(_HubView):
         self.redraws = 0
         self._dirty = False
         self._drawing = False
+        self._drawn = threading.Event()
         self._header = widgets.HTML(value=self._header_html())
         self._screen = widgets.HTML(value=screen_html(""))
         self._screen.add_class(TILE_SCREEN_CLASS)
-        super().__init__(hub, [self._header, self._screen], TILE_CLASS)
+        self.key_buttons = [self._key_button(label, key) for label, key in PROMPT_KEYS]
+        self._keys_box = widgets.HBox(self.key_buttons)
+        self._keys_box.add_class(TILE_KEYS_CLASS)
+        self._show_keys()
+        super().__init__(hub, [self._header, self._keys_box, self._screen], TILE_CLASS)
         self.request_redraw()
+
+    def _key_button(self, label: str, key: str) -> widgets.Button:
+        button = widgets.Button(description=label, tooltip=f"press {key} in {self.name}")
+        button.layout.width = "auto"
+        button.on_click(lambda _: self.press(key))
+        return button
+
+    def press(self, *keys: str) -> Any:
+        """Press ``keys`` in the tile (``hub.keys``); a future of the logged round."""
+        return self.hub.keys(self.name, *keys)
+
+    def _show_keys(self) -> None:
+        # Answer buttons only while the agent waits on a prompt.
+        self._keys_box.layout.display = "flex" if self.state == "waiting" else "none"
+
+    def snapshot_html(self) -> str:
+        self._drawn.wait(SNAPSHOT_WAIT_S)
+        return f'<div class="{TILE_CLASS}">{self._header.value}{self._screen.value}</div>'
 
     @property
     def screen_value(self) -> str:
@@ -99,7 +152,10 @@ class TileView(_HubView):
         return str(self._screen.value)
 
     def _header_html(self) -> str:
-        return tile_header_html(self.name, self.tile.agent, self.tile.pane_id, self.state)
+        return tile_header_html(
+            self.name, self.tile.agent, self.tile.pane_id, self.state,
+            tile_attach_command(self.tile),
+        )  # fmt: skip
 
     def _wants(self, event: HubEvent) -> bool:
         return event.name == self.name and event.kind in ("tile_output", "tile_state")
@@ -108,6 +164,7 @@ class TileView(_HubView):
         if event.kind == "tile_state":
             self.state = event.state or self.state
             self._header.value = self._header_html()
+            self._show_keys()
         self.request_redraw()
 
     def request_redraw(self) -> None:
@@ -126,6 +183,11 @@ class TileView(_HubView):
             while self._dirty and not self._closed:
                 self._dirty = False
                 text = await asyncio.to_thread(self.tile.screen, True)
+                # Its state too: a change comes back as a tile_state event (header, key buttons).
+                try:
+                    await self.tile.astate()
+                except MadohubError:  # a pane gone mid-read: its screen above says enough
+                    pass
                 if self._closed:
                     return
                 value = screen_html(text)
@@ -133,6 +195,7 @@ class TileView(_HubView):
                     with self._screen.hold_sync():
                         self._screen.value = value
                     self.redraws += 1
+                self._drawn.set()
                 await asyncio.sleep(self.min_interval_s)
         finally:
             self._drawing = False
@@ -179,6 +242,9 @@ class RouteCard(_HubView):
     def _on_event(self, event: HubEvent) -> None:
         self.refresh()
 
+    def snapshot_html(self) -> str:
+        return f'<div class="{ROUTE_CLASS}">{route_summary_html(self.route)}</div>'
+
     def refresh(self) -> None:
         """Redraw from the route's current state."""
         state = self.route.state
@@ -220,12 +286,86 @@ class RoundLogTable(_HubView):
         with self._table.hold_sync():
             self._table.value = rounds_table_html(self._records.values())
 
+    def snapshot_html(self) -> str:
+        return f'<div class="{ROUNDS_CLASS}">{self._table.value}</div>'
+
     def _wants(self, event: HubEvent) -> bool:
         return event.kind == "round"
 
     def _on_event(self, event: HubEvent) -> None:
         self._add(round_row(event.data))
         self._draw()
+
+
+TIMELINE_CLASS: Final = "madohub-timeline"
+
+
+class TimelineView(_HubView):
+    """The hub's round timeline (``hub.log.plot()``) as SVG, redrawn as rounds finish.
+
+    Bursts of rounds coalesce into one redraw per ``min_interval_s``; the log is
+    read and the figure drawn in a worker thread, never on the loop or the kernel.
+    """
+
+    def __init__(self, hub: Hub, *, min_interval_s: float = 1.0) -> None:
+        self.min_interval_s = min_interval_s
+        self.draws = 0
+        self._dirty = False
+        self._drawing = False
+        self._drawn = threading.Event()
+        self._image = widgets.HTML(value="<i>drawing the timeline…</i>")
+        super().__init__(hub, [self._image], TIMELINE_CLASS)
+        self.request_redraw()
+
+    @property
+    def svg(self) -> str:
+        """The HTML (an inline SVG) the view shows now."""
+        return str(self._image.value)
+
+    def _wants(self, event: HubEvent) -> bool:
+        return event.kind == "round"
+
+    def _on_event(self, event: HubEvent) -> None:
+        self.request_redraw()
+
+    def request_redraw(self) -> None:
+        """Ask for a redraw from any thread; bursts coalesce into one."""
+        self._dirty = True
+        self.hub.engine.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        if self._drawing or self._closed:
+            return
+        self._drawing = True
+        self.hub.engine.loop.create_task(self._redraw_loop())
+
+    def _render(self) -> str:
+        from ..plot import timeline_svg
+
+        df = self.hub.log.df
+        return timeline_svg(df[df["session_id"] == self.hub.session_id])
+
+    async def _redraw_loop(self) -> None:
+        try:
+            while self._dirty and not self._closed:
+                self._dirty = False
+                started = time.monotonic()
+                try:
+                    value = await asyncio.to_thread(self._render)
+                except Exception as exc:  # a closed log at shutdown: say so, keep the view
+                    value = f"<i>timeline unavailable: {html.escape(str(exc))}</i>"
+                if self._closed:
+                    return
+                self._image.value = value
+                self.draws += 1
+                self._drawn.set()
+                await asyncio.sleep(max(0.0, self.min_interval_s - (time.monotonic() - started)))
+        finally:
+            self._drawing = False
+
+    def snapshot_html(self) -> str:
+        self._drawn.wait(SNAPSHOT_WAIT_S)
+        return f'<div class="{TIMELINE_CLASS}">{self._image.value}</div>'
 
 
 DASHBOARD_CLASS: Final = "madohub-dashboard"
@@ -242,12 +382,28 @@ class Dashboard(_HubView):
         self._tiles_box = widgets.Box(layout=widgets.Layout(flex_flow="row wrap"))
         self._routes_box = widgets.VBox()
         self.log_table = RoundLogTable(hub, rows)
+        self.timeline = TimelineView(hub)
         super().__init__(
             hub,
-            [self._title, self._tiles_box, self._routes_box, self.log_table],
+            [self._title, self._tiles_box, self._routes_box, self.timeline, self.log_table],
             DASHBOARD_CLASS,
         )
         self.sync()
+
+    def snapshot_html(self) -> str:
+        parts = [
+            self._title.value,
+            '<div style="display:flex;flex-wrap:wrap;gap:1%">',
+            *(
+                f'<div style="width:49%">{v.snapshot_html()}</div>'
+                for v in self.tile_views.values()
+            ),
+            "</div>",
+            *(c.snapshot_html() for c in self.route_cards.values()),
+            self.timeline.snapshot_html(),
+            self.log_table.snapshot_html(),
+        ]
+        return f'<div class="{DASHBOARD_CLASS}">{"".join(parts)}</div>'
 
     def sync(self) -> None:
         """Add views for tiles and routes the hub has gained."""
@@ -280,6 +436,7 @@ class Dashboard(_HubView):
 
     def close(self) -> None:
         """Close the dashboard and every view in it."""
-        for view in (*self.tile_views.values(), *self.route_cards.values(), self.log_table):
+        views = (*self.tile_views.values(), *self.route_cards.values(), self.log_table)
+        for view in (*views, self.timeline):
             view.close()
         super().close()
