@@ -45,7 +45,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
     sends = 40 if args.quick else 200
     with private_tmux("fg") as socket:
         tmux = Tmux(socket)
-        pane = tmux.new_pane("bench", "cat")
+        pane, _ = tmux.new_pane("bench", "cat")
         info = tmux.pane_info(pane)
         if info is None:
             raise CouldNotMeasure("the pane did not start")
