@@ -332,3 +332,31 @@ def test_socket_name_must_be_a_plain_name(name: str, tmp_path: Path) -> None:
 def test_plain_socket_names_are_accepted() -> None:
     assert Tmux("mh-test.1_x").socket_name == "mh-test.1_x"
     assert Tmux(None).socket_name is None
+
+
+# --- 7. paste into a program that does not bracket pastes -------------------------------
+
+
+def test_paste_into_an_agent_without_bracketed_paste_is_refused_and_nothing_arrives(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    """tmux turns each pasted LF into CR for such a program: every line would be submitted."""
+    from madohub_nb.agents.profiles import PROFILES
+
+    out = tmp_path / "received.txt"
+    mh.register_agent(
+        "rawpaste", process_tokens=["rawpaste"], uses_bracketed_paste=False,
+        idle_markers=["READY"], submit_keys=["\r"], newline_key="C-j",
+    )  # fmt: skip
+    try:
+        tile = hub.tile(
+            "raw", agent="rawpaste", command=f"stty raw -echo; echo READY; exec cat > {out}"
+        )
+        tile.ready.result(10)
+        rec = hub.send("raw", "line one\nline two", delivery="paste").result(30)
+        assert rec.status == "error" and "does not take bracketed pastes" in (rec.error or "")
+        hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "end-marker")
+        wait_until(lambda: out.exists() and "end-marker" in out.read_text(), 10)
+        assert out.read_text() == "end-marker"  # the refused paste left nothing before it
+    finally:
+        PROFILES.pop("rawpaste", None)
