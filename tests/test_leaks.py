@@ -36,9 +36,14 @@ def _rows(hub: mh.Hub, route: mh.Route) -> list[dict[str, Any]]:
 
 
 def _sessions_file(tile: mh.Tile, home: Path) -> Path:
+    """The agent's sessions file, in its own config dir (demo agents keep a private one)."""
+    from madohub_nb.agents.claude import claude_config_dir
+
     proc = tile.agent_process()
     assert proc is not None
-    path = home / ".claude" / "sessions" / f"{proc.pid}.json"
+    config = claude_config_dir(proc, home / ".claude")
+    assert config is not None
+    path = config / "sessions" / f"{proc.pid}.json"
     assert path.exists(), path
     return path
 
@@ -57,7 +62,7 @@ def test_a_session_id_with_slash_or_nul_is_harmless(
     data = json.loads(path.read_text())
     data["sessionId"] = bad_id
     path.write_text(json.dumps(data))
-    assert read_session_file(home / ".claude", data["pid"]) is None
+    assert read_session_file(path.parent.parent, data["pid"]) is None
     route = hub.connect("src", "rec", template="got: {output}", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10, what="route listening")
     hub.send("src", "hello there").result(30)
@@ -76,8 +81,10 @@ def test_a_route_whose_task_fails_is_stopped_with_the_reason_logged(
     # newest transcript of the cwd's project folder is looked for, and one is a dangling link.
     src = start_standin(hub, "src", cwd=project)
     start_recorder(hub, "rec", tmp_path / "rec.bin")
-    _sessions_file(src, home).unlink()
-    folder = home / ".claude" / "projects" / claude_project_dir_name(str(project.resolve()))
+    sessions = _sessions_file(src, home)
+    sessions.unlink()
+    config = sessions.parent.parent
+    folder = config / "projects" / claude_project_dir_name(str(project.resolve()))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
     route = hub.connect("src", "rec", cooldown_ms=1000)

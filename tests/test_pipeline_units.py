@@ -178,7 +178,7 @@ def test_make_route_checks_every_option_with_a_teaching_error() -> None:
         (dict(cooldown_ms=10), "cooldown_ms must be from 1000 to 30000"),
         (dict(dispatch="carrier"), "unknown dispatch 'carrier'"),
         (dict(transform="ai-routing"), "API key"),
-        (dict(template="{nope}"), "nope"),
+        (dict(delivery="fax"), "unknown delivery 'fax'"),
     ]
     for change, message in cases:
         with pytest.raises(MadohubValueError, match=message):

@@ -74,11 +74,9 @@ FAULT_QUOTAS = {
     "clear": 4,
     "kill sink": 2,
     "kill source": 2,
-    # TODO(issue 11): foreground-change faults, once the foreground check exists:
-    # "suspend agent" (SIGTSTP to the sink's agent: delivery must wait, not type into
-    # the shell) and "kill mid-typing" (the sink's agent killed while a prompt is typed).
-    # Add them here with a quota and a branch in Soak.apply; the schedule, the
-    # replay test and the minimum-count check pick them up.
+    # Foreground changes (issue 11): nothing may be typed into a terminal whose reader changed.
+    "suspend sink": 2,  # SIGTSTP to a sink's agent for one step; its rounds must type nothing
+    "kill mid-typing": 2,  # a sink's agent killed while a 40-line hand send is typed
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -224,6 +222,7 @@ class Soak:
     hostile_sends: int = 0
     paused: list[mh.Route] = field(default_factory=list)
     replaced: set[str] = field(default_factory=set)
+    suspended: list[tuple[str, Any]] = field(default_factory=list)
     reactions: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
@@ -348,6 +347,15 @@ class Soak:
         for future in futures:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
+        self.resume_suspended()
+
+    def resume_suspended(self) -> None:
+        """Sinks suspended for a step continue; what was refused meanwhile never arrives."""
+        for name, proc in self.suspended:
+            proc.resume()
+            tile = self.hub.tiles[name]
+            wait_until(lambda t=tile: t.state == "idle", 15, what=f"{name} idle after SIGCONT")
+        self.suspended.clear()
 
     def apply(self, fault: Fault) -> None:
         """Apply one scheduled fault; its target is chosen by ``fault.pick`` from a stable order."""
@@ -407,6 +415,31 @@ class Soak:
             hub.tmux.kill_pane(hub.tiles[name].pane_id)
             self.add_sink()
             target = name
+        elif fault.kind == "suspend sink" and self.sinks:
+            name = pick(self.sinks)
+            proc = hub.tiles[name].agent_process()
+            assert proc is not None, f"sink {name} runs no agent"
+            proc.suspend()  # as Ctrl-Z would: its sessions file still says idle
+            wait_until(lambda: hub.tiles[name].state != "idle", 10, what=f"{name} not idle")
+            self.suspended.append((name, proc))
+            target = name
+        elif fault.kind == "kill mid-typing" and len(self.sinks) > 1:
+            name = pick(self.sinks)
+            tile = hub.tiles[name]
+            self.received[name].note(_transcript(hub, name))
+            lines = "\n".join(f"soak long {fault.step} line {i:02d}" for i in range(40))
+            self.sends.append((name, lines))
+            future = hub.send(name, lines)
+            wait_until(lambda: "line 05" in tile.screen(), 30, what=f"typing into {name}")
+            proc = tile.agent_process()
+            assert proc is not None, f"sink {name} runs no agent"
+            proc.kill()
+            rec = future.result(60)
+            assert rec.status == "error", f"a prompt typed into a killed agent was {rec.status}"
+            self.send_records.append(rec)
+            self.sinks.remove(name)
+            self.add_sink()
+            target = name
         elif fault.kind == "kill source" and len(self.sources) > 1:
             name = pick(self.sources)
             self.received[name].note(_transcript(hub, name))
@@ -457,6 +490,7 @@ class Soak:
 
     def finish(self) -> None:
         """Resume what is paused, let the last rounds end, note every transcript."""
+        self.resume_suspended()
         for route in self.paused:
             route.resume()
         self.paused.clear()

@@ -71,22 +71,23 @@ def _launcher_text(kind: str) -> str:
     )
 
 
-_PRIVATE_ROOT: list[Path] = []
+_PRIVATE_ROOTS: dict[str, Path] = {}
 _PRIVATE_LOCK = threading.Lock()
 
 
 def private_config_dir(kind: str) -> Path:
-    """This process's private config dir for ``kind`` stand-ins (a temporary directory).
+    """This process's private config dir for ``kind`` stand-ins under the current HOME (temporary).
 
     Demo agents write their sessions and transcripts there, never into the
     user's ``~/.claude`` or ``~/.codex``. It is left in place at exit (a kept
     pane's agent may still use it); the system's temporary-file cleaning removes it.
     """
     check_choice("stand-in kind", kind, STANDIN_KINDS)
+    home = os.environ.get("HOME", "")  # one per HOME: runs with separate homes never share
     with _PRIVATE_LOCK:
-        if not _PRIVATE_ROOT:
-            _PRIVATE_ROOT.append(Path(tempfile.mkdtemp(prefix="madohub-demo-")))
-    path = _PRIVATE_ROOT[0] / kind
+        if home not in _PRIVATE_ROOTS:
+            _PRIVATE_ROOTS[home] = Path(tempfile.mkdtemp(prefix="madohub-demo-"))
+    path = _PRIVATE_ROOTS[home] / kind
     path.mkdir(exist_ok=True)
     return path
 
