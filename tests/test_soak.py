@@ -75,7 +75,9 @@ FAULT_QUOTAS = {
     "kill sink": 2,
     "kill source": 2,
     # Foreground changes (issue 11): nothing may be typed into a terminal whose reader changed.
-    "suspend sink": 2,  # SIGTSTP to a sink's agent for one step; its rounds must type nothing
+    # (A sink suspended for a step is not a fault here: tmux sends SIGCONT to a pane's own
+    # process when it stops, and the stand-in sinks are their panes' processes. Agents
+    # started from a shell and suspended are covered in test_foreground.py and the real tier.)
     "kill mid-typing": 2,  # a sink's agent killed while a 40-line hand send is typed
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
@@ -222,7 +224,6 @@ class Soak:
     hostile_sends: int = 0
     paused: list[mh.Route] = field(default_factory=list)
     replaced: set[str] = field(default_factory=set)
-    suspended: list[tuple[str, Any]] = field(default_factory=list)
     reactions: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
@@ -347,15 +348,6 @@ class Soak:
         for future in futures:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
-        self.resume_suspended()
-
-    def resume_suspended(self) -> None:
-        """Sinks suspended for a step continue; what was refused meanwhile never arrives."""
-        for name, proc in self.suspended:
-            proc.resume()
-            tile = self.hub.tiles[name]
-            wait_until(lambda t=tile: t.state == "idle", 15, what=f"{name} idle after SIGCONT")
-        self.suspended.clear()
 
     def apply(self, fault: Fault) -> None:
         """Apply one scheduled fault; its target is chosen by ``fault.pick`` from a stable order."""
@@ -414,14 +406,6 @@ class Soak:
             self.sinks.remove(name)
             hub.tmux.kill_pane(hub.tiles[name].pane_id)
             self.add_sink()
-            target = name
-        elif fault.kind == "suspend sink" and self.sinks:
-            name = pick(self.sinks)
-            proc = hub.tiles[name].agent_process()
-            assert proc is not None, f"sink {name} runs no agent"
-            proc.suspend()  # as Ctrl-Z would: its sessions file still says idle
-            wait_until(lambda: hub.tiles[name].state != "idle", 10, what=f"{name} not idle")
-            self.suspended.append((name, proc))
             target = name
         elif fault.kind == "kill mid-typing" and len(self.sinks) > 1:
             name = pick(self.sinks)
@@ -490,7 +474,6 @@ class Soak:
 
     def finish(self) -> None:
         """Resume what is paused, let the last rounds end, note every transcript."""
-        self.resume_suspended()
         for route in self.paused:
             route.resume()
         self.paused.clear()
