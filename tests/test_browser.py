@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -316,6 +317,39 @@ def test_quickstart_runs_in_jupyterlab_and_the_tile_view_goes_live(
         browser.close()
 
 
+def _write_notebook(path: Path, cells: tuple[str, ...]) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+
+
+def _open_notebook(pw: Any, chromium: str, lab: Lab, name: str) -> tuple[Any, Any]:
+    """The notebook ``name`` open in JupyterLab, its kernel answering: (browser, page)."""
+    browser = pw.chromium.connect_over_cdp(chromium)
+    context = browser.contexts[0] if browser.contexts else browser.new_context()
+    page = context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{lab.url}/lab/tree/{name}.ipynb?token={lab.token}")
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+        " && window.jupyterapp.shell.currentWidget.sessionContext"
+    )
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
+    page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'"
+    )
+    assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+    return browser, page
+
+
 # While a cell blocks -----------------------------------------------------------------
 
 BLOCKING_CELLS = (
@@ -374,34 +408,11 @@ WATCH_DASHBOARD_JS = (
 def test_the_dashboard_keeps_changing_while_a_cell_blocks(
     lab: Lab, chromium: str, tmp_path: Path
 ) -> None:
-    import nbformat
     from playwright.sync_api import sync_playwright
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in BLOCKING_CELLS]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, lab.root / "blocking.ipynb")
+    _write_notebook(lab.root / "blocking.ipynb", BLOCKING_CELLS)
     with sync_playwright() as pw:
-        browser = pw.chromium.connect_over_cdp(chromium)
-        context = browser.contexts[0] if browser.contexts else browser.new_context()
-        page = context.new_page()
-        page.set_viewport_size({"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        page.goto(f"{lab.url}/lab/tree/blocking.ipynb?token={lab.token}")
-        page.wait_for_function(
-            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-            " && window.jupyterapp.shell.currentWidget.sessionContext"
-        )
-        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
-        page.wait_for_function(
-            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus"
-            " === 'idle'"
-        )
-        assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+        browser, page = _open_notebook(pw, chromium, lab, "blocking")
         page.evaluate(WATCH_DASHBOARD_JS)
         page.evaluate(RUN_ALL_JS)
         page.wait_for_function(
@@ -464,34 +475,11 @@ def _save_shot(locator: object, tmp_path: Path, name: str) -> Path:
 def test_the_dashboard_shows_the_timeline_and_a_key_button_answers_a_prompt(
     lab: Lab, chromium: str, tmp_path: Path
 ) -> None:
-    import nbformat
     from playwright.sync_api import sync_playwright
 
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in KEYS_CELLS]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, lab.root / "keys.ipynb")
+    _write_notebook(lab.root / "keys.ipynb", KEYS_CELLS)
     with sync_playwright() as pw:
-        browser = pw.chromium.connect_over_cdp(chromium)
-        context = browser.contexts[0] if browser.contexts else browser.new_context()
-        page = context.new_page()
-        page.set_viewport_size({"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        page.goto(f"{lab.url}/lab/tree/keys.ipynb?token={lab.token}")
-        page.wait_for_function(
-            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-            " && window.jupyterapp.shell.currentWidget.sessionContext"
-        )
-        page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
-        page.wait_for_function(
-            "() => window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus"
-            " === 'idle'"
-        )
-        assert page.evaluate(KERNEL_READY_JS).strip() == "kernel 42"
+        browser, page = _open_notebook(pw, chromium, lab, "keys")
         page.evaluate(RUN_ALL_JS)
         page.wait_for_function(
             f"() => ({OUTPUTS_JS})().includes('prompt-sent')", timeout=RUN_TIMEOUT_MS

@@ -45,22 +45,11 @@ HUB_SETTINGS: Final = (
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-LIVE_SETTINGS: Final = (
-    "idle_delay_ms",
-    "api_key",
-    "base_url",
-    "model",
-    "claude_home",
-    "delivery",
-    "ai_timeout_s",
-    "ai_max_retries",
-    "prices",
-    "keep_panes",
-)
-"""Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
-
 FIXED_SETTINGS: Final = ("socket_name", "log_path")
 """Settings fixed when the hub is made: a change waits for the next hub."""
+
+LIVE_SETTINGS: Final = tuple(name for name in HUB_SETTINGS if name not in FIXED_SETTINGS)
+"""Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
 
 
 class MadoHub(SingletonConfigurable):
