@@ -45,7 +45,7 @@ bench: $(STAMP)
 
 # Refresh the pictures under docs/ (the browser test writes the dashboard's there only when asked).
 docs: $(STAMP) system-deps
-	MADOHUB_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_browser.py
+	MADOHUB_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png MADOHUB_DOCS_SHOTS=$(CURDIR)/docs $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_browser.py
 
 lab: $(STAMP)
 	$(PIP) install -q -e '.[lab]'
