@@ -260,10 +260,14 @@ class Deliverer:
                 # the end of the line before: text the agent had not read yet when it died
                 # reaches its shell without the newline that would run it.
                 newline = key_command(pane_id, newline_key or "\r")
-                pieces = [f"{newline} ; {pieces[0]}", *pieces[1:]] if pieces else [newline]
-            # One tmux call per line (a long line: per piece), each checked first.
-            for piece in pieces:
-                await pane.send([piece])
+                sends = (
+                    [[newline, pieces[0]], *([p] for p in pieces[1:])] if pieces else [[newline]]
+                )
+            else:
+                sends = [[p] for p in pieces]
+            # One send per line (a long line: per piece), each checked first.
+            for commands in sends:
+                await pane.send(commands)
             pane.lines_typed = i + 1
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
@@ -324,17 +328,16 @@ class _GuardedPane:
             "typed and the prompt was not submitted"
         )
 
-    def _send_now(self, commands: list[str]) -> str | None:
-        """Check, then send (one worker-thread hop): the problem found, or None when sent."""
-        problem = check_reader(self.reader)
-        if problem is not None:
-            return problem
-        if not self.tile.tmux.send_guarded(self.tile.pane_id, commands):
-            return SYNCHRONIZED_PROBLEM
-        return None
-
     async def send(self, commands: list[str], *, submit: bool = False) -> None:
-        problem = await asyncio.to_thread(self._send_now, commands)
+        """Check the reader, then send ``commands`` unless the window is synchronized.
+
+        The reader check is two small ``/proc`` reads (microseconds), done on the
+        loop; the commands go over the hub's control connection when it has one
+        (a fraction of a millisecond, against a ``tmux`` process per line).
+        """
+        problem = check_reader(self.reader)
+        if problem is None and not await self.tile.tmux.asend_guarded(self.tile.pane_id, commands):
+            problem = SYNCHRONIZED_PROBLEM
         if problem is not None:
             raise self._stopped(problem, submit)
 
