@@ -423,15 +423,15 @@ class Soak:
             )
             target = f"next {fault.times} calls"
         elif fault.kind == "hostile answer":
-            with_transcript = [n for n in self.sources if _transcript(hub, n) is not None]
+            with_transcript = self.prompted_sources()
             if with_transcript:
                 source = pick(with_transcript)
                 self.plant_answer(source, len(self.applied))
                 target = source
-        elif fault.kind == "cut":
-            source = pick(self.sources)
-            path = _transcript(hub, source)
-            if path is not None:
+        elif fault.kind == "cut" and self.prompted_sources():
+            source = pick(self.prompted_sources())
+            path = wait_until(lambda: _transcript(hub, source), 15, what=f"{source}'s transcript")
+            if isinstance(path, Path):
                 cut_at = max(0, path.stat().st_size - 1 - int(fault.pick * 400))
                 self.received[source].before_cut(path, cut_at)
                 os.truncate(path, cut_at)
@@ -487,6 +487,24 @@ class Soak:
         if target:
             self.applied.append((fault.step, fault.kind, target))
 
+    def repaint(self, tile: mh.Tile) -> None:
+        """Output that is no new turn: a key typed, seen on screen, then deleted.
+
+        Both keys sent at once may be read by the agent in one go, and then its screen
+        never changes: no output, and no route looks at the turn at all.
+        """
+        typed = re.compile(r"❯\sx\s*$", re.MULTILINE)  # the input box: "❯", a no-break space
+        self.hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "x")
+        wait_until(lambda: typed.search(tile.screen()), 10, what=f"x typed into {tile.name}")
+        self.hub.tmux.run("send-keys", "-t", tile.pane_id, "BSpace")
+        wait_until(lambda: not typed.search(tile.screen()), 10, what=f"x gone from {tile.name}")
+
+    def prompted_sources(self) -> list[str]:
+        """Sources that have answered a prompt (so have a transcript), from the run's own
+        record: the disk may or may not hold a just-started source's file yet."""
+        prompted = {name for name, _ in self.sends}
+        return [n for n in self.sources if n in prompted]
+
     def plant_answer(self, source: str, n: int) -> None:
         """A hostile assistant answer appended to the source's transcript, then a repaint.
 
@@ -494,8 +512,9 @@ class Soak:
         it). A route that looks and skips it as already routed gets another repaint,
         up to three; one still skipping is counted in ``planted_unrouted``.
         """
-        path = _transcript(self.hub, source)
-        assert path is not None, f"source {source} has no transcript"
+        found = wait_until(lambda: _transcript(self.hub, source), 15, what=f"{source}'s transcript")
+        assert isinstance(found, Path)
+        path = found
         rng = _rng("planted", n)
         text = f"planted {rng.getrandbits(32):08x} " + _hostile(rng, 6)
         record = {
@@ -512,11 +531,10 @@ class Soak:
         starts_line = path.read_bytes().endswith(b"\n")  # a cut may have left half a line
         with path.open("a", encoding="utf-8") as f:
             f.write(("" if starts_line else "\n") + json.dumps(record) + "\n")
-        pane = self.hub.tiles[source].pane_id
+        tile = self.hub.tiles[source]
         for _ in range(3):
             skips = {rid: self.skips[rid] for rid in before}
-            self.hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")
-            self.hub.tmux.run("send-keys", "-t", pane, "BSpace")
+            self.repaint(tile)
             self.wait_reactions(before, f"the routes of {source} to see a planted answer", skips)
             if all(self.reactions[rid] > k for rid, k in before.items()):
                 return
