@@ -131,7 +131,7 @@ class Deliverer:
             )
 
     @contextlib.asynccontextmanager
-    async def _pane_lock(self, pane_id: str) -> AsyncIterator[None]:
+    async def pane_lock(self, pane_id: str) -> AsyncIterator[None]:
         """Hold the pane's lock; the last user drops it, so panes that come and go leave nothing."""
         self._lock_users[pane_id] = self._lock_users.get(pane_id, 0) + 1
         try:
@@ -189,7 +189,7 @@ class Deliverer:
                     "pasted line would be submitted on its own; nothing was typed. "
                     "Use delivery='typed'"
                 )
-        async with self._pane_lock(tile.pane_id):
+        async with self.pane_lock(tile.pane_id):
             await self._started(tile)
             if not legacy:
                 await self.wait_ready(tile, ready_timeout_s)
