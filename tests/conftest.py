@@ -193,10 +193,21 @@ class SkippedTurns:
 
 
 def repaint(hub: object, tile: object) -> None:
-    """Output on the tile's screen that is no new turn: a key typed and deleted."""
+    """Output on the tile's screen that is no new turn: a key typed, seen, then deleted.
+
+    Both keys sent at once may be read by the agent in one go, and then its screen never
+    changes: no output, and no route looks at the turn at all.
+    """
     pane = tile.pane_id  # type: ignore[attr-defined]
+    before = tile.screen()  # type: ignore[attr-defined]
     hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")  # type: ignore[attr-defined]
+    typed = wait_until(
+        lambda: (s := tile.screen()) != before and s,  # type: ignore[attr-defined]
+        10,
+        what="x typed on the screen",
+    )
     hub.tmux.run("send-keys", "-t", pane, "BSpace")  # type: ignore[attr-defined]
+    wait_until(lambda: tile.screen() != typed, 10, what="x deleted from the screen")  # type: ignore[attr-defined]
 
 
 def start_standin(

@@ -47,7 +47,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import standin_from_bash, start_recorder, start_standin, type_at_prompt, wait_until
+from conftest import (
+    repaint,
+    standin_from_bash,
+    start_recorder,
+    start_standin,
+    type_at_prompt,
+    wait_until,
+)
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
@@ -488,16 +495,8 @@ class Soak:
             self.applied.append((fault.step, fault.kind, target))
 
     def repaint(self, tile: mh.Tile) -> None:
-        """Output that is no new turn: a key typed, seen on screen, then deleted.
-
-        Both keys sent at once may be read by the agent in one go, and then its screen
-        never changes: no output, and no route looks at the turn at all.
-        """
-        typed = re.compile(r"❯\sx\s*$", re.MULTILINE)  # the input box: "❯", a no-break space
-        self.hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "x")
-        wait_until(lambda: typed.search(tile.screen()), 10, what=f"x typed into {tile.name}")
-        self.hub.tmux.run("send-keys", "-t", tile.pane_id, "BSpace")
-        wait_until(lambda: not typed.search(tile.screen()), 10, what=f"x gone from {tile.name}")
+        """Output that is no new turn (conftest's repaint: x typed, seen, deleted)."""
+        repaint(self.hub, tile)
 
     def prompted_sources(self) -> list[str]:
         """Sources that have answered a prompt (so have a transcript), from the run's own
