@@ -1,4 +1,4 @@
-"""Routing between the REAL Claude Code, Codex and OpenCode CLIs, offline, through a hub.
+"""Routing between the REAL Claude Code, Codex, OpenCode, Qwen Code and Aider CLIs, offline, through a hub.
 
 Each test starts real agents in panes of a private tmux server (``real_claude_pane``,
 ``real_codex_pane``, ``real_opencode_pane``), ADOPTS them into a :class:`madohub_nb.Hub` on
