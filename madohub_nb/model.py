@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-AgentKind = Literal["claude", "codex", "amp", "opencode", "qwen", "shell", "terminal"]
+AgentKind = Literal["claude", "codex", "amp", "opencode", "qwen", "aider", "shell", "terminal"]
 """The shipped kinds; users may register more by name (``mh.register_agent``)."""
 AGENT_KINDS: Final[tuple[str, ...]] = get_args(AgentKind)
 

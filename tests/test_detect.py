@@ -45,7 +45,17 @@ def bin_dir(tmp_path: Path) -> Path:
     """Stand-in agents, plus ``sample`` and ``amp_tool.py`` (names that merely contain "amp")."""
     d = tmp_path / "bin"
     d.mkdir()
-    for name in ("claude", "codex", "amp", "opencode", "sample", "codex.js", "amp_tool.py"):
+    for name in (
+        "claude",
+        "codex",
+        "amp",
+        "opencode",
+        "qwen",
+        "aider",
+        "sample",
+        "codex.js",
+        "amp_tool.py",
+    ):
         script = d / name
         script.write_text(STAND_IN)
         script.chmod(0o755)
@@ -94,7 +104,7 @@ def test_stand_in_script_is_named_after_itself(bin_dir: Path, started: list[int]
 
 
 def test_each_agent_kind_is_found_as_the_panes_own_process(tmux_socket: str, bin_dir: Path) -> None:
-    kinds = ("claude", "codex", "amp", "opencode")
+    kinds = ("claude", "codex", "amp", "opencode", "qwen", "aider")
     panes = {kind: new_pane(tmux_socket, f"exec {bin_dir / kind}")[1] for kind in kinds}
     for kind, pane_pid in panes.items():
         wait_until(partial(_name_is, pane_pid, kind), what=f"{kind} to replace the shell")
@@ -365,6 +375,8 @@ def test_no_open_rollout_file_is_none(home: Path, bin_dir: Path, started: list[i
         ("sample-server --port 1", None),  # 'amp' inside a word is not Amp
         ("campaign", None),
         ("opencode", "opencode"),
+        ("aider --model openai/fake-model", "aider"),
+        ("raider", None),
         ("bash --norc", None),
         ("", None),
     ],

@@ -369,3 +369,51 @@ def test_qwen_code_screens_read_busy_idle_and_its_answer() -> None:
     assert terminal_last_response(QWEN_IDLE, qwen) == "Done: first line\\nsecond line"
     assert input_text(QWEN_IDLE, qwen) == ""  # the placeholder
     assert input_text(QWEN_DRAFT, qwen) == "first line\nsecond line \u200b".strip()
+
+
+# Aider 0.86.2, captured at 120 columns (tests/real_agents runs it against fake_openai).
+AIDER_RULE = "─" * 120
+AIDER_BANNER = (
+    f"{AIDER_RULE}\nAider v0.86.2\nModel: openai/fake-model with whole edit format\n"
+    f"Git repo: none\nRepo-map: disabled\n"
+)
+AIDER_EARLIER = (
+    f"{AIDER_RULE}\n> pasted one\n> pasted two\nDone: pasted one\\npasted two\n"
+    "Tokens: 605 sent, 9 received.\n"
+)
+AIDER_STARTED = f"{AIDER_BANNER}{AIDER_RULE}\n>\n\n\n"
+AIDER_BUSY = (
+    f"{AIDER_BANNER}{AIDER_EARLIER}{AIDER_RULE}\n> Slow one [[sleep 3]]\n"
+    "  ░█       Waiting for openai/fake-model\n\n\n"
+)
+AIDER_STREAMING = f"{AIDER_BANNER}{AIDER_EARLIER}{AIDER_RULE}\n> Slow one [[sleep 3]]\nDone: Slow"
+AIDER_IDLE = (
+    f"{AIDER_BANNER}{AIDER_EARLIER}{AIDER_RULE}\n> Slow one [[sleep 3]]\n"
+    f"Done: Slow one [[sleep 3]]\nsecond line of it\nTokens: 629 sent, 9 received.\n{AIDER_RULE}\n>\n"
+)
+AIDER_DRAFT = AIDER_IDLE.removesuffix(">\n") + "> draft a\n> draft b\n"
+AIDER_QUESTION = (
+    f"{AIDER_BANNER}\nhttps://aider.chat/HISTORY.html#release-notes\n"
+    "Would you like to see what's new in this version? (Y)es/(N)o [Yes]:\n\n"
+)
+
+
+def test_aider_screens_read_busy_idle_waiting_and_its_answer() -> None:
+    from madohub_nb.agents.screen import input_text, terminal_last_response
+
+    aider = get_profile("aider")
+    assert screen_state(aider, AIDER_STARTED) == "idle"
+    assert screen_state(aider, AIDER_BUSY) == "busy"
+    assert screen_state(aider, AIDER_STREAMING) == "busy"  # no prompt at the bottom
+    assert screen_state(aider, AIDER_IDLE) == "idle"
+    assert screen_state(aider, AIDER_DRAFT) == "idle"
+    assert screen_state(aider, AIDER_QUESTION) == "waiting"
+    # The answer: the lines after the last input, without the token count and the prompt.
+    answer = "Done: Slow one [[sleep 3]]\nsecond line of it"
+    assert terminal_last_response(AIDER_IDLE, aider) == answer
+    assert terminal_last_response(AIDER_DRAFT, aider) == answer
+    assert terminal_last_response(AIDER_STARTED, aider) == ""
+    assert input_text(AIDER_IDLE, aider) == ""
+    assert input_text(AIDER_DRAFT, aider) == "draft a\n> draft b"
+    assert input_text(AIDER_BUSY, aider) is None  # the submitted prompt is no draft
+    assert aider.newline_key == "M-Enter" and aider.submit_keys == ("\r",)

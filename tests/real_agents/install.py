@@ -1,8 +1,10 @@
-"""Install pinned real agent CLIs from npm into a cache folder, once.
+"""Install pinned real agent CLIs from npm (or PyPI) into a cache folder, once.
 
 Each ``(name, version)`` goes into ``<cache>/<name>-<version>`` with the npm client as set up
-on this machine; a marker file written after a verified install makes later calls free. The
-cache is ``$MADOHUB_AGENT_CACHE`` or ``~/.cache/madohub_nb/agents``.
+on this machine; a Python agent (Aider) gets a virtual environment of its own there
+(``<cache>/<name>-<version>/venv``, never the project's), filled by its pip. A marker file
+written after a verified install makes later calls free. The cache is
+``$MADOHUB_AGENT_CACHE`` or ``~/.cache/madohub_nb/agents``.
 
 Run ``python tests/real_agents/install.py`` to install every pinned version ahead of a test run.
 """
@@ -29,12 +31,19 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "qwen": ("@qwen-code/qwen-code", "qwen"),
 }
 
+#: Short agent name -> PyPI package and the executable its venv puts in ``venv/bin``.
+PIP_AGENT_PACKAGES: dict[str, tuple[str, str]] = {
+    "aider": ("aider-chat", "aider"),
+}
+
 #: The versions the real-agent tier runs against (REAL-AGENTS.md observed these).
 PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("claude", "2.1.197"),
     ("claude", "2.1.332"),
     ("codex", "0.171.0"),
     ("opencode", "1.18.33"),
+    ("qwen", "0.24.4"),
+    ("aider", "0.86.2"),
 )
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
@@ -42,6 +51,7 @@ DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
 
 MARKER_NAME = ".madohub-installed"
 NPM_TIMEOUT_S = 600.0
+PIP_TIMEOUT_S = 900.0
 VERSION_TIMEOUT_S = 60.0
 
 
@@ -67,7 +77,10 @@ def agent_prefix(name: str, version: str) -> Path:
 
 def agent_executable(name: str, version: str) -> Path:
     """Where the executable of an installed agent lives (it may not exist yet)."""
-    _, exe = AGENT_PACKAGES[_check_name(name)]
+    if _check_name(name) in PIP_AGENT_PACKAGES:
+        _, exe = PIP_AGENT_PACKAGES[name]
+        return agent_prefix(name, version) / "venv" / "bin" / exe
+    _, exe = AGENT_PACKAGES[name]
     return agent_prefix(name, version) / "node_modules" / ".bin" / exe
 
 
@@ -93,7 +106,10 @@ def ensure_agent(name: str, version: str) -> Path:
     with _locked(prefix.parent / f".{prefix.name}.lock"):
         if is_installed(name, version):  # another process finished it while we waited
             return exe
-        _npm_install(name, version, prefix)
+        if name in PIP_AGENT_PACKAGES:
+            _pip_install(name, version, prefix)
+        else:
+            _npm_install(name, version, prefix)
         if not _version_matches(exe, version) and name == "claude":
             _run_claude_postinstall(prefix)
         if not _version_matches(exe, version):
@@ -101,7 +117,7 @@ def ensure_agent(name: str, version: str) -> Path:
                 f"{exe} was installed but `--version` does not report {version}; "
                 f"remove {prefix} and try again"
             )
-        package, _ = AGENT_PACKAGES[name]
+        package, _ = PIP_AGENT_PACKAGES.get(name) or AGENT_PACKAGES[name]
         (prefix / MARKER_NAME).write_text(f"{package}@{version}\n")
     return exe
 
@@ -112,10 +128,9 @@ def ensure_pinned_agents() -> dict[tuple[str, str], Path]:
 
 
 def _check_name(name: str) -> str:
-    if name not in AGENT_PACKAGES:
-        raise MadohubValueError(
-            f"unknown agent {name!r}; installable agents: {', '.join(sorted(AGENT_PACKAGES))}"
-        )
+    if name not in AGENT_PACKAGES and name not in PIP_AGENT_PACKAGES:
+        known = sorted([*AGENT_PACKAGES, *PIP_AGENT_PACKAGES])
+        raise MadohubValueError(f"unknown agent {name!r}; installable agents: {', '.join(known)}")
     return name
 
 
@@ -162,6 +177,39 @@ def _npm_install(name: str, version: str, prefix: Path) -> None:
         raise AgentInstallError(
             f"`{' '.join(cmd)}` failed with exit code {out.returncode}:\n{tail}"
         )
+
+
+def _pip_install(name: str, version: str, prefix: Path) -> None:
+    """A venv at ``<prefix>/venv`` (from this Python) with ``package==version`` installed by its pip."""
+    package, _ = PIP_AGENT_PACKAGES[name]
+    venv = prefix / "venv"
+    steps = [
+        [sys.executable, "-m", "venv", str(venv)],
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--quiet",
+            f"{package}=={version}",
+        ],
+    ]
+    for cmd in steps:
+        try:
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise AgentInstallError(
+                f"`{' '.join(cmd)}` did not finish in {PIP_TIMEOUT_S:.0f}s"
+            ) from exc
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip()[-2000:]
+            raise AgentInstallError(
+                f"`{' '.join(cmd)}` failed with exit code {out.returncode}:\n{tail}"
+            )
 
 
 def _run_claude_postinstall(prefix: Path) -> None:

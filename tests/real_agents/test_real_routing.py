@@ -1,4 +1,4 @@
-"""Routing between the REAL Claude Code, Codex and OpenCode CLIs, offline, through a hub.
+"""Routing between the REAL Claude Code, Codex, OpenCode, Qwen Code and Aider CLIs, offline, through a hub.
 
 Each test starts real agents in panes of a private tmux server (``real_claude_pane``,
 ``real_codex_pane``, ``real_opencode_pane``), ADOPTS them into a :class:`madohub_nb.Hub` on
@@ -691,5 +691,126 @@ def test_qwen_code_routes_both_ways_with_claude(
     )
     wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
     found = qwen.last_response()
+    assert found is not None and found.method == "terminal"
+    assert found.text == default_answer(routed)
+
+
+# --------------------------------------------------------------------------- Aider
+
+AIDER_VERSION = "0.86.2"
+AIDER_MODEL = "openai/fake-model"
+
+
+def write_aider_config(home: Path, base_url: str) -> None:
+    """``~/.aider.*`` files that point Aider at ``base_url`` and skip every network call.
+
+    The model metadata spares the download of litellm's price list; ``reminder: sys`` sends
+    the edit-format reminder as a system message, so the user's message is the prompt alone.
+    """
+    (home / ".aider.conf.yml").write_text(
+        "\n".join(
+            [
+                f"model: {AIDER_MODEL}",
+                f"openai-api-base: {base_url}",
+                "openai-api-key: sk-fake-aider",
+                "check-update: false",
+                "analytics-disable: true",
+                "show-release-notes: false",
+                "show-model-warnings: false",
+                "git: false",
+                "",
+            ]
+        )
+    )
+    metadata = {
+        AIDER_MODEL: {
+            "max_input_tokens": 128000,
+            "max_output_tokens": 4096,
+            "input_cost_per_token": 0,
+            "output_cost_per_token": 0,
+            "litellm_provider": "openai",
+            "mode": "chat",
+        }
+    }
+    (home / ".aider.model.metadata.json").write_text(json.dumps(metadata))
+    (home / ".aider.model.settings.yml").write_text(
+        f"- name: {AIDER_MODEL}\n  edit_format: whole\n  reminder: sys\n  examples_as_sys_msg: true\n"
+    )
+
+
+@pytest.fixture
+def real_aider_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> Iterator[RealPane]:
+    """Real Aider (from PyPI, its own venv), talking to ``fake_openai``; ended by pid."""
+    exe = agent_bin("aider", AIDER_VERSION)
+    write_aider_config(home, fake_openai.base_url)
+    cwd = tmp_path / "proj-aider"
+    cwd.mkdir()
+    pane = start_agent_pane(
+        tmux_socket, [str(exe)], kind="aider", version=AIDER_VERSION, cwd=cwd, home=home,
+        env={"HOME": str(home)},
+    )  # fmt: skip
+    yield pane
+    pane.stop()
+
+
+def test_aider_routes_both_ways_with_claude(
+    real_hub: mh.Hub,
+    real_aider_pane: RealPane,
+    real_claude_pane: Callable[..., RealPane],
+    fake_openai: FakeOpenAIResponses,
+    fake_anthropic: FakeAnthropic,
+    screens_dir: Path,
+) -> None:
+    aider = real_hub.tile("aider", pane=real_aider_pane.pane_id)
+    assert aider.agent == "aider"  # detected from its process (a venv's python running `aider`)
+    wait_until(lambda: aider.state == "idle", STARTUP_TIMEOUT_S, what="Aider idle")
+    _save(screens_dir / "aider_idle.txt", real_aider_pane.screen())
+    cl = real_claude_pane()
+    real_hub.tile("claude", pane=cl.pane_id)
+
+    # Aider -> Claude: its screen answer, wrapped.
+    out_route = real_hub.connect("aider", "claude", template="From aider: {output}", max_rounds=1)
+    wait_until(lambda: out_route.ready.is_set(), 10)
+    rec = real_hub.send("aider", "Say hi [[sleep 2]]").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered" and rec.meta["submit_verified"] is True, rec.error
+    wait_until(lambda: aider.state == "busy", REPLY_TIMEOUT_S, what="Aider busy")
+    _save(screens_dir / "aider_busy.txt", real_aider_pane.screen())
+    wait_until(lambda: out_route.last_status == "delivered", ROUND_TIMEOUT_S, what="aider->claude")
+    expected = "From aider: " + default_answer("Say hi [[sleep 2]]")
+    assert any(fake_anthropic_prompt(r["body"]) == expected for r in fake_anthropic.requests), [
+        fake_anthropic_prompt(r["body"]) for r in fake_anthropic.requests
+    ]
+    (row,) = _rows(real_hub, out_route)
+    assert (row["extraction_method"], row["extracted"]) == (
+        "terminal",
+        default_answer("Say hi [[sleep 2]]"),
+    )
+    out_route.stop()
+
+    # Claude -> Aider: its transcript answer, typed into Aider's prompt (two lines joined by
+    # Alt-Enter, one submit).
+    wait_until(lambda: real_hub.tiles["claude"].state == "idle", REPLY_TIMEOUT_S)
+    wait_until(lambda: aider.state == "idle", REPLY_TIMEOUT_S)
+    in_route = real_hub.connect("claude", "aider", template="Claude says:\n{output}", max_rounds=1)
+    wait_until(lambda: in_route.ready.is_set(), 10)
+    rec = real_hub.send("claude", "Ping aider").result(ROUND_TIMEOUT_S)
+    assert rec.status == "delivered", rec.error
+    wait_until(lambda: in_route.last_status == "delivered", ROUND_TIMEOUT_S, what="claude->aider")
+    routed = "Claude says:\n" + default_answer("Ping aider")
+    wait_until(
+        lambda: routed in [prompt_text(r["body"]) for r in fake_openai.requests],
+        REPLY_TIMEOUT_S,
+        what="the routed prompt at Aider's API",
+    )
+    assert fake_openai.prompts == ["Say hi [[sleep 2]]", routed]  # each prompt once, whole
+    wait_until(lambda: aider.state == "idle", REPLY_TIMEOUT_S)
+    _save(screens_dir / "aider_idle_after_route.txt", real_aider_pane.screen())
+    found = aider.last_response()
     assert found is not None and found.method == "terminal"
     assert found.text == default_answer(routed)
