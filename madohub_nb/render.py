@@ -200,6 +200,7 @@ STATE_COLORS: Final = {
     "waiting": "#ef6c00",
     "exited": "#616161",
     "unknown": "#9e9e9e",
+    "unreachable": "#c62828",
     "active": "#2e7d32",
     "paused": "#ef6c00",
     "stopped": "#616161",
