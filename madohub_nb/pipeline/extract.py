@@ -76,7 +76,7 @@ def codex_rollout_path(proc: psutil.Process) -> Path | None:
 def transcript_path(tile: Tile) -> Path | None:
     """Where the tile's agent keeps its transcript, if it has one we can find."""
     proc = tile.agent_process()
-    if proc is None:
+    if not isinstance(proc, psutil.Process):  # none, or on a remote host (remote_tile.py)
         return None
     extractor = tile.profile.extractor
     if extractor == "jsonl":

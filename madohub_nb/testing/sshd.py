@@ -7,7 +7,11 @@ and an ``ssh_config`` with these hosts:
 - ``box``: the server, host key pinned (``StrictHostKeyChecking yes``), ``BatchMode yes``;
 - ``refused``: the same server with a key it does not accept;
 - ``notmux``: the same server on a second port where ``PATH`` holds no tmux;
-- ``nohost``: a name that does not resolve.
+- ``nohost``: a name that does not resolve;
+- ``hang``: a port that accepts connections and never answers.
+
+``box`` sends ``ANTHROPIC_API_KEY`` and ``OPENAI_API_KEY`` (``SendEnv``) and the
+server accepts them (``AcceptEnv``): only the hub's own scrubbing keeps them home.
 
 It runs as the current user in the foreground (``sshd -D``), ended by pid in
 :meth:`stop`. :meth:`drop_sessions` kills every per-connection sshd process (a
@@ -53,6 +57,7 @@ class SshServer:
         self.port = 0
         self.notmux_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self._hang: socket.socket | None = None
         self.config = self.root / "ssh_config"
 
     @property
@@ -78,7 +83,7 @@ class SshServer:
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nPermitUserEnvironment no\nPrintMotd no\n"
-            "LogLevel ERROR\n"
+            "LogLevel ERROR\nAcceptEnv ANTHROPIC_API_KEY OPENAI_API_KEY\n"
             f"Match LocalPort {self.notmux_port}\n  SetEnv PATH={nobin}\n"
         )
         user = os.environ.get("USER") or psutil.Process().username()
@@ -90,8 +95,14 @@ class SshServer:
         (self.root / "known_hosts").write_text(
             f"[127.0.0.1]:{self.port} {host_pub}\n[127.0.0.1]:{self.notmux_port} {host_pub}\n"
         )
+        self._hang = socket.socket()
+        self._hang.bind(("127.0.0.1", 0))
+        self._hang.listen(16)  # never accepted: the kernel completes connections, nobody speaks
+        hang_port = self._hang.getsockname()[1]
         self.config.write_text(
-            f"Host box\n  Port {self.port}\n  IdentityFile {self.root / 'id_user'}\n{common}"
+            f"Host box\n  Port {self.port}\n  IdentityFile {self.root / 'id_user'}\n"
+            f"  SendEnv ANTHROPIC_API_KEY OPENAI_API_KEY\n{common}"
+            f"Host hang\n  Port {hang_port}\n  IdentityFile {self.root / 'id_user'}\n{common}"
             f"Host refused\n  Port {self.port}\n  IdentityFile {self.root / 'id_other'}\n{common}"
             f"Host notmux\n  Port {self.notmux_port}\n  IdentityFile {self.root / 'id_user'}\n"
             f"{common}"
@@ -137,6 +148,9 @@ class SshServer:
 
     def stop(self) -> None:
         """End the listener and its connections by pid (what they started on the host stays)."""
+        if self._hang is not None:
+            self._hang.close()
+            self._hang = None
         if self.proc is None:
             return
         self.drop_sessions()

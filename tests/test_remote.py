@@ -1,0 +1,272 @@
+"""Tiles on a remote host over a real OpenSSH server on 127.0.0.1 (issue 15).
+
+The "host" is this machine reached through a private sshd (tests/conftest.py
+``sshd``) with a pinned host key and a throwaway user key; its tmux server is
+another one than the hub's (``remote_socket``). Routes run across it with the
+stand-in agents; the link is dropped by killing the sshd session processes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import FAST_IDLE_MS, start_standin, wait_until
+
+import madohub_nb as mh
+from madohub_nb.io.remote import CONNECT_TIMEOUT_S
+from madohub_nb.pipeline.remote_tile import RemoteTile
+
+
+@pytest.fixture
+def rhub(
+    tmux_socket: str, remote_socket: str, sshd: object, home: Path, tmp_path: Path
+) -> Iterator[mh.Hub]:
+    """A hub whose ``ssh_command`` reaches the private sshd as host ``box``."""
+    h = mh.Hub(
+        socket_name=tmux_socket,
+        idle_delay_ms=FAST_IDLE_MS,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=sshd.ssh_command,  # type: ignore[attr-defined]
+        remote_socket_name=remote_socket,
+    )
+    yield h
+    h.close()
+
+
+def _panes(socket: str) -> list[str]:
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-panes", "-a", "-F", "#{pane_id} #{window_name}"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split("\n") if out.returncode == 0 else []
+
+
+def _prompts(tile: mh.Tile) -> list[str]:
+    """The prompts a stand-in Claude received, from the transcript its last answer is in
+    (the host is this machine, so the test may open the file the tile names)."""
+    found = tile.last_response()
+    if found is None or found.path is None:
+        return []
+    prompts = []
+    for line in Path(str(found.path)).read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "user" and isinstance(rec.get("message", {}).get("content"), str):
+            prompts.append(rec["message"]["content"])
+    return prompts
+
+
+def _rows(hub: mh.Hub, route: mh.Route) -> list[dict]:
+    df = hub.log.df
+    return df[df["route_id"] == route.id].to_dict("records")
+
+
+# --- the test server itself --------------------------------------------------------------
+def test_the_test_sshd_checks_the_pinned_host_key(sshd: object, tmp_path: Path) -> None:
+    config = Path(str(sshd.config))  # type: ignore[attr-defined]
+    ok = subprocess.run(
+        ["ssh", "-F", str(config), "box", "echo", "reached"], capture_output=True, text=True
+    )
+    assert ok.stdout.strip() == "reached"
+    # Another host key for the same address: ssh refuses (StrictHostKeyChecking yes).
+    known = config.parent / "known_hosts"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k2")], check=True
+    )
+    first = known.read_text().split("\n")[0]
+    known.write_text(first.rsplit(" ", 2)[0] + " " + (tmp_path / "k2.pub").read_text())
+    bad = subprocess.run(
+        ["ssh", "-F", str(config), "box", "echo", "reached"], capture_output=True, text=True
+    )
+    assert bad.returncode == 255 and "reached" not in bad.stdout
+
+
+# --- tiles on the host ---------------------------------------------------------------
+def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
+    rhub: mh.Hub, tmux_socket: str, remote_socket: str, project: Path
+) -> None:
+    tile = start_standin(rhub, "far", cwd=project, host="box")
+    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert any(line.endswith(" far") for line in _panes(remote_socket))
+    assert not any(line.endswith(" far") for line in _panes(tmux_socket))
+    # Output comes over one control connection per host: an ssh process running tmux -C.
+    link = rhub.hosts["box"]
+    (client,) = link.watcher.client_pids()
+    cmd = psutil.Process(client).cmdline()
+    assert cmd[0] == "ssh" and "box" in cmd and "-C" in cmd[-1] and remote_socket in cmd[-1]
+    assert link.tmux.channel_commands > 0  # commands went over it too
+    reads = link.ssh.reads
+    assert tile.state == "idle" and link.ssh.reads > reads  # the state was read on the host
+
+
+def test_a_remote_turn_is_read_from_a_bounded_tail_of_the_transcript(
+    rhub: mh.Hub, project: Path
+) -> None:
+    tile = start_standin(rhub, "far", cwd=project, host="box")
+    rhub.send("far", "hello there").result(60)
+    wait_until(lambda: tile.last_response() is not None, 20, what="an answer")
+    found = tile.last_response()
+    assert found is not None and found.method == "jsonl" and found.text == "Done: hello there"
+    assert found.usage is not None and found.usage.output_tokens
+    assert _prompts(tile) == ["hello there"]
+
+
+def test_adopting_a_pane_on_the_host_detects_its_agent(
+    rhub: mh.Hub, remote_socket: str, project: Path
+) -> None:
+    from madohub_nb.demo import standin_command
+
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "-x", "200", "-y", "50", standin_command("claude")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pane = out.stdout.strip()
+    tile = rhub.tile("adopted", pane=pane, host="box")
+    assert tile.agent == "claude" and isinstance(tile, RemoteTile)
+    wait_until(lambda: tile.state == "idle", 20, what="adopted idle")
+
+
+def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
+    rhub: mh.Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-ant-test-remote-" + "x" * 24
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)  # the test ssh config SendEnv's it
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    plain = rhub.tile("plain", command="sleep 600", host="box")
+    named = rhub.tile("named", command="sleep 600", host="box", env={"OPENAI_API_KEY": secret})
+    plain.ready.result(30)
+    named.ready.result(30)
+
+    def environ(tile: mh.Tile) -> dict[str, str]:
+        info = tile.pane_info()
+        assert info is not None
+        return psutil.Process(info.pid).environ()
+
+    assert "ANTHROPIC_API_KEY" not in environ(plain) and "OPENAI_API_KEY" not in environ(plain)
+    assert environ(named).get("OPENAI_API_KEY") == secret
+    assert "ANTHROPIC_API_KEY" not in environ(named)
+
+
+# --- routes across the host ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("source_host", "target_host"),
+    [("box", None), (None, "box"), ("box", "box")],
+    ids=["remote-to-local", "local-to-remote", "remote-to-remote"],
+)
+def test_routes_cross_the_host(
+    rhub: mh.Hub, project: Path, source_host: str | None, target_host: str | None
+) -> None:
+    src_kw = {"host": source_host} if source_host else {}
+    dst_kw = {"host": target_host} if target_host else {}
+    writer = start_standin(rhub, "writer", cwd=project, **src_kw)
+    reviewer = start_standin(rhub, "reviewer", cwd=project, **dst_kw)
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    rhub.send("writer", "first draft").result(60)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
+    (row,) = _rows(rhub, route)
+    assert row["status"] == "delivered", row["error"]
+    assert row["extraction_method"] == "jsonl"
+    assert row["prompt"] == "Review: Done: first draft"
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20)
+    assert writer.state == "idle"
+
+
+def test_a_remote_shell_target_is_refused_without_allow_shell(rhub: mh.Hub) -> None:
+    rhub.tile("sh", command="bash --norc", host="box").ready.result(30)
+    writer = rhub.tile("w", command="bash --norc")
+    writer.ready.result(30)
+    with pytest.raises(mh.MadohubValueError, match="allow_shell"):
+        rhub.connect("w", "sh")
+
+
+# --- faults -----------------------------------------------------------------------------
+def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    writer = start_standin(rhub, "writer", cwd=project, host="box")
+    reviewer = start_standin(rhub, "reviewer", cwd=project)
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    # A 4 s turn; the link drops during it and stays down (the key is refused) until after
+    # the turn has ended: the finished turn must be routed once the host is back.
+    rhub.send("writer", "slow draft [[sleep 4]]").result(60)
+    keys = Path(str(sshd.config)).parent / "authorized_keys"  # type: ignore[attr-defined]
+    saved = keys.read_text()
+    keys.write_text("")
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: writer.state == "unreachable", 20, what="writer unreachable")
+    wait_until(lambda: route.state == "paused", 10, what="route held")
+    assert route.last_error and "unreachable" in route.last_error
+    assert rhub.hosts["box"].reachable is False
+    time.sleep(5)  # the writer's turn ends while its host cannot be reached
+    assert route.rounds == 0
+    keys.write_text(saved)
+    wait_until(lambda: rhub.hosts["box"].reachable, 40, what="host back")
+    wait_until(lambda: route.state == "active", 10, what="route resumed")
+    wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="the held turn routed")
+    rows = _rows(rhub, route)
+    assert [(r["status"], r["prompt"], r["error"]) for r in rows] == [
+        ("delivered", "Review: Done: slow draft [[sleep 4]]", None)
+    ]
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"], 20)
+    assert route.last_error is None and writer.state == "idle"
+    # Nothing is routed twice: a repaint after the reconnect is no new turn.
+    rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "-l", "--", "x")
+    rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "BSpace")
+    time.sleep(FAST_IDLE_MS / 1000 * 3)
+    assert route.rounds == 1 and _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"]
+
+
+def test_close_does_not_hang_on_a_host_that_stopped_answering(rhub: mh.Hub, sshd: object) -> None:
+    tile = rhub.tile("far", command="sleep 600", host="box")
+    tile.ready.result(30)
+    procs = [sshd.proc.pid, *sshd.session_pids()]  # type: ignore[attr-defined]
+    stopped = [psutil.Process(p) for p in procs]
+    for p in stopped:
+        p.suspend()  # the host hangs: connections stay open, nothing answers
+    try:
+        done = threading.Event()
+        threading.Thread(target=lambda: (rhub.close(), done.set()), daemon=True).start()
+        assert done.wait(CONNECT_TIMEOUT_S + 5), "close() hung on a host that does not answer"
+    finally:
+        for p in stopped:
+            p.resume()
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("nohost", "no such host"),
+        ("refused", "refused the key"),
+        ("notmux", "has no tmux"),
+        ("hang", "did not answer"),
+        ("-oProxyCommand=touch", "is not an ssh destination"),
+        ("two words", "is not an ssh destination"),
+    ],
+)
+def test_a_bad_host_is_a_one_line_error_in_bounded_time(rhub: mh.Hub, host: str, said: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(mh.MadohubError) as info:
+        rhub.tile("far", command="sleep 600", host=host)
+    message = str(info.value)
+    assert said in message and "\n" not in message
+    assert repr(host) in message
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S + 5  # the issue's bound, with slack
+    assert "far" not in rhub.tiles
+    assert threading.active_count() < 50  # no thread left waiting per attempt
+
+
+def test_ssh_command_is_checked(rhub: mh.Hub) -> None:
+    with pytest.raises(ValueError, match="ssh_command"):
+        rhub.ssh_command = ""
+    with pytest.raises(ValueError, match="cannot be split"):
+        rhub.ssh_command = "ssh -F 'unclosed"
