@@ -12,9 +12,13 @@ without its secrets (:func:`~madohub_nb.io.tmux.client_environment`), so no
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterable, Sequence
 
 from ..agents.foreground import ProcStat, parse_stat
@@ -72,6 +76,53 @@ class SshHost:
         self.ssh = list(ssh_command)
         self.reads = 0
         """Bounded reads run on this host (tests and benchmarks count them)."""
+        self._master: subprocess.Popen[bytes] | None = None
+        self._control_dir: str | None = None
+
+    # one shared connection ---------------------------------------------------------------
+    @property
+    def control_path(self) -> str | None:
+        """The socket of our own ssh master connection while it runs, else None."""
+        master, folder = self._master, self._control_dir
+        if master is None or folder is None or master.poll() is not None:
+            return None
+        return os.path.join(folder, "c")
+
+    def start_master(self) -> bool:
+        """Open one ssh connection that later commands share (``ssh -M -N``, our child, ended
+        by pid in :meth:`stop_master`): a bounded read then costs milliseconds, not a new
+        ssh handshake. False (and commands connect on their own) when it cannot be made."""
+        self.stop_master()
+        folder = self._control_dir or tempfile.mkdtemp(prefix="mh-ssh-")
+        self._control_dir = folder
+        path = os.path.join(folder, "c")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        argv = self.argv((), shell="")[:-3]  # the options, without "--", host and command
+        self._master = subprocess.Popen(
+            [*argv, "-M", "-N", "-S", path, "-o", "ControlPersist=no", "--", self.host],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=client_environment(),
+        )
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while time.monotonic() < deadline and self._master.poll() is None:
+            if os.path.exists(path):
+                return True
+            time.sleep(0.01)
+        self.stop_master()
+        return False
+
+    def stop_master(self) -> None:
+        master, self._master = self._master, None
+        if master is not None and master.poll() is None:
+            master.terminate()
+            try:
+                master.wait(2)
+            except subprocess.TimeoutExpired:
+                master.kill()
+                master.wait()
 
     def argv(self, words: Iterable[str], *, shell: str | None = None) -> list[str]:
         """ssh's argv running ``words`` (each quoted for the remote shell) on the host.
@@ -81,8 +132,11 @@ class SshHost:
         the keepalives notice a dead connection within about 15 s.
         """
         remote = shell if shell is not None else " ".join(shlex.quote(w) for w in words)
+        path = self.control_path
+        shared = ["-o", "ControlMaster=no", "-S", path] if path else []
         return [
             *self.ssh,
+            *shared,
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S:.0f}",
             "-o", "ServerAliveInterval=5",
             "-o", "ServerAliveCountMax=3",
@@ -166,10 +220,15 @@ class SshHost:
         proc = self.run(" ".join(shlex.quote(w) for w in tmux), CONNECT_TIMEOUT_S + 2)
         if proc.returncode == 255:
             raise TmuxError(ssh_problem(self.host, proc.stderr))
-        if proc.returncode == 127 or not proc.stdout.startswith(b"tmux"):
+        if proc.returncode == 127:
             raise TmuxError(
                 f"host {self.host!r} has no tmux (`tmux -V` failed there: "
-                f"{_last_line(proc.stderr) or proc.returncode}); install tmux on it"
+                f"{_last_line(proc.stderr) or 'command not found'}); install tmux on it"
+            )
+        if proc.returncode != 0 or not proc.stdout.startswith(b"tmux"):
+            said = _last_line(proc.stderr) or _last_line(proc.stdout) or "no output"
+            raise TmuxError(
+                f"`tmux -V` failed on host {self.host!r} (status {proc.returncode}): {said}"
             )
 
 

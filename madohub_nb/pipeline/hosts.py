@@ -59,8 +59,11 @@ class HostLink:
         self._held: list[Route] = []
 
     def probe(self) -> None:
-        """Reach the host and its tmux now (a one-line error within about 10 s otherwise)."""
+        """Reach the host and its tmux now (a one-line error within about 10 s otherwise),
+        then open the ssh connection later commands share."""
         self.ssh.probe(self.socket_name)
+        if not self.closing:
+            self.ssh.start_master()
 
     # watching ---------------------------------------------------------------------------
     async def watch(self, pane_id: str, session: str) -> PaneStream:
@@ -136,13 +139,16 @@ class HostLink:
         if self._back is not None:
             self._back.set()
         await self.watcher.close()
-        if session is not None and self.reachable:
+        if session is None or not self.reachable:
+            self.ssh.stop_master()
+        else:
             # A thread of its own: a host that stopped answering must not hold close() up.
             done = threading.Event()
 
             def kill() -> None:
                 with contextlib.suppress(MadohubError, OSError):
                     self.tmux.kill_session(session)
+                self.ssh.stop_master()
                 done.set()
 
             threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()

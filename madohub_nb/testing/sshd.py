@@ -59,6 +59,8 @@ class SshServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self._hang: socket.socket | None = None
         self.config = self.root / "ssh_config"
+        self.home = self.root / "home"
+        """The HOME of sessions on the server."""
 
     @property
     def ssh_command(self) -> str:
@@ -74,6 +76,7 @@ class SshServer:
         (self.root / "authorized_keys").write_text(user_pub + "\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation dir
         self.port, self.notmux_port = free_port(), free_port()
+        self.home.mkdir(exist_ok=True)
         nobin = self.root / "nobin"
         nobin.mkdir(exist_ok=True)
         (self.root / "sshd_config").write_text(
@@ -84,7 +87,10 @@ class SshServer:
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nPermitUserEnvironment no\nPrintMotd no\n"
             "LogLevel ERROR\nAcceptEnv ANTHROPIC_API_KEY OPENAI_API_KEY\n"
-            f"Match LocalPort {self.notmux_port}\n  SetEnv PATH={nobin}\n"
+            # The host's user gets a HOME of its own: no login files of this machine's user
+            # (a slow ~/.bashrc would be timed as ssh), no ~/.tmux.conf of theirs.
+            f"SetEnv HOME={self.home}\n"
+            f"Match LocalPort {self.notmux_port}\n  SetEnv PATH={nobin} HOME={self.home}\n"
         )
         user = os.environ.get("USER") or psutil.Process().username()
         common = (
