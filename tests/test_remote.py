@@ -9,6 +9,7 @@ stand-in agents; the link is dropped by killing the sshd session processes.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
-from madohub_nb.io.remote import CONNECT_TIMEOUT_S
+from madohub_nb.io.remote import CONNECT_TIMEOUT_S, SshHost, parse_ssh_command
 from madohub_nb.pipeline.remote_tile import RemoteTile
 
 
@@ -270,3 +271,64 @@ def test_ssh_command_is_checked(rhub: mh.Hub) -> None:
         rhub.ssh_command = ""
     with pytest.raises(ValueError, match="cannot be split"):
         rhub.ssh_command = "ssh -F 'unclosed"
+
+
+# --- bounded reads on the host ------------------------------------------------------------
+@pytest.fixture
+def box(sshd: object) -> Iterator[SshHost]:
+    host = SshHost("box", parse_ssh_command(sshd.ssh_command))  # type: ignore[attr-defined]
+    yield host
+    host.stop_master()
+
+
+def test_stats_of_several_processes_are_one_read(box: SshHost) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        before = box.reads
+        stats = box.read_stats([sleeper.pid, 1, 4_000_000])
+        assert box.reads == before + 1
+        st = stats[sleeper.pid]
+        assert st is not None and st.comm == "sleep" and st.pid == sleeper.pid
+        assert stats[4_000_000] is None  # gone: None, not an error
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_transcript_tail_is_bounded_and_cut_at_a_whole_line(box: SshHost, tmp_path: Path) -> None:
+    big = tmp_path / "t.jsonl"
+    line = json.dumps({"type": "user", "pad": "x" * 1000}) + "\n"
+    big.write_text(line * 3000)  # about 3 MB
+    got = box.read_tail(str(big), 64 * 1024)
+    assert got is not None
+    path, data, whole = got
+    assert path == str(big) and not whole and len(data) == 64 * 1024
+    small = tmp_path / "s.jsonl"
+    small.write_text(line)
+    assert box.read_tail(str(small), 64 * 1024) == (str(small), line.encode(), True)
+    assert box.read_tail(str(tmp_path / "missing.jsonl")) is None
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert box.read_tail(str(fifo)) is None  # not a regular file: never opened
+
+
+def test_only_the_named_environment_variables_come_back(box: SshHost) -> None:
+    proc = subprocess.Popen(
+        ["sleep", "60"], env={"CLAUDE_CONFIG_DIR": "/x/cfg", "OTHER_SECRET": "s3cret"}
+    )
+    try:
+        assert box.read_environ(proc.pid, ["CLAUDE_CONFIG_DIR", "HOME"]) == {
+            "CLAUDE_CONFIG_DIR": "/x/cfg"
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_shared_connection_is_our_child_and_ends_by_pid(box: SshHost) -> None:
+    assert box.start_master()
+    path = box.control_path
+    assert path is not None and os.path.exists(path)
+    assert "-S" in box.argv(["true"])  # later commands share it
+    box.stop_master()
+    assert box.control_path is None and "-S" not in box.argv(["true"])
