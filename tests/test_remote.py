@@ -177,7 +177,7 @@ def test_routes_cross_the_host(
     assert row["status"] == "delivered", row["error"]
     assert row["extraction_method"] == "jsonl"
     assert row["prompt"] == "Review: Done: first draft"
-    wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20)
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20, what="prompt")
     assert writer.state == "idle"
 
 
@@ -227,13 +227,47 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     assert route.rounds == 1 and _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"]
 
 
-def test_close_does_not_hang_on_a_host_that_stopped_answering(rhub: mh.Hub, sshd: object) -> None:
+def test_a_turn_for_an_unreachable_target_waits_and_is_typed_once_it_is_back(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    writer = start_standin(rhub, "writer", cwd=project)
+    reviewer = start_standin(rhub, "reviewer", cwd=project, host="box")
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    keys = Path(str(sshd.config)).parent / "authorized_keys"  # type: ignore[attr-defined]
+    saved = keys.read_text()
+    keys.write_text("")
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: reviewer.state == "unreachable", 20, what="reviewer unreachable")
+    wait_until(lambda: route.state == "paused", 10, what="route held")
+    rhub.send("writer", "local draft").result(60)  # the local source finishes a turn
+    wait_until(lambda: writer.state == "idle", 20)
+    time.sleep(FAST_IDLE_MS / 1000 * 3)  # past the idle delay: the trigger has seen it
+    assert route.rounds == 0 and route.state == "paused"
+    keys.write_text(saved)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 60, what="the waiting turn")
+    assert [(r["status"], r["prompt"]) for r in _rows(rhub, route)] == [
+        ("delivered", "Review: Done: local draft")
+    ]
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: local draft"], 20)
+    assert route.state == "active" and rhub.hosts["box"].reconnects == 1
+
+
+@pytest.mark.parametrize("fault", ["hung", "gone"])
+def test_close_does_not_hang_on_a_host_that_stopped_answering(
+    rhub: mh.Hub, sshd: object, fault: str
+) -> None:
     tile = rhub.tile("far", command="sleep 600", host="box")
     tile.ready.result(30)
-    procs = [sshd.proc.pid, *sshd.session_pids()]  # type: ignore[attr-defined]
-    stopped = [psutil.Process(p) for p in procs]
-    for p in stopped:
-        p.suspend()  # the host hangs: connections stay open, nothing answers
+    stopped: list[psutil.Process] = []
+    if fault == "hung":  # connections stay open, nothing answers
+        procs = [sshd.proc.pid, *sshd.session_pids()]  # type: ignore[attr-defined]
+        stopped = [psutil.Process(p) for p in procs]
+        for p in stopped:
+            p.suspend()
+    else:  # the server is gone: the link drops and reconnecting is refused
+        sshd.stop()  # type: ignore[attr-defined]
+        wait_until(lambda: tile.state == "unreachable", 20, what="far unreachable")
     try:
         done = threading.Event()
         threading.Thread(target=lambda: (rhub.close(), done.set()), daemon=True).start()
