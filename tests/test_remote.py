@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -154,6 +155,78 @@ def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
     assert "ANTHROPIC_API_KEY" not in environ(plain) and "OPENAI_API_KEY" not in environ(plain)
     assert environ(named).get("OPENAI_API_KEY") == secret
     assert "ANTHROPIC_API_KEY" not in environ(named)
+
+
+# --- foreground checks on the host ----------------------------------------------------
+def _claude_from_bash_on_box(hub: mh.Hub, remote_socket: str, name: str) -> mh.Tile:
+    """A stand-in Claude started from a bash prompt on the host, adopted over ssh, idle."""
+    from madohub_nb.demo import standin_command
+
+    bash = "env PS1='$ ' bash --norc --noprofile"
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "-x", "200", "-y", "50", bash],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pane = out.stdout.strip()
+    command = f"MADOHUB_STANDIN_THINK_S=0.2 {standin_command('claude', persona='echo')}"
+    keys = ["tmux", "-L", remote_socket, "send-keys", "-t", pane]
+    subprocess.run([*keys, "-l", "--", command], check=True)
+    subprocess.run([*keys, "Enter"], check=True)
+    wait_until(
+        lambda: psutil.Process(int(_pane_pid(remote_socket, pane))).children(), 15, what="child"
+    )
+    tile = wait_until(lambda: _adopt(hub, name, pane), 15, what="claude detected on box")
+    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")  # type: ignore[attr-defined]
+    return tile  # type: ignore[return-value]
+
+
+def _pane_pid(socket: str, pane: str) -> str:
+    return subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "-t", pane, "#{pane_pid}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def _adopt(hub: mh.Hub, name: str, pane: str) -> mh.Tile | None:
+    try:
+        return hub.tile(name, pane=pane, host="box", agent=None)
+    except mh.MadohubError:
+        return None  # not detected yet (the shell has not started it)
+
+
+def test_a_suspended_agent_on_the_host_gets_nothing_typed(
+    rhub: mh.Hub, remote_socket: str, tmp_path: Path
+) -> None:
+    tile = _claude_from_bash_on_box(rhub, remote_socket, "tgt")
+    proc = tile.agent_process()
+    assert proc is not None and tile.agent == "claude"
+    os.kill(proc.pid, signal.SIGTSTP)  # Ctrl-Z (the host is this machine)
+    wait_until(lambda: "Stopped" in tile.screen(), 10, what="bash saw the job stop")
+    assert tile.state != "idle"  # its sessions file still says idle: the process state wins
+    marker = tmp_path / "MARKER"
+    rec = rhub.send("tgt", f"touch {marker}").result(60)
+    assert rec.status == "error"
+    assert "stopped" in (rec.error or "") and "nothing was typed" in (rec.error or "")
+    assert not marker.exists() and f"touch {marker}" not in tile.screen()
+    os.kill(proc.pid, signal.SIGCONT)
+
+
+def test_an_agent_on_the_host_suspended_while_typing_gets_no_more_lines(
+    rhub: mh.Hub, remote_socket: str
+) -> None:
+    from test_foreground import _signal_during_typing
+
+    tile = _claude_from_bash_on_box(rhub, remote_socket, "tgt")
+    proc = tile.agent_process()
+    assert proc is not None
+    _signal_during_typing(rhub, proc.pid, signal.SIGTSTP, after_lines=3)
+    text = "\n".join(f"line {i}" for i in range(8))
+    rec = rhub.send("tgt", text).result(60)
+    assert rec.status == "error"
+    assert "stopped (suspended" in (rec.error or "") and "on box" in (rec.error or "")
+    assert "after 3 of 8 lines" in (rec.error or "")
+    os.kill(proc.pid, signal.SIGCONT)
 
 
 # --- routes across the host ------------------------------------------------------------
