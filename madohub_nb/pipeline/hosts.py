@@ -115,7 +115,7 @@ class HostLink:
                         if route.held:
                             route.last_error = f"paused: {self.last_error}"
                     continue
-                if not self.watcher._clients.get(session):
+                if not self.watcher.client_pids():
                     continue
                 self.reachable, self.last_error = True, None
                 self.reconnects += 1
