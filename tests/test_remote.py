@@ -22,6 +22,7 @@ import pytest
 from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
+from madohub_nb.agents.foreground import Reader
 from madohub_nb.io.remote import CONNECT_TIMEOUT_S, SshHost, parse_ssh_command
 from madohub_nb.pipeline.remote_tile import RemoteTile
 
@@ -252,6 +253,27 @@ def test_routes_cross_the_host(
     assert row["prompt"] == "Review: Done: first draft"
     wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20, what="prompt")
     assert writer.state == "idle"
+
+
+def test_typing_into_a_shell_on_the_host_checks_its_foreground_there(
+    rhub: mh.Hub, tmp_path: Path
+) -> None:
+    sh = rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    wait_until(lambda: sh.state == "idle", 20, what="the remote shell's prompt")
+    reader = sh.reader()
+    assert isinstance(reader, Reader) and "on box" in reader.what
+    marker = tmp_path / "made-on-box"
+    rec = rhub.send("sh", f"touch {marker}", allow_shell=True).result(60)
+    assert rec.status == "delivered", rec.error
+    wait_until(marker.exists, 10, what="the command to run on the host")
+    # A program in the shell's foreground is who reads now (found on the host).
+    rhub.send("sh", "sleep 30", allow_shell=True).result(60)
+    wait_until(
+        lambda: "'sleep'" in getattr(sh.reader(), "what", ""), 10, what="sleep in the foreground"
+    )
+    assert sh.state != "idle"
+    rhub.keys("sh", "C-c").result(30)
+    wait_until(lambda: "bash" in getattr(sh.reader(), "what", ""), 10, what="the shell back")
 
 
 def test_a_remote_shell_target_is_refused_without_allow_shell(rhub: mh.Hub) -> None:
