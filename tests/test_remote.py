@@ -107,6 +107,11 @@ def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
     assert link.tmux.channel_commands > 0  # commands went over it too
     reads = link.ssh.reads
     assert tile.state == "idle" and link.ssh.reads > reads  # the state was read on the host
+    master = link.ssh._master
+    assert master is not None and master.poll() is None  # the shared connection, our child
+    rhub.close()  # ends the panes it made on the host, and its ssh processes
+    assert not any(line.endswith(" far") for line in _panes(remote_socket))
+    assert master.poll() is not None and not link.watcher.client_pids()
 
 
 def test_a_remote_turn_is_read_from_a_bounded_tail_of_the_transcript(
