@@ -135,7 +135,7 @@ class Hub:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
             tile = self._rt.create_tile(name, agent, command, workdir, env, host)
         elif command is not None or cwd is not None or env:
-            raise MadohubValueError("pane= adopts a pane; command=, cwd=, env= are for new panes")
+            raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
         else:
             check_tile_name(name)
             ref = pane if host is not None else pane_reference(pane, self.socket_name)
