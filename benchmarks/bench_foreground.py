@@ -6,15 +6,22 @@ A program (``cat``) runs in a pane of a private tmux server, as the agent would.
 
 - reader check: :func:`check_reader` (two ``/proc/<pid>/stat`` reads) per call;
   target < 1 ms per line; baseline: ``psutil.Process(pid).status()``;
-- synchronize-panes check: one guarded tmux call (``if-shell -F
-  '#{pane_synchronized}' … send-keys -H …``) against the bare ``send-keys -l``
-  of the same line; the difference is the check's cost per line (target < 1 ms);
+- synchronize-panes check over the control connection (what a hub uses):
+  ``Tmux.asend_guarded`` (a ``display-message`` of ``#{pane_synchronized}``,
+  then the ``send-keys -H`` of the line, on the control-mode client) against
+  the bare ``send-keys -H`` of the same line on the same client; the
+  difference is the check's cost per line (target < 1 ms);
+- synchronize-panes check without a control connection (the fallback): one
+  guarded tmux process (``if-shell -F '#{pane_synchronized}' … send-keys -H
+  …``) against a bare ``tmux send-keys -l`` process of the same line
+  (target < 1 ms);
 - a FIFO or device where ``sessions/<pid>.json`` should be: refused in < 10 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
@@ -28,11 +35,11 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import CouldNotMeasure, Report, private_tmux, run_main  # noqa: E402
+from _common import CouldNotMeasure, Report, percentile, private_tmux, run_main  # noqa: E402
 
 from madohub_nb.agents.claude import read_session_file  # noqa: E402
 from madohub_nb.agents.foreground import check_reader, expected_reader  # noqa: E402
-from madohub_nb.io.tmux import Tmux, hex_keys_command  # noqa: E402
+from madohub_nb.io.tmux import ControlClient, Tmux, hex_keys_command  # noqa: E402
 
 CHECK_TARGET_MS = 1.0
 SYNC_TARGET_MS = 1.0
@@ -70,6 +77,18 @@ def main(args: argparse.Namespace, report: Report) -> None:
             check_ms < CHECK_TARGET_MS,
         )
 
+        guarded_cc, bare_cc, used = asyncio.run(control_guard(tmux, "bench", pane, sends * 5))
+        extra_cc = statistics.median(guarded_cc) - statistics.median(bare_cc)
+        report.target(
+            "synchronize-panes check per line over the control connection (guarded send minus "
+            f"bare send-keys, {len(guarded_cc)} lines, {used} commands went over it)",
+            f"{extra_cc:+.3f} ms (guarded {statistics.median(guarded_cc):.3f} ms, p95 "
+            f"{percentile(guarded_cc, 0.95):.3f} ms)",
+            f"< {SYNC_TARGET_MS:.0f} ms",
+            f"bare send-keys -H on the same control-mode client {statistics.median(bare_cc):.3f} ms",
+            extra_cc < SYNC_TARGET_MS,
+        )
+
         guarded: list[float] = []
         bare: list[float] = []
         for _ in range(sends):
@@ -83,7 +102,8 @@ def main(args: argparse.Namespace, report: Report) -> None:
             bare.append((time.perf_counter() - t0) * 1000)
         extra = statistics.median(guarded) - statistics.median(bare)
         report.target(
-            "synchronize-panes check per line (guarded call minus bare send-keys)",
+            "synchronize-panes check per line without a control connection (guarded tmux "
+            "process minus a bare send-keys process)",
             f"{extra:+.2f} ms (guarded {statistics.median(guarded):.2f} ms)",
             f"< {SYNC_TARGET_MS:.0f} ms",
             f"bare send-keys -l {statistics.median(bare):.2f} ms",
@@ -109,6 +129,40 @@ def main(args: argparse.Namespace, report: Report) -> None:
             "a plain open() of the FIFO blocks forever",
             worst < FIFO_TARGET_MS,
         )
+
+
+async def control_guard(
+    tmux: Tmux, session: str, pane: str, sends: int
+) -> tuple[list[float], list[float], int]:
+    """Per-line ms of a guarded send and of a bare send-keys, both on one control-mode client.
+
+    Returns (guarded, bare, commands the Tmux object sent over the connection).
+    """
+    client = ControlClient(tmux, session, lambda pane_id, data: None, lambda: None)
+    await client.start()
+    tmux.use_channel(client)
+    try:
+        await client.command(["display-message", "-p", "attached"])
+        line = hex_keys_command(pane, LINE)
+        before = tmux.channel_commands
+        guarded: list[float] = []
+        bare: list[float] = []
+        for _ in range(sends):
+            t0 = time.perf_counter()
+            if not await tmux.asend_guarded(pane, [line]):
+                raise CouldNotMeasure("the pane's window is synchronized")
+            guarded.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            await client.command_line(line, 1, True, "send-keys")
+            bare.append((time.perf_counter() - t0) * 1000)
+        used = tmux.channel_commands - before
+        if used < 2 * sends:
+            raise CouldNotMeasure(
+                f"only {used} of {2 * sends} guarded commands went over the control connection"
+            )
+        return guarded, bare, used
+    finally:
+        await client.stop()
 
 
 def parser() -> argparse.ArgumentParser:

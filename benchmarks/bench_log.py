@@ -11,8 +11,16 @@ plainest way to do the same job, measured in the same run:
   power loss). Baseline: a bare ``sqlite3`` ``BEGIN IMMEDIATE`` + ``INSERT`` +
   ``COMMIT`` of the same row shape (every column, into a table made by the
   log's own schema) with the same journal and synchronous settings;
-- dataframe: ``RoundLog.df`` over N rounds; baseline ``pd.DataFrame(list_of_dicts)``
-  of the same rounds already in memory.
+- dataframe, first call: ``RoundLog.df`` over N rounds on a newly opened log
+  (every row read from the file). Baseline ``pd.DataFrame(list_of_dicts)`` of
+  the same rounds already in memory (the issue's "bare pd.DataFrame"); the
+  target is < 0.4 s per 100,000 rounds and <= 2x that baseline. Two more
+  plain figures are printed beside it: a bare ``sqlite3`` ``fetchall`` of the
+  same SELECT (the floor of reading the rows through Python's sqlite3) and
+  ``pd.DataFrame`` of those tuples;
+- dataframe, later calls: ``df`` again on the same open log, with nothing new
+  and after 100 more rounds were appended (it reads only the new rows).
+  Baseline: the first call.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -38,7 +46,12 @@ from _common import Report, percentile, run_main  # noqa: E402
 from madohub_nb.io.log import ROUND_COLUMNS, RoundLog, RoundRecord  # noqa: E402
 
 APPEND_TARGET_MS = 2.0
-DATAFRAME_TARGET_S = 1.0
+DATAFRAME_TARGET_S = 0.4
+"""First ``df`` of a newly opened log, per 100,000 rounds (issue 14); also <= 2x the bare baseline."""
+DATAFRAME_BARE_RATIO = 2.0
+DATAFRAME_AGAIN_TARGET_S = 0.1
+"""``df`` again after 100 new rounds, on a log of 100,000 (scaled like the first-call target)."""
+NEW_ROUNDS = 100
 SYNC_MODES = ("NORMAL", "FULL")
 EXTRACTED = "The review found three issues in parser.py: " + "details " * 50
 PROMPT = "Review this:\n" + EXTRACTED + "\nReply LGTM when it is fine."
@@ -135,7 +148,7 @@ def fill(path: Path, records: list[RoundRecord]) -> None:
     conn.close()
 
 
-def best_of(repeats: int, build: Callable[[], pd.DataFrame], rows: int) -> float:
+def best_of(repeats: int, build: Callable[[], Sized], rows: int) -> float:
     """The fastest of ``repeats`` runs, in seconds (the least disturbed by other load)."""
     times = []
     for _ in range(repeats):
@@ -147,17 +160,52 @@ def best_of(repeats: int, build: Callable[[], pd.DataFrame], rows: int) -> float
     return min(times)
 
 
-def bench_dataframe(folder: Path, rows: int, repeats: int) -> tuple[float, float]:
-    """Seconds for RoundLog.df over ``rows`` rounds, and for pd.DataFrame(list_of_dicts)."""
+def bare_frame_seconds(dicts: list[dict[str, object]], repeats: int) -> float:
+    """The baseline: ``pd.DataFrame(list_of_dicts)`` of rounds already in memory."""
+    return best_of(repeats, lambda: pd.DataFrame(dicts), len(dicts))
+
+
+@dataclasses.dataclass
+class FrameTimes:
+    """Seconds, each the best of its repeats."""
+
+    first: float
+    again: float
+    after_new: float
+    dicts: float
+    fetch: float
+    tuples: float
+
+
+def bench_dataframe(folder: Path, rows: int, repeats: int) -> FrameTimes:
+    """RoundLog.df first and later calls, and the plain ways of making the same frame."""
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     records = [make_record(n, start) for n in range(rows)]
     path = folder / "frame.sqlite3"
     fill(path, records)
+    dicts_s = bare_frame_seconds([dataclasses.asdict(rec) for rec in records], repeats)
+    del records  # the rounds are in the file now; keep the process as small as a notebook's
+
+    def first() -> pd.DataFrame:
+        with RoundLog(path) as log:  # a newly opened log has read nothing yet
+            return log.df
+
+    first_s = best_of(repeats, first, rows)
+    again_s = after_s = float("inf")
     with RoundLog(path) as log:
-        ours = best_of(repeats, lambda: log.df, rows)
-    dicts = [dataclasses.asdict(rec) for rec in records]
-    bare = best_of(repeats, lambda: pd.DataFrame(dicts), rows)
-    return ours, bare
+        _ = log.df
+        again_s = best_of(repeats, lambda: log.df, rows)
+        for n in range(repeats):
+            more = [make_record(rows + n * NEW_ROUNDS + k, start) for k in range(NEW_ROUNDS)]
+            for rec in more:
+                log.append(rec)
+            after_s = min(after_s, best_of(1, lambda: log.df, len(log)))
+    with sqlite3.connect(path) as conn:
+        sql = f"SELECT {_QUOTED_COLUMNS} FROM rounds WHERE seq <= {rows} ORDER BY seq"
+        fetch_s = best_of(repeats, lambda: conn.execute(sql).fetchall(), rows)
+        tuples = conn.execute(sql).fetchall()
+    tuples_s = best_of(repeats, lambda: pd.DataFrame(tuples, columns=list(ROUND_COLUMNS)), rows)
+    return FrameTimes(first_s, again_s, after_s, dicts_s, fetch_s, tuples_s)
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
@@ -178,15 +226,30 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 f"(ours {med / bare_med:.1f}x)",
                 med < APPEND_TARGET_MS,
             )
-        df_s, dicts_s = bench_dataframe(folder, rows, repeats=3)
-        limit_s = DATAFRAME_TARGET_S * rows / 100_000
+        t = bench_dataframe(folder, rows, repeats=3)
+        scale = rows / 100_000
+        limit_s = min(DATAFRAME_TARGET_S * scale, DATAFRAME_BARE_RATIO * t.dicts)
         report.target(
-            f"dataframe ({rows} rounds, best of 3)",
-            f"{df_s:.3f} s",
-            f"< {limit_s:.2f} s, i.e. {DATAFRAME_TARGET_S} s per 100000",
-            f"pd.DataFrame(list_of_dicts) {dicts_s:.3f} s",
-            df_s < limit_s,
+            f"dataframe, first call on a newly opened log ({rows} rounds, best of 3)",
+            f"{t.first:.3f} s ({t.first / t.dicts:.1f}x the baseline)",
+            f"< {DATAFRAME_TARGET_S * scale:.2f} s and <= {DATAFRAME_BARE_RATIO:.0f}x the baseline, "
+            f"i.e. < {limit_s:.3f} s",
+            f"pd.DataFrame(list_of_dicts) of the rounds in memory {t.dicts:.3f} s",
+            t.first < limit_s,
         )
+        report.info(
+            f"plain figures: sqlite3 fetchall of the same SELECT {t.fetch:.3f} s (reading the rows "
+            f"alone); pd.DataFrame(those tuples) {t.tuples:.3f} s"
+        )
+        again_limit = DATAFRAME_AGAIN_TARGET_S * scale
+        report.target(
+            f"dataframe, later call after {NEW_ROUNDS} new rounds (same open log, best of 3)",
+            f"{t.after_new:.3f} s",
+            f"< {again_limit:.2f} s",
+            f"the first call {t.first:.3f} s",
+            t.after_new < again_limit,
+        )
+        report.info(f"dataframe, later call with nothing new: {t.again * 1000:.1f} ms")
 
 
 def parser() -> argparse.ArgumentParser:

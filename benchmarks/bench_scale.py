@@ -1,14 +1,14 @@
-"""Scale: 50 tiles and 50 routes on this machine, every round correct, the engine loop responsive.
+"""Scale: 200 tiles and 200 routes on this machine, every round correct, the engine loop responsive.
 
-Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick] [--profile FILE]``.
+Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick] [--pairs N] [--profile FILE]``.
 
-25 source tiles (stand-in Claude agents when the package has them, else
-shells) and 25 target tiles (a quiet Claude-like program that records what is
+100 source tiles (stand-in Claude agents when the package has them, else
+shells) and 100 target tiles (a quiet Claude-like program that records what is
 typed into it). Each source has two on-idle routes: a delivering one into its
 own target (typed, prompt-wrap) and a shadow one to the next target. In each
 wave every source gets a prompt carrying a unique token at the same moment,
-so 25 turns finish together and 50 rounds run at once: 25 typed deliveries
-in parallel. A round is correct when its round number is the wave, its
+so 100 turns finish together and 200 rounds run at once: 100 typed deliveries
+in parallel (``--pairs 25`` is the earlier 50 tiles / 50 routes run). A round is correct when its round number is the wave, its
 extracted answer and prompt carry its source's token of that wave, and (for
 delivering routes) the target received exactly that prompt.
 
@@ -16,6 +16,10 @@ Loop lag: a task on ``hub.loop`` sleeps 10 ms again and again and records how
 late it wakes. Baseline: the same probe on a bare asyncio loop in another
 thread of this process at the same time (what the machine and the GIL cost
 any loop).
+
+Memory: the RSS of this process (the hub runs in it, engine thread and all)
+with the hub open and no tiles, after the tiles and routes are made, at the
+end of the waves, and its peak; the tmux server's RSS beside it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -33,6 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -62,7 +69,9 @@ if TYPE_CHECKING:
     from madohub_nb.pipeline.route import Route
     from madohub_nb.pipeline.tile import Tile
 
-PAIRS = 25
+PAIRS = 100
+"""Sources, and as many targets: 2 x PAIRS tiles and 2 x PAIRS routes."""
+MIB = 1 << 20
 IDLE_DELAY_MS = 1000
 LAG_P99_TARGET_MS = 50.0
 PROBE_S = 0.010
@@ -87,7 +96,7 @@ def bare_loop_probe(samples: list[float], stop: threading.Event) -> threading.Th
 
 
 def token(i: int, wave: int) -> str:
-    return f"S{i:02d}W{wave}"
+    return f"S{i:03d}W{wave}"
 
 
 def send_wave(socket: str, panes: list[str], wave: int, kind: str) -> None:
@@ -114,13 +123,13 @@ def send_wave(socket: str, panes: list[str], wave: int, kind: str) -> None:
     subprocess.run(argv[:-1], check=True)
 
 
-def check_wave(hub: Hub, wave: int, inputs: list[Path]) -> list[str]:
+def check_wave(hub: Hub, wave: int, inputs: list[Path], pairs: int) -> list[str]:
     """What is wrong with wave ``wave``'s rounds (empty: all correct)."""
     df = hub.log.df
     rounds = df[(df["round"] == wave) & (df["route_id"] != "send")]
     problems = []
-    if len(rounds) != 2 * PAIRS:
-        problems.append(f"wave {wave}: {len(rounds)} rounds, expected {2 * PAIRS}")
+    if len(rounds) != 2 * pairs:
+        problems.append(f"wave {wave}: {len(rounds)} rounds, expected {2 * pairs}")
     for _, rec in rounds.iterrows():
         i = int(str(rec["source"])[1:])
         want = token(i, wave)
@@ -135,7 +144,7 @@ def check_wave(hub: Hub, wave: int, inputs: list[Path]) -> list[str]:
             got = [m["text"] for m in read_json_lines(inputs[i])]
             if len(got) < wave or got[wave - 1] != rec["prompt"]:
                 problems.append(
-                    f"{rec['route_id']} wave {wave}: t{i:02d} did not receive the prompt"
+                    f"{rec['route_id']} wave {wave}: t{i:03d} did not receive the prompt"
                 )
     return problems
 
@@ -144,12 +153,12 @@ def received_all(inputs: list[Path], wave: int) -> bool:
     return all(len(read_json_lines(p)) >= wave for p in inputs)
 
 
-def make_tiles(hub: Hub, kind: str, root: Path) -> list[Path]:
-    """25 sources and 25 Claude-like targets, made 8 at a time; returns the targets' input logs."""
+def make_tiles(hub: Hub, kind: str, root: Path, pairs: int) -> list[Path]:
+    """``pairs`` sources and as many Claude-like targets, made 8 at a time; returns the targets' input logs."""
     work = root / "work"
     work.mkdir()
     program = write_claude_like(root)
-    inputs = [root / f"inputs-{i:02d}.jsonl" for i in range(PAIRS)]
+    inputs = [root / f"inputs-{i:03d}.jsonl" for i in range(pairs)]
     env: dict[str, str] = {}
     if kind == "shell":
         agent, command = "shell", SHELL_COMMAND
@@ -161,16 +170,16 @@ def make_tiles(hub: Hub, kind: str, root: Path) -> list[Path]:
         env = {"MADOHUB_STANDIN_THINK_S": "0.5"}
 
     def make_source(i: int) -> Tile:
-        return hub.tile(f"s{i:02d}", agent=agent, command=command, cwd=work, env=env)
+        return hub.tile(f"s{i:03d}", agent=agent, command=command, cwd=work, env=env)
 
     def make_target(i: int) -> Tile:
         command = claude_like_command(program, inputs[i])
-        return hub.tile(f"t{i:02d}", agent="claude", command=command, cwd=work)
+        return hub.tile(f"t{i:03d}", agent="claude", command=command, cwd=work)
 
     make_target(0)  # the first tile makes the tmux session
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(make_source, range(PAIRS)))
-        list(pool.map(make_target, range(1, PAIRS)))
+        list(pool.map(make_source, range(pairs)))
+        list(pool.map(make_target, range(1, pairs)))
     for tile in hub.tiles.values():
         wait_for(partial(is_idle, tile), 60, f"tile {tile.name} to be idle", 0.2)
     return inputs
@@ -180,11 +189,11 @@ def is_idle(tile: Tile) -> bool:
     return tile.state == "idle"
 
 
-def wire(hub: Hub) -> list[Route]:
+def wire(hub: Hub, pairs: int) -> list[Route]:
     """Per source: a delivering route to its own target, a shadow route to the next one."""
     routes = []
-    for i in range(PAIRS):
-        src, own, other = f"s{i:02d}", f"t{i:02d}", f"t{(i + 1) % PAIRS:02d}"
+    for i in range(pairs):
+        src, own, other = f"s{i:03d}", f"t{i:03d}", f"t{(i + 1) % pairs:03d}"
         template = "from {source} (round {round}):\n{output}"
         routes.append(hub.connect(src, own, template=template, cooldown_ms=1000, max_rounds=20))
         routes.append(
@@ -204,7 +213,9 @@ def wire(hub: Hub) -> list[Route]:
 def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
 
-    waves = args.waves or (2 if args.quick else 5)
+    waves = args.waves or (2 if args.quick else 3)
+    pairs = args.pairs or (25 if args.quick else PAIRS)
+    me = psutil.Process()
     kind = args.sources
     if kind == "auto":
         kind = "standin" if standin_available() else "shell"
@@ -218,18 +229,20 @@ def main(args: argparse.Namespace, report: Report) -> None:
             socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
         )
         try:
+            rss_empty = me.memory_info().rss
             t0 = time.monotonic()
-            inputs = make_tiles(hub, kind, root)
+            inputs = make_tiles(hub, kind, root, pairs)
             made_s = time.monotonic() - t0
-            routes = wire(hub)
+            routes = wire(hub, pairs)
+            rss_made = me.memory_info().rss
             report.info(
-                f"{len(hub.tiles)} tiles ({PAIRS} {kind} sources, {PAIRS} Claude-like targets) made "
+                f"{len(hub.tiles)} tiles ({pairs} {kind} sources, {pairs} Claude-like targets) made "
                 f"in {made_s:.1f} s, {len(routes)} routes, {waves} waves, idle_delay_ms="
                 f"{IDLE_DELAY_MS}, to_thread pool max_workers={min(32, (os.cpu_count() or 1) + 4)}"
             )
             hub.engine.submit(lag_probe(hub_lag, stop))
             bare_loop_probe(bare_lag, stop)
-            sources = [hub.tiles[f"s{i:02d}"].pane_id for i in range(PAIRS)]
+            sources = [hub.tiles[f"s{i:03d}"].pane_id for i in range(pairs)]
             tmux_pid = server_pid(socket)
             if tmux_pid is None:
                 raise CouldNotMeasure("the tmux server is not running")
@@ -245,13 +258,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 for wave in range(1, waves + 1):
                     started = time.monotonic()
                     send_wave(socket, sources, wave, kind)
-                    hub.wait_rounds_sync(2 * PAIRS * wave, 90)
+                    hub.wait_rounds_sync(2 * pairs * wave, 120)
                     wave_s.append(time.monotonic() - started)
                     wait_for(partial(received_all, inputs, wave), 30, "every target's prompt")
-                    problems += check_wave(hub, wave, inputs)
+                    problems += check_wave(hub, wave, inputs, pairs)
                     time.sleep(1.2)  # past every route's cooldown
             cpu_s = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid) - cpu0
             wall = time.monotonic() - wall0
+            rss_end = me.memory_info().rss
+            tmux_rss = psutil.Process(tmux_pid).memory_info().rss
             stop.set()
             if spy is not None:
                 spy.wait(60)
@@ -276,11 +291,11 @@ def main(args: argparse.Namespace, report: Report) -> None:
     for line in problems[:10]:
         report.info(f"wrong: {line}")
     report.target(
-        f"scale rounds ({PAIRS * 2} tiles, {len(routes)} routes, {waves} waves)",
-        f"{rounds - len(problems)}/{2 * PAIRS * waves} rounds correct",
+        f"scale rounds ({pairs * 2} tiles, {len(routes)} routes, {waves} waves)",
+        f"{rounds - len(problems)}/{2 * pairs * waves} rounds correct",
         "all correct",
         f"{len(delivered)} delivered, {rounds - len(delivered)} shadow",
-        not problems and rounds == 2 * PAIRS * waves,
+        not problems and rounds == 2 * pairs * waves,
     )
     p99 = percentile(hub_lag, 0.99)
     report.target(
@@ -290,6 +305,13 @@ def main(args: argparse.Namespace, report: Report) -> None:
         f"bare asyncio loop in the same process p99 {percentile(bare_lag, 0.99):.1f} ms "
         f"(max {max(bare_lag):.1f})",
         p99 < LAG_P99_TARGET_MS,
+    )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kB on Linux
+    report.info(
+        f"hub RSS (this process: hub, engine thread, benchmark): {rss_empty / MIB:.0f} MiB open with "
+        f"no tiles, {rss_made / MIB:.0f} MiB with {2 * pairs} tiles and {len(routes)} routes, "
+        f"{rss_end / MIB:.0f} MiB after {rounds} rounds (peak {peak / MIB:.0f} MiB); "
+        f"tmux server {tmux_rss / MIB:.0f} MiB"
     )
     if args.profile:
         for line in summarize_collapsed(Path(args.profile), top=15):
@@ -307,8 +329,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="scale benchmark")
-    p.add_argument("--quick", action="store_true", help="2 waves instead of 5")
-    p.add_argument("--waves", type=int, help="waves of 50 rounds")
+    p.add_argument("--quick", action="store_true", help="25 pairs and 2 waves")
+    p.add_argument("--waves", type=int, help="waves of 2 x pairs rounds (default 3; --quick 2)")
+    p.add_argument("--pairs", type=int, help=f"sources (and targets): default {PAIRS}; --quick 25")
     p.add_argument(
         "--sources",
         choices=["auto", "standin", "shell"],

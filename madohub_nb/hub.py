@@ -65,7 +65,7 @@ class Hub:
     watcher = _forward("watcher", "Pushed pane output.", writable=False)
     deliverer = _forward("deliverer", "Types prompts into panes, one at a time per pane.")
     tiles = _forward("tiles", "{name: Tile}", writable=False)
-    routes = _forward("routes", "[Route], in the order they were made.", writable=False)
+    routes = _forward("routes", "[Route] in order made (256 newest ended)", writable=False)
     unlogged = _forward("unlogged", "Rounds the log refused (kept, not lost).", writable=False)
     rounds_written = _forward("rounds_written", "Rounds written to the log.", writable=False)
     session_id = _forward("session_id", "This hub's id in the round log.", writable=False)

@@ -40,6 +40,7 @@ from .settings import (
     AI_MAX_RETRIES,
     AI_TIMEOUT_S,
     DELIVERY_MODES,
+    ENDED_ROUTES_KEPT,
     IDLE_DELAY_MS_RANGE,
     check_choice,
     check_prices,
@@ -102,6 +103,8 @@ class Runtime:
         self.tiles: dict[str, Tile] = {}
         self._names_by_pane: dict[str, str] = {}
         self.routes: list[Route] = []
+        self.routes_dropped = 0
+        """Ended routes no longer in ``routes`` (beyond ``ENDED_ROUTES_KEPT``)."""
         self.unlogged: list[RoundRecord] = []
         """Rounds that could not be written (log full or read-only); kept so nothing is lost,
         and written (each once) before the next round once the log takes writes again."""
@@ -307,10 +310,25 @@ class Runtime:
         with self.lock:
             route = make(self._route_counter + 1)
             self._route_counter += 1
-            self.routes = [*self.routes, route]
+            self.routes = self._without_oldest_ended([*self.routes, route])
         self.call_soon(route.start)
         self.emit(HubEvent("route_added", route.id, route.state, route))
         return route
+
+    def _without_oldest_ended(self, routes: list[Route]) -> list[Route]:
+        """``routes`` keeping every live route and the newest ``ENDED_ROUTES_KEPT`` ended ones.
+
+        A long session makes and ends routes without end (a user re-arming them): the
+        ended ones would otherwise be held for good. Their rows stay in the log, and a
+        replay of their rounds takes its settings from the row.
+        """
+        ended = [r for r in routes if r.ended]
+        extra = len(ended) - ENDED_ROUTES_KEPT
+        if extra <= 0:
+            return routes
+        dropped = {id(r) for r in ended[:extra]}
+        self.routes_dropped += extra
+        return [r for r in routes if id(r) not in dropped]
 
     def find_route(self, key: str | int) -> Route:
         routes = self.routes
@@ -320,7 +338,13 @@ class Runtime:
         if isinstance(key, int) and -len(routes) <= key < len(routes):
             return routes[key]
         known = ", ".join(r.id for r in routes) or "none yet"
-        raise MadohubValueError(f"no route {key!r}; routes: {known}")
+        gone = (
+            f" ({self.routes_dropped} ended routes made earlier are no longer listed; "
+            "their rounds stay in hub.log)"
+            if self.routes_dropped
+            else ""
+        )
+        raise MadohubValueError(f"no route {key!r}; routes: {known}{gone}")
 
     # keys ------------------------------------------------------------------------------
     def keys(self, tile: str | Tile, keys: tuple[str, ...]) -> HubFuture[RoundRecord]:

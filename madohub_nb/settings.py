@@ -31,6 +31,9 @@ DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 # Dispatch / delivery --------------------------------------------------------
 DISPATCH_MODES: Final = ("madoagent", "legacy", "shadow")
 DELIVERY_MODES: Final = ("typed", "paste")
+ENDED_ROUTES_KEPT: Final = 256
+"""Ended (stopped or exhausted) routes ``hub.routes`` keeps, the newest; older ones leave
+the list (and memory) as new routes are made. Their rounds stay in the log."""
 TYPING_DELAY_MS: Final = (50, 80)
 """Random pause between typed lines, like a person typing."""
 

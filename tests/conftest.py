@@ -216,10 +216,21 @@ class SkippedTurns:
 
 
 def repaint(hub: object, tile: object) -> None:
-    """Output on the tile's screen that is no new turn: a key typed and deleted."""
+    """Output on the tile's screen that is no new turn: a key typed, seen, then deleted.
+
+    Both keys sent at once may be read by the agent in one go, and then its screen never
+    changes: no output, and no route looks at the turn at all.
+    """
     pane = tile.pane_id  # type: ignore[attr-defined]
+    before = tile.screen()  # type: ignore[attr-defined]
     hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")  # type: ignore[attr-defined]
+    typed = wait_until(
+        lambda: (s := tile.screen()) != before and s,  # type: ignore[attr-defined]
+        10,
+        what="x typed on the screen",
+    )
     hub.tmux.run("send-keys", "-t", pane, "BSpace")  # type: ignore[attr-defined]
+    wait_until(lambda: tile.screen() != typed, 10, what="x deleted from the screen")  # type: ignore[attr-defined]
 
 
 def start_standin(
@@ -243,6 +254,58 @@ def start_standin(
         env=env,
         **tile_kwargs,
     )
+    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
+    return tile
+
+
+BASH = "env PS1='$ ' bash --norc --noprofile"
+"""An interactive bash with a bare prompt, as a user's shell in a pane."""
+
+
+def bash_pane(hub: object, name: str, cwd: Path | None = None, history: Path | None = None) -> str:
+    """A bash prompt in a new pane of the hub's tmux server (not a tile yet).
+
+    ``history``: bash appends every line it runs to this file before its next
+    prompt, so a test reads at the receiving end what bash ran.
+    """
+    command = BASH
+    if history is not None:
+        command = f"env HISTFILE={history} PROMPT_COMMAND='history -a' {BASH.removeprefix('env ')}"
+    pane, _ = hub.tmux.new_pane(  # type: ignore[attr-defined]
+        hub.session_name,  # type: ignore[attr-defined]
+        command,
+        cwd=str(cwd) if cwd is not None else None,
+        window_name=name,
+    )
+    wait_until(lambda: "$" in hub.tmux.capture(pane), 10, what="bash prompt")  # type: ignore[attr-defined]
+    return pane
+
+
+def type_at_prompt(hub: object, pane: str, command: str) -> None:
+    """What a user does: type a command at the bash prompt and press Enter."""
+    hub.tmux.run("send-keys", "-t", pane, "-l", "--", command)  # type: ignore[attr-defined]
+    hub.tmux.run("send-keys", "-t", pane, "Enter")  # type: ignore[attr-defined]
+
+
+def standin_from_bash(
+    hub: object,
+    name: str,
+    cwd: Path | None = None,
+    think_s: float = 0.2,
+    history: Path | None = None,
+) -> object:
+    """A stand-in Claude Code started from a bash prompt (a job of the pane's bash, which
+    stays the pane's own process), adopted as a tile, idle."""
+    from madohub_nb.agents.detect import detect_kind
+    from madohub_nb.demo import standin_command
+
+    pane = bash_pane(hub, name, cwd=cwd, history=history)
+    command = standin_command("claude", persona="echo")
+    type_at_prompt(hub, pane, f"MADOHUB_STANDIN_THINK_S={think_s} {command}")
+    pid = hub.tmux.pane_info(pane).pid  # type: ignore[attr-defined]
+    wait_until(lambda: detect_kind(pid) == "claude", 15, what="claude in the foreground")
+    tile = hub.tile(name, pane=pane)  # type: ignore[attr-defined]
+    assert tile.agent == "claude"
     wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
     return tile
 

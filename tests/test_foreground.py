@@ -18,42 +18,29 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import kill_tree, start_recorder, wait_until
+from conftest import (
+    BASH,
+    bash_pane,
+    kill_tree,
+    standin_from_bash,
+    start_recorder,
+    type_at_prompt,
+    wait_until,
+)
 
 import madohub_nb as mh
 from madohub_nb.agents.detect import detect_kind
 from madohub_nb.agents.foreground import Reader, check_reader, expected_reader, read_stat
-from madohub_nb.demo import standin_command
 from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.settings import TYPING_DELAY_MS
 
-BASH = "env PS1='$ ' bash --norc --noprofile"
-
-
-def _bash_pane(hub: mh.Hub, name: str) -> str:
-    """A bash prompt in a new pane of the hub's tmux server (not a tile yet)."""
-    pane, _ = hub.tmux.new_pane(hub.session_name, BASH, window_name=name)
-    wait_until(lambda: "$" in hub.tmux.capture(pane), 10, what="bash prompt")
-    return pane
-
-
-def _type_at_prompt(hub: mh.Hub, pane: str, command: str) -> None:
-    """What a user does: type a command at the bash prompt and press Enter."""
-    hub.tmux.run("send-keys", "-t", pane, "-l", "--", command)
-    hub.tmux.run("send-keys", "-t", pane, "Enter")
+_bash_pane = bash_pane
+_type_at_prompt = type_at_prompt
 
 
 def _claude_from_bash(hub: mh.Hub, name: str) -> mh.Tile:
     """A stand-in Claude Code started from a bash prompt, adopted as a tile, idle."""
-    pane = _bash_pane(hub, name)
-    command = standin_command("claude", persona="echo")
-    _type_at_prompt(hub, pane, f"MADOHUB_STANDIN_THINK_S=0.2 {command}")
-    pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
-    wait_until(lambda: detect_kind(pid) == "claude", 15, what="claude in the foreground")
-    tile = hub.tile(name, pane=pane)
-    assert tile.agent == "claude"
-    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
-    return tile
+    return standin_from_bash(hub, name)  # type: ignore[return-value]
 
 
 def _agent_pid(tile: mh.Tile) -> int:

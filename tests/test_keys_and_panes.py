@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -9,10 +11,20 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO, kill_tree, start_recorder, start_standin, user_prompts, wait_until
+from conftest import (
+    REPO,
+    kill_tree,
+    standin_from_bash,
+    start_recorder,
+    start_standin,
+    user_prompts,
+    wait_until,
+)
 
+from madohub_nb.agents.foreground import read_stat
 from madohub_nb.demo import private_config_dir, standin_command
 from madohub_nb.errors import MadohubValueError
+from madohub_nb.notebook.widgets import TileView
 from madohub_nb.pipeline.keys import check_keys
 
 
@@ -49,6 +61,41 @@ def test_keys_arrive_as_key_bytes_and_are_logged_as_a_keys_round(
     assert rec.prompt == "Escape C-c 1 y Enter"
     logged = hub.log.df  # type: ignore[attr-defined]
     assert list(logged[logged["transform"] == "keys"]["round_id"]) == [rec.round_id]
+
+
+def test_keys_are_not_pressed_into_a_shell_that_took_the_foreground(
+    hub: object, tmp_path: Path
+) -> None:
+    """Ctrl-Z'd agent, bash in front with a command on its prompt line: hub.keys and the
+    widget's key buttons refuse, naming the check, and bash never gets the Enter."""
+    tile = standin_from_bash(hub, "tgt", cwd=tmp_path)
+    proc = tile.agent_process()  # type: ignore[attr-defined]
+    os.kill(proc.pid, signal.SIGTSTP)
+    wait_until(lambda: getattr(read_stat(proc.pid), "state", "") == "T", 10, what="stopped")
+    wait_until(lambda: "Stopped" in tile.screen(), 10, what="bash took the terminal back")  # type: ignore[attr-defined]
+    marker = tmp_path / "ENTER-REACHED-BASH"
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {marker}")  # type: ignore[attr-defined]
+    wait_until(lambda: f"touch {marker}" in tile.screen(), 10, what="the line at bash's prompt")  # type: ignore[attr-defined]
+    view = TileView(hub, "tgt")  # type: ignore[arg-type]
+    try:
+        records = [
+            hub.keys("tgt", "Enter").result(15),  # type: ignore[attr-defined]
+            view.press("Enter").result(15),
+        ]
+    finally:
+        view.close()
+    for rec in records:
+        assert rec.status == "error"
+        assert "is stopped (suspended" in (rec.error or ""), rec.error
+        assert "no key was pressed" in (rec.error or "")
+    # bash would run the line at once on Enter: run something after it to be sure it did not.
+    probe = tmp_path / "probe"
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "C-u")  # type: ignore[attr-defined]
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {probe}")  # type: ignore[attr-defined]
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "Enter")  # type: ignore[attr-defined]
+    wait_until(probe.exists, 10, what="bash runs what is typed at its prompt")
+    assert not marker.exists()
+    os.kill(proc.pid, signal.SIGKILL)
 
 
 def test_keys_refuse_an_unknown_tile_and_key_at_once(hub: object) -> None:

@@ -24,7 +24,7 @@ from madohub_nb.io.log import RoundLog, RoundRecord
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import claude_project_dir_name
 from madohub_nb.notebook.widgets import TileView
-from madohub_nb.pipeline.extract import extract
+from madohub_nb.pipeline.extract import extract, transcript_path
 from madohub_nb.render import html_for_tile
 
 SHELL = "env PS1='$ ' bash --norc --noprofile"
@@ -75,25 +75,54 @@ def test_a_session_id_with_slash_or_nul_is_harmless(
 
 
 def test_a_route_whose_task_fails_is_stopped_with_the_reason_logged(
+    hub: mh.Hub, project: Path, tmp_path: Path
+) -> None:
+    # A real way to make a route's task raise: a completion pattern set on the tile by hand
+    # as a plain string (hub.tile(completion_pattern=...) compiles it; an assignment is not
+    # checked). The idle trigger calls .search on it at the source's first output.
+    src = start_standin(hub, "src", cwd=project)
+    out = tmp_path / "rec.bin"
+    start_recorder(hub, "rec", out)
+    src.completion_pattern = "DONE"  # type: ignore[assignment]
+    route = hub.connect("src", "rec", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10, what="route listening")
+    hub.send("src", "hello there").result(30)
+    wait_until(lambda: route.state == "stopped", 15, what="the route stopped")
+    assert route.last_error is not None and "AttributeError" in route.last_error
+    (row,) = _rows(hub, route)
+    assert row["status"] == "error"
+    assert "AttributeError" in row["error"]
+    assert route.last_round_id == row["round_id"]
+    # At the receiving end: the source's answer is on its screen, and nothing reached the target.
+    wait_until(lambda: "Done: hello there" in src.screen(), 15, what="the source's answer")
+    assert out.read_bytes() == b""
+
+
+def test_a_dangling_link_among_the_cwds_transcripts_is_no_transcript(
     hub: mh.Hub, home: Path, project: Path, tmp_path: Path
 ) -> None:
-    # A real way to make extraction raise: no sessions file (older Claude versions), so the
-    # newest transcript of the cwd's project folder is looked for, and one is a dangling link.
+    # No sessions file (older Claude versions): the newest transcript of the cwd's project
+    # folder is looked for, and one of them is a dangling link (it used to crash the route).
     src = start_standin(hub, "src", cwd=project)
-    start_recorder(hub, "rec", tmp_path / "rec.bin")
+    out = tmp_path / "rec.bin"
+    start_recorder(hub, "rec", out)
     sessions = _sessions_file(src, home)
     sessions.unlink()
     config = sessions.parent.parent
     folder = config / "projects" / claude_project_dir_name(str(project.resolve()))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
-    route = hub.connect("src", "rec", cooldown_ms=1000)
-    wait_until(lambda: route.state == "stopped", 15, what="the route stopped")
-    assert route.last_error is not None and "FileNotFoundError" in route.last_error
+    os.utime(folder / "dangling.jsonl", (2e9, 2e9), follow_symlinks=False)  # the newest entry
+    found = transcript_path(src)
+    assert found is None or (found.is_file() and found.name != "dangling.jsonl")
+    route = hub.connect("src", "rec", template="got: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10, what="route listening")
+    hub.send("src", "hello there").result(30)
+    wait_until(lambda: _rows(hub, route), 30, what="a round")
     (row,) = _rows(hub, route)
-    assert row["status"] == "error"
-    assert "FileNotFoundError" in row["error"]
-    assert route.last_round_id == row["round_id"]
+    assert (row["status"], route.state) == ("delivered", "active"), row["error"]
+    wait_until(lambda: b"got: " in out.read_bytes(), 10, what="the routed prompt")
+    assert b"hello there" in out.read_bytes()
 
 
 # --- 6. agent files that are FIFOs or devices ------------------------------------------------------

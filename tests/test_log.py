@@ -561,6 +561,55 @@ def test_df_of_many_rounds_matches_the_records(log: RoundLog) -> None:
     assert [m["n"] for m in frame["meta"]] == list(range(300))
 
 
+def test_df_read_in_steps_equals_df_read_at_once(tmp_path: Path) -> None:
+    """Later df calls add only the new rounds, from this log and another; the frame is the same."""
+    path = tmp_path / "rounds.sqlite3"
+    start = datetime(2025, 6, 1, tzinfo=timezone.utc)
+    with RoundLog(path) as log, RoundLog(path) as other:
+        assert len(log.df) == 0
+        for n in range(1, 6):
+            log.append(make_record(n, fired_at=start + timedelta(seconds=n), meta={"n": n}))
+        assert len(log.df) == 5
+        for n in range(6, 9):  # another writer on the same file: all-None and NaT columns too
+            other.append(make_record(n, delivered_at=None, latency_ms=None, error="boom"))
+        stepped = log.df
+        assert len(stepped) == 8
+        assert len(log.df) == 8  # nothing new: the same rows again
+    with RoundLog(path) as fresh:
+        at_once = fresh.df
+    pd.testing.assert_frame_equal(stepped, at_once)
+    assert stepped["round"].tolist() == list(range(1, 9))
+    assert stepped["error"].tolist() == [None] * 5 + ["boom"] * 3
+
+
+def test_changing_a_returned_df_leaves_the_next_one_as_it_was(log: RoundLog) -> None:
+    for n in range(1, 4):
+        log.append(make_record(n))
+    first = log.df
+    first.loc[0, "status"] = "changed"
+    first["round"] = 99
+    first.iloc[1, first.columns.get_loc("source")] = "changed"
+    again = log.df
+    assert again["status"].tolist() == ["delivered"] * 3
+    assert again["round"].tolist() == [1, 2, 3]
+    assert again["source"].tolist() == ["writer"] * 3
+
+
+def test_df_of_a_file_replaced_under_the_log_is_read_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "rounds.sqlite3"
+    with RoundLog(path) as log:
+        for n in range(1, 4):
+            log.append(make_record(n, source="old"))
+        assert log.df["source"].tolist() == ["old"] * 3
+        # Another process empties the table and writes new rounds (rowids start again at 1).
+        with sqlite3.connect(path) as conn:
+            conn.execute("DELETE FROM rounds")
+        with RoundLog(path) as other:
+            for n in range(1, 5):
+                other.append(make_record(n, source="new"))
+        assert log.df["source"].tolist() == ["new"] * 4
+
+
 # Input checks and defaults -----------------------------------------------------
 
 

@@ -1,8 +1,12 @@
-"""Package metadata: an SPDX license with its file, classifiers and the project's URLs."""
+"""Package metadata: an SPDX license with its file, classifiers and the project's URLs; a light import."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import tomllib
 from conftest import REPO
@@ -28,3 +32,32 @@ def test_project_urls_name_the_repository_of_the_binder_badge() -> None:
     assert badge is not None
     assert project["urls"]["Source"] == f"https://github.com/{badge.group(1)}"
     assert all(url.startswith("https://") for url in project["urls"].values())
+
+
+HEAVY_MODULES = ("pandas", "numpy", "matplotlib", "anthropic", "openai", "ipywidgets", "IPython")
+"""Loaded when first used (a DataFrame, a plot, an AI transform, a widget), never by the import."""
+
+_LOADED = f"""
+import json, sys
+import madohub_nb
+before = [m for m in {HEAVY_MODULES!r} if m in sys.modules]
+madohub_nb.RoundLog(":memory:").df  # the first DataFrame loads pandas
+print(json.dumps({{"before": before, "pandas_after_df": "pandas" in sys.modules}}))
+"""
+
+
+def test_import_loads_no_heavy_library_until_it_is_used() -> None:
+    """``import madohub_nb`` in a fresh interpreter leaves pandas, the SDKs and widgets unloaded."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = json.loads(out.stdout)
+    assert loaded["before"] == [], f"import madohub_nb loaded {loaded['before']}"
+    assert loaded["pandas_after_df"], "RoundLog.df should load pandas when first used"

@@ -225,3 +225,44 @@ def test_per_pane_delivery_locks_are_dropped_when_no_delivery_needs_them(
     for t in targets:
         wait_until(lambda t=t: user_prompts(t) == [f"to {t.name}"] * 2, 20)
     assert hub.deliverer._locks == {} and hub.deliverer._lock_users == {}
+
+
+def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
+    hub: mh.Hub, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory over a long session: the newest ended routes stay listed, older ones are freed."""
+    import gc
+    import weakref
+
+    from madohub_nb import runtime
+
+    monkeypatch.setattr(runtime, "ENDED_ROUTES_KEPT", 2)
+    start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project)
+    ended = [hub.connect("writer", "reviewer", dispatch="shadow", template="saw: {output}")]
+    wait_until(lambda: ended[0].ready.is_set(), 5)
+    hub.send("writer", "before the end").result(30)
+    wait_until(lambda: ended[0].rounds == 1 and ended[0].last_status, 20, what="a shadow round")
+    first_id = ended[0].id
+    (round_id,) = [r["round_id"] for r in _rows(hub, first_id)]
+    for _ in range(3):
+        ended.append(hub.connect("writer", "reviewer", dispatch="shadow"))
+        wait_until(lambda: ended[-1].ready.is_set(), 5)
+    for r in ended:
+        r.stop()
+    wait_until(lambda: all(r.ended for r in ended), 10, what="the routes' tasks to end")
+    assert hub.routes == ended  # nothing is dropped until a route is made
+    live = hub.connect("writer", "reviewer", dispatch="shadow")
+    assert hub.routes == [*ended[2:], live]
+    assert not live.ended
+    with pytest.raises(mh.MadohubValueError, match="2 ended routes made earlier are no longer"):
+        hub.route(first_id)
+    # Their rows stay, a replay of one still works, and the dropped routes are freed.
+    assert [r["round_id"] for r in _rows(hub, first_id)] == [round_id]
+    replayed = hub.replay(round_id, template="again: {output}").result(30)
+    assert replayed.prompt == "again: Done: before the end"
+    gone = weakref.ref(ended[0])
+    ended.clear()
+    r = live
+    gc.collect()
+    assert gone() is None

@@ -39,6 +39,7 @@ import json
 import os
 import random
 import re
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -46,9 +47,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import start_recorder, start_standin, wait_until
+from conftest import (
+    repaint,
+    standin_from_bash,
+    start_recorder,
+    start_standin,
+    type_at_prompt,
+    wait_until,
+)
 
 import madohub_nb as mh
+from madohub_nb.agents.foreground import read_stat
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
@@ -75,9 +84,9 @@ FAULT_QUOTAS = {
     "kill sink": 2,
     "kill source": 2,
     # Foreground changes (issue 11): nothing may be typed into a terminal whose reader changed.
-    # (A sink suspended for a step is not a fault here: tmux sends SIGCONT to a pane's own
-    # process when it stops, and the stand-in sinks are their panes' processes. Agents
-    # started from a shell and suspended are covered in test_foreground.py and the real tier.)
+    # Sinks are started from a bash prompt (bash is the pane's process, the agent its
+    # foreground job), so a stopped agent stays stopped: tmux would SIGCONT a pane's own process.
+    "agent suspended": 2,  # Ctrl-Z (SIGTSTP) or SIGSTOP for a step, then `fg`; nothing reaches bash
     "kill mid-typing": 2,  # a sink's agent killed while a 40-line hand send is typed
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
@@ -224,6 +233,10 @@ class Soak:
     hostile_sends: int = 0
     paused: list[mh.Route] = field(default_factory=list)
     replaced: set[str] = field(default_factory=set)
+    shells: dict[str, Path] = field(default_factory=dict)
+    """Each sink's bash history file: every line its bash ran, appended before each prompt."""
+    suspended: list[tuple[str, int, Path]] = field(default_factory=list)
+    """Sinks stopped for a step: (name, agent pid, the marker a probe would have created)."""
     reactions: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
@@ -257,8 +270,11 @@ class Soak:
         return name
 
     def add_sink(self) -> str:
+        """A stand-in Claude started from a bash prompt: bash is the pane's own process."""
         name = self.name("k")
-        start_standin(self.hub, name, cwd=self.project, think_s=0.05)
+        history = self.project.parent / f"bash-history-{name}"
+        standin_from_bash(self.hub, name, cwd=self.project, think_s=0.05, history=history)
+        self.shells[name] = history
         self.sinks.append(name)
         self.received[name] = Received()
         return name
@@ -348,6 +364,43 @@ class Soak:
         for future in futures:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
+        self.resume_suspended()
+
+    def suspend(self, name: str, sig: int) -> Path:
+        """Stop the sink's agent as Ctrl-Z would (bash takes the terminal back); then a probe
+        hand send, which would create a marker file if bash ran it, must be refused."""
+        tile = self.hub.tiles[name]
+        wait_until(lambda: tile.state == "idle", 30, what=f"{name} idle before suspending")
+        proc = tile.agent_process()
+        assert proc is not None, f"sink {name} runs no agent"
+        os.kill(proc.pid, sig)
+        wait_until(lambda: "Stopped" in tile.screen(), 10, what=f"bash to see {name} stop")
+        marker = f"ran-in-bash-{name}-{len(self.applied)}"  # bash runs in the project folder
+        text = f"touch {marker}"
+        self.sends.append((name, text))
+        rec = self.hub.send(name, text).result(60)
+        self.send_records.append(rec)
+        assert rec.status == "error", f"a prompt for suspended {name} was {rec.status}"
+        assert "is stopped" in (rec.error or "") and "nothing was typed" in (rec.error or ""), (
+            rec.error
+        )
+        self.suspended.append((name, proc.pid, self.project / marker))
+        return self.project / marker
+
+    def resume_suspended(self) -> None:
+        """Sinks suspended for a step: nothing ran in their bash; `fg`, and they take prompts again."""
+        for name, pid, marker in self.suspended:
+            tile = self.hub.tiles[name]
+            assert not marker.exists(), f"a line typed for suspended {name} ran in its bash"
+            type_at_prompt(self.hub, tile.pane_id, "fg")
+
+            def back(pid: int = pid, tile: mh.Tile = tile) -> bool:
+                st = read_stat(pid)
+                in_front = st is not None and st.state not in "Tt" and st.pgrp == st.tpgid
+                return in_front and "Stopped" not in tile.screen() and tile.state == "idle"
+
+            wait_until(back, 15, what=f"{name} in the foreground and idle after fg")
+        self.suspended.clear()
 
     def apply(self, fault: Fault) -> None:
         """Apply one scheduled fault; its target is chosen by ``fault.pick`` from a stable order."""
@@ -377,15 +430,15 @@ class Soak:
             )
             target = f"next {fault.times} calls"
         elif fault.kind == "hostile answer":
-            with_transcript = [n for n in self.sources if _transcript(hub, n) is not None]
+            with_transcript = self.prompted_sources()
             if with_transcript:
                 source = pick(with_transcript)
                 self.plant_answer(source, len(self.applied))
                 target = source
-        elif fault.kind == "cut":
-            source = pick(self.sources)
-            path = _transcript(hub, source)
-            if path is not None:
+        elif fault.kind == "cut" and self.prompted_sources():
+            source = pick(self.prompted_sources())
+            path = wait_until(lambda: _transcript(hub, source), 15, what=f"{source}'s transcript")
+            if isinstance(path, Path):
                 cut_at = max(0, path.stat().st_size - 1 - int(fault.pick * 400))
                 self.received[source].before_cut(path, cut_at)
                 os.truncate(path, cut_at)
@@ -406,6 +459,11 @@ class Soak:
             self.sinks.remove(name)
             hub.tmux.kill_pane(hub.tiles[name].pane_id)
             self.add_sink()
+            target = name
+        elif fault.kind == "agent suspended" and self.sinks:
+            name = pick(self.sinks)
+            # Ctrl-Z, or a SIGSTOP the agent cannot catch: bash takes the terminal back either way.
+            self.suspend(name, signal.SIGTSTP if fault.times % 2 else signal.SIGSTOP)
             target = name
         elif fault.kind == "kill mid-typing" and len(self.sinks) > 1:
             name = pick(self.sinks)
@@ -436,6 +494,16 @@ class Soak:
         if target:
             self.applied.append((fault.step, fault.kind, target))
 
+    def repaint(self, tile: mh.Tile) -> None:
+        """Output that is no new turn (conftest's repaint: x typed, seen, deleted)."""
+        repaint(self.hub, tile)
+
+    def prompted_sources(self) -> list[str]:
+        """Sources that have answered a prompt (so have a transcript), from the run's own
+        record: the disk may or may not hold a just-started source's file yet."""
+        prompted = {name for name, _ in self.sends}
+        return [n for n in self.sources if n in prompted]
+
     def plant_answer(self, source: str, n: int) -> None:
         """A hostile assistant answer appended to the source's transcript, then a repaint.
 
@@ -443,8 +511,9 @@ class Soak:
         it). A route that looks and skips it as already routed gets another repaint,
         up to three; one still skipping is counted in ``planted_unrouted``.
         """
-        path = _transcript(self.hub, source)
-        assert path is not None, f"source {source} has no transcript"
+        found = wait_until(lambda: _transcript(self.hub, source), 15, what=f"{source}'s transcript")
+        assert isinstance(found, Path)
+        path = found
         rng = _rng("planted", n)
         text = f"planted {rng.getrandbits(32):08x} " + _hostile(rng, 6)
         record = {
@@ -461,11 +530,10 @@ class Soak:
         starts_line = path.read_bytes().endswith(b"\n")  # a cut may have left half a line
         with path.open("a", encoding="utf-8") as f:
             f.write(("" if starts_line else "\n") + json.dumps(record) + "\n")
-        pane = self.hub.tiles[source].pane_id
+        tile = self.hub.tiles[source]
         for _ in range(3):
             skips = {rid: self.skips[rid] for rid in before}
-            self.hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")
-            self.hub.tmux.run("send-keys", "-t", pane, "BSpace")
+            self.repaint(tile)
             self.wait_reactions(before, f"the routes of {source} to see a planted answer", skips)
             if all(self.reactions[rid] > k for rid, k in before.items()):
                 return
@@ -473,7 +541,8 @@ class Soak:
         self.planted_unrouted += len(before)
 
     def finish(self) -> None:
-        """Resume what is paused, let the last rounds end, note every transcript."""
+        """Resume what is paused or suspended, let the last rounds end, note every transcript."""
+        self.resume_suspended()
         for route in self.paused:
             route.resume()
         self.paused.clear()
@@ -636,6 +705,12 @@ def check(
             text = chunk.decode("utf-8", "replace").replace("\r", "\n")
             if _control_chars(text) or b"\x1b" in chunk:
                 violations.append(f"{name}: control input typed")
+    # Nothing typed for a sink reached its bash: bash ran only what the test typed there.
+    for name, history in soak.shells.items():
+        ran = history.read_text(errors="replace").splitlines() if history.exists() else []
+        stray = [line for line in ran if line != "fg" and "MADOHUB_STANDIN_THINK_S=" not in line]
+        if stray:
+            violations.append(f"{name}: its bash ran {stray[:3]}")
     n_delivered = sum(len(v) for v in delivered.values())
     if checked != n_delivered:
         violations.append(f"{checked} of {n_delivered} delivered rows found at their targets")

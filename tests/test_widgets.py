@@ -25,6 +25,7 @@ from madohub_nb.notebook.widgets import (
     RoundLogTable,
     RouteCard,
     TileView,
+    TimelineView,
 )
 from madohub_nb.render import (
     SCREEN_BG,
@@ -245,6 +246,39 @@ def test_tile_view_coalesces_a_burst_of_output_into_one_redraw(hub: Hub) -> None
         hub.send("sh", "for i in $(seq 30); do echo line-$i; sleep 0.02; done", allow_shell=True)
         wait_until(lambda: len(outputs) >= 5, 15, what="several output events")
         assert view.redraws == 1  # the rest wait for the interval, coalesced
+    finally:
+        view.close()
+
+
+def test_timeline_redraw_requests_coalesce_and_it_draws_again_after_its_loop_ended(
+    hub: Hub,
+) -> None:
+    """The views' shared redraw machinery: one loop at a time, reset when it ends."""
+    view = TimelineView(hub, min_interval_s=2.0)
+    try:
+        wait_until(lambda: view.draws >= 1 and not view._drawing, 15, what="the first loop ended")
+        first = view.draws
+        burst = threading.Thread(target=lambda: [view.request_redraw() for _ in range(50)])
+        burst.start()
+        burst.join()
+        wait_until(lambda: view.draws > first and not view._drawing, 15, what="the burst drawn")
+        assert view.draws - first <= 2  # fifty requests: one draw now, one after the interval
+        after_burst = view.draws
+        view.request_redraw()  # the loop has ended: a new request starts a new one
+        wait_until(lambda: view.draws > after_burst, 15, what="a draw after the loop ended")
+    finally:
+        view.close()
+
+
+def test_tile_view_draws_output_that_comes_after_its_redraw_loop_ended(hub: Hub) -> None:
+    _shell(hub, "sh")
+    view = TileView(hub, "sh", min_interval_s=0.1)
+    try:
+        for n in (1, 2):
+            mark = f"MARK-{n}"  # typed as MARK-$((n)): only the output shows it
+            wait_until(lambda: view.redraws >= 1 and not view._drawing, 15, what="the loop ended")
+            hub.send("sh", f"echo MARK-$(({n}))", allow_shell=True)
+            wait_until(lambda m=mark: m in view.screen_value, 15, what=f"{mark} in the view")
     finally:
         view.close()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import ctypes
 import errno
 import os
@@ -556,8 +557,18 @@ class StandinApp:
         def hang_up(signum: int, frame: FrameType | None) -> None:
             raise _Hangup(signum)
 
+        def continued(signum: int, frame: FrameType | None) -> None:
+            # Back from Ctrl-Z (``fg``): bash gave the terminal back in its own cooked mode,
+            # so raw mode goes on again at once (before any key is read) and the screen is
+            # redrawn, as real TUIs do on SIGCONT.
+            with contextlib.suppress(OSError, termios.error):
+                tty.setraw(self.fd_in, termios.TCSANOW)
+                write_all(self.fd_out, "\x1b[?2004h\x1b[?25l")
+                self.painter.clear()
+
         signal.signal(signal.SIGTERM, hang_up)
         signal.signal(signal.SIGHUP, hang_up)
+        signal.signal(signal.SIGCONT, continued)
         saved = termios.tcgetattr(self.fd_in)
         try:
             tty.setraw(self.fd_in)
@@ -573,6 +584,7 @@ class StandinApp:
         finally:
             for signum in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signal.SIGCONT, signal.SIG_DFL)
             self.stop()
             self._restore(saved)
         return 0

@@ -317,6 +317,9 @@ class RoundLog:
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
         self._closed = False
+        self._frame: pd.DataFrame | None = None
+        """The rounds ``df`` has read so far; later calls read only newer rows."""
+        self._frame_lock = threading.Lock()  # one df build at a time; appends go on beside it
         self.busy_timeout_ms: Final = check_range(
             "busy_timeout_ms", busy_timeout_ms, (0, 600_000), " ms"
         )
@@ -699,9 +702,35 @@ class RoundLog:
         for 100k rounds), ``round`` is int64, ``fired_at``/``delivered_at`` are ``datetime64[us, UTC]``
         (missing: NaT), timings are float64 ms (missing: NaN), ``meta`` holds
         dicts. Row ``i`` is the round with rowid ``i + 1``.
+
+        The first call reads every row; later calls read only the rounds
+        appended since (by this or any other process) and add them to the
+        rows already read, so a dashboard or notebook asking again and again
+        pays for new rounds only. Rounds are never changed once written, which
+        is what makes this exact; a file replaced under an open log is noticed
+        (its row at the last rowid read is not the one read) and read afresh.
+        Each call returns a new DataFrame: changing it leaves the next one as
+        it was (the ``meta`` dicts are shared, as a shallow copy shares them).
         """
-        with _gc_paused():
-            return rounds_frame(self._fetch(f"{self._select} ORDER BY seq"))
+        with self._frame_lock:
+            with _gc_paused():
+                frame = self._frame
+                if frame is not None and len(frame) and not self._still_has(frame):
+                    frame = None
+                last = 0 if frame is None else len(frame)
+                rows = self._fetch(f"{self._select} WHERE seq > ? ORDER BY seq", (last,))
+                if frame is None:
+                    frame = rounds_frame(rows)
+                elif rows:
+                    frame = _appended(frame, rounds_frame(rows))
+                self._frame = frame
+                return _copy_frame(frame)
+
+    def _still_has(self, frame: pd.DataFrame) -> bool:
+        """Is the last row read still the round at its rowid (the file was not replaced)?"""
+        rowid = len(frame)
+        found = self._fetch("SELECT round_id FROM rounds WHERE seq = ?", (rowid,))
+        return bool(found) and found[0][0] == frame["round_id"].iat[rowid - 1]
 
     def plot(self, *, session_id: str | None = None, title: str | None = None) -> Any:
         """The rounds as a timeline Figure: a lane per route, a bar per round, latency beneath.
@@ -770,6 +799,8 @@ class RoundLog:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+        with self._frame_lock:
+            self._frame = None  # the rows read for df go with the log
 
     @property
     def closed(self) -> bool:
@@ -832,6 +863,26 @@ def rounds_frame(rows: list[Any]) -> pd.DataFrame:
         else:
             data[name] = pd.Series(values, dtype=object)
     return pd.DataFrame(data, columns=list(ROUND_COLUMNS), copy=False)
+
+
+def _appended(frame: pd.DataFrame, more: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the rows of ``more`` (the same columns and dtypes) after it, renumbered."""
+    import pandas as pd
+
+    return pd.concat([frame, more], ignore_index=True) if len(frame) else more
+
+
+def _copy_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy the caller may change without changing ``frame``.
+
+    With copy-on-write (always on from pandas 3) a shallow copy is enough and
+    costs nothing; before it, the values are copied.
+    """
+    import pandas as pd
+
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return frame.copy(deep=False)
+    return frame.copy(deep=pd.get_option("mode.copy_on_write") is not True)  # "warn" is not on
 
 
 @contextlib.contextmanager

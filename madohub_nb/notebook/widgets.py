@@ -77,6 +77,31 @@ class _HubView(widgets.VBox):
         """Static HTML of what the view shows now."""
         return ""
 
+    # Redraws (views that draw something slow override ``_redraw_loop``) -----------------
+    _dirty = False
+    _drawing = False
+
+    def request_redraw(self) -> None:
+        """Ask for a redraw from any thread; bursts coalesce into one."""
+        self._dirty = True
+        self.hub.engine.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        if self._drawing or self._closed:
+            return
+        self._drawing = True
+        self.hub.engine.loop.create_task(self._drawing_task())
+
+    async def _drawing_task(self) -> None:
+        try:
+            await self._redraw_loop()
+        finally:
+            self._drawing = False
+
+    async def _redraw_loop(self) -> None:
+        """Draw while ``_dirty`` is set (clearing it first), then pause; on the loop."""
+        self._dirty = False
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:  # the widget where widgets run, this HTML where they do not
@@ -115,8 +140,6 @@ class TileView(_HubView):
         self.min_interval_s = min_interval_s
         self.state = getattr(self.tile, "last_state", None) or "unknown"
         self.redraws = 0
-        self._dirty = False
-        self._drawing = False
         self._drawn = threading.Event()
         self._header = widgets.HTML(value=self._header_html())
         self._screen = widgets.HTML(value=screen_html(""))
@@ -167,38 +190,24 @@ class TileView(_HubView):
             self._show_keys()
         self.request_redraw()
 
-    def request_redraw(self) -> None:
-        """Ask for a redraw from any thread; bursts coalesce into one."""
-        self._dirty = True
-        self.hub.engine.call_soon(self._kick)
-
-    def _kick(self) -> None:
-        if self._drawing or self._closed:
-            return
-        self._drawing = True
-        self.hub.engine.loop.create_task(self._redraw_loop())
-
     async def _redraw_loop(self) -> None:
-        try:
-            while self._dirty and not self._closed:
-                self._dirty = False
-                text = await asyncio.to_thread(self.tile.screen, True)
-                # Its state too: a change comes back as a tile_state event (header, key buttons).
-                try:
-                    await self.tile.astate()
-                except MadohubError:  # a pane gone mid-read: its screen above says enough
-                    pass
-                if self._closed:
-                    return
-                value = screen_html(text)
-                if value != self._screen.value:
-                    with self._screen.hold_sync():
-                        self._screen.value = value
-                    self.redraws += 1
-                self._drawn.set()
-                await asyncio.sleep(self.min_interval_s)
-        finally:
-            self._drawing = False
+        while self._dirty and not self._closed:
+            self._dirty = False
+            text = await asyncio.to_thread(self.tile.screen, True)
+            # Its state too: a change comes back as a tile_state event (header, key buttons).
+            try:
+                await self.tile.astate()
+            except MadohubError:  # a pane gone mid-read: its screen above says enough
+                pass
+            if self._closed:
+                return
+            value = screen_html(text)
+            if value != self._screen.value:
+                with self._screen.hold_sync():
+                    self._screen.value = value
+                self.redraws += 1
+            self._drawn.set()
+            await asyncio.sleep(self.min_interval_s)
 
 
 ROUTE_CLASS: Final = "madohub-route-card"
@@ -310,8 +319,6 @@ class TimelineView(_HubView):
     def __init__(self, hub: Hub, *, min_interval_s: float = 1.0) -> None:
         self.min_interval_s = min_interval_s
         self.draws = 0
-        self._dirty = False
-        self._drawing = False
         self._drawn = threading.Event()
         self._image = widgets.HTML(value="<i>drawing the timeline…</i>")
         super().__init__(hub, [self._image], TIMELINE_CLASS)
@@ -328,17 +335,6 @@ class TimelineView(_HubView):
     def _on_event(self, event: HubEvent) -> None:
         self.request_redraw()
 
-    def request_redraw(self) -> None:
-        """Ask for a redraw from any thread; bursts coalesce into one."""
-        self._dirty = True
-        self.hub.engine.call_soon(self._kick)
-
-    def _kick(self) -> None:
-        if self._drawing or self._closed:
-            return
-        self._drawing = True
-        self.hub.engine.loop.create_task(self._redraw_loop())
-
     def _render(self) -> str:
         from ..plot import timeline_svg
 
@@ -346,22 +342,19 @@ class TimelineView(_HubView):
         return timeline_svg(df[df["session_id"] == self.hub.session_id])
 
     async def _redraw_loop(self) -> None:
-        try:
-            while self._dirty and not self._closed:
-                self._dirty = False
-                started = time.monotonic()
-                try:
-                    value = await asyncio.to_thread(self._render)
-                except Exception as exc:  # a closed log at shutdown: say so, keep the view
-                    value = f"<i>timeline unavailable: {html.escape(str(exc))}</i>"
-                if self._closed:
-                    return
-                self._image.value = value
-                self.draws += 1
-                self._drawn.set()
-                await asyncio.sleep(max(0.0, self.min_interval_s - (time.monotonic() - started)))
-        finally:
-            self._drawing = False
+        while self._dirty and not self._closed:
+            self._dirty = False
+            started = time.monotonic()
+            try:
+                value = await asyncio.to_thread(self._render)
+            except Exception as exc:  # a closed log at shutdown: say so, keep the view
+                value = f"<i>timeline unavailable: {html.escape(str(exc))}</i>"
+            if self._closed:
+                return
+            self._image.value = value
+            self.draws += 1
+            self._drawn.set()
+            await asyncio.sleep(max(0.0, self.min_interval_s - (time.monotonic() - started)))
 
     def snapshot_html(self) -> str:
         self._drawn.wait(SNAPSHOT_WAIT_S)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ..agents.foreground import Reader, check_reader
 from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
-from ..errors import DeliveryError, TileError
+from ..errors import DeliveryError, TileError, TmuxError
 from ..io.tmux import hex_keys_command, key_command
 from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
@@ -131,7 +131,7 @@ class Deliverer:
             )
 
     @contextlib.asynccontextmanager
-    async def _pane_lock(self, pane_id: str) -> AsyncIterator[None]:
+    async def pane_lock(self, pane_id: str) -> AsyncIterator[None]:
         """Hold the pane's lock; the last user drops it, so panes that come and go leave nothing."""
         self._lock_users[pane_id] = self._lock_users.get(pane_id, 0) + 1
         try:
@@ -158,7 +158,11 @@ class Deliverer:
             if state == "unknown":
                 # A suspended or backgrounded agent reads "unknown": say so now, not in 10 min.
                 reader = await asyncio.to_thread(tile.reader)
-                problem = check_reader(reader) if isinstance(reader, Reader) else None
+                problem = (  # (a thread: on a remote host this is an ssh read)
+                    await asyncio.to_thread(check_reader, reader)
+                    if isinstance(reader, Reader)
+                    else None
+                )
                 if problem is not None:
                     raise DeliveryError(f"target {tile.name!r}: {problem}; nothing was typed")
             await self._sleep(READY_POLL_S)
@@ -189,7 +193,7 @@ class Deliverer:
                     "pasted line would be submitted on its own; nothing was typed. "
                     "Use delivery='typed'"
                 )
-        async with self._pane_lock(tile.pane_id):
+        async with self.pane_lock(tile.pane_id):
             await self._started(tile)
             if not legacy:
                 await self.wait_ready(tile, ready_timeout_s)
@@ -260,10 +264,14 @@ class Deliverer:
                 # the end of the line before: text the agent had not read yet when it died
                 # reaches its shell without the newline that would run it.
                 newline = key_command(pane_id, newline_key or "\r")
-                pieces = [f"{newline} ; {pieces[0]}", *pieces[1:]] if pieces else [newline]
-            # One tmux call per line (a long line: per piece), each checked first.
-            for piece in pieces:
-                await pane.send([piece])
+                sends = (
+                    [[newline, pieces[0]], *([p] for p in pieces[1:])] if pieces else [[newline]]
+                )
+            else:
+                sends = [[p] for p in pieces]
+            # One send per line (a long line: per piece), each checked first.
+            for commands in sends:
+                await pane.send(commands)
             pane.lines_typed = i + 1
             if pause:
                 await self._sleep(self._rng.uniform(low, high) / 1000)
@@ -324,17 +332,20 @@ class _GuardedPane:
             "typed and the prompt was not submitted"
         )
 
-    def _send_now(self, commands: list[str]) -> str | None:
-        """Check, then send (one worker-thread hop): the problem found, or None when sent."""
-        problem = check_reader(self.reader)
-        if problem is not None:
-            return problem
-        if not self.tile.tmux.send_guarded(self.tile.pane_id, commands):
-            return SYNCHRONIZED_PROBLEM
-        return None
-
     async def send(self, commands: list[str], *, submit: bool = False) -> None:
-        problem = await asyncio.to_thread(self._send_now, commands)
+        """Check the reader, then send ``commands`` unless the window is synchronized.
+
+        The reader check is two small ``/proc`` reads (microseconds), done on the
+        loop; the commands go over the hub's control connection when it has one
+        (a fraction of a millisecond, against a ``tmux`` process per line). On a remote
+        host the check is an ssh read: it runs in a worker thread, off the loop.
+        """
+        if self.reader.read_stats is None:
+            problem = check_reader(self.reader)
+        else:
+            problem = await asyncio.to_thread(_check_remote_reader, self.reader)
+        if problem is None and not await self.tile.tmux.asend_guarded(self.tile.pane_id, commands):
+            problem = SYNCHRONIZED_PROBLEM
         if problem is not None:
             raise self._stopped(problem, submit)
 
@@ -350,6 +361,14 @@ class _GuardedPane:
         problem = await asyncio.to_thread(now)
         if problem is not None:
             raise self._stopped(problem, False)
+
+
+def _check_remote_reader(reader: Reader) -> str | None:
+    """:func:`check_reader` on a remote host; a host that stopped answering is a problem too."""
+    try:
+        return check_reader(reader)
+    except TmuxError as exc:
+        return str(exc)
 
 
 SYNCHRONIZED_PROBLEM = (

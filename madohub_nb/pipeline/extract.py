@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,8 +56,24 @@ def claude_transcript_path(proc: psutil.Process, claude_home: str | None) -> Pat
     folder = cwd_to_project_dir(cwd, projects)
     if folder is None:
         return None
-    candidates = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    return candidates[0] if candidates else None
+    return _newest_regular_file(folder.glob("*.jsonl"))
+
+
+def _newest_regular_file(paths: Iterable[Path]) -> Path | None:
+    """The most recently modified regular file of ``paths``, or None.
+
+    Anything else (a dangling or looping link, a directory, a FIFO, a file gone
+    since it was listed) is no transcript: an agent's folder is not ours to trust.
+    """
+    best: tuple[float, Path] | None = None
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and (best is None or st.st_mtime > best[0]):
+            best = (st.st_mtime, path)
+    return best[1] if best is not None else None
 
 
 def codex_rollout_path(proc: psutil.Process) -> Path | None:

@@ -4,16 +4,26 @@
 per-target lock the deliverer types under, so keys never land in the middle of
 a routed prompt. Only an allow-list of key names is accepted; each press is
 logged as a round of route ``keys`` with transform ``keys``.
+
+Keys go only where typed text may go: the tile's reader (its agent, or an
+opted-in shell) must still run, not be stopped, and hold the terminal's
+foreground, and the window must not have synchronize-panes on, as for typed
+delivery (:mod:`madohub_nb.pipeline.deliver`). An Enter meant for a
+suspended agent would otherwise run whatever sits on its shell's prompt line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from typing import Final
 
+from ..agents.foreground import Reader, check_reader
 from ..errors import MadohubError, MadohubValueError
 from ..io.log import RoundRecord
+from ..io.tmux import key_command
+from .deliver import SYNCHRONIZED_PROBLEM
 from .round import RoundServices
 from .tile import Tile
 
@@ -77,11 +87,30 @@ async def press_keys(hub: RoundServices, tile: Tile, keys: list[str]) -> RoundRe
         session_id=hub.session_id,
     )  # fmt: skip
     try:
-        async with hub.deliverer.lock_for(tile.pane_id):
-            await tile.tmux.arun("send-keys", "-t", tile.pane_id, *keys)
-        rec.delivered_at = datetime.now(timezone.utc)
-        rec.status = "delivered"
+        async with hub.deliverer.pane_lock(tile.pane_id):
+            problem = await asyncio.to_thread(_press_checked, tile, keys)
+        if problem is None:
+            rec.delivered_at = datetime.now(timezone.utc)
+            rec.status = "delivered"
+        else:
+            rec.error = f"keys not pressed in {tile.name!r}: {problem}; no key was pressed"
     except MadohubError as exc:
         rec.error = f"keys not pressed in {tile.name!r}: {exc}"
     rec.deliver_ms = rec.latency_ms = round((time.monotonic() - fired) * 1000, 3)
     return await hub.record(rec)
+
+
+def _press_checked(tile: Tile, keys: list[str]) -> str | None:
+    """Check the tile's reader holds the foreground, then press (one worker-thread hop).
+
+    Returns the failed check, or None when the keys were pressed.
+    """
+    reader = tile.reader()
+    if not isinstance(reader, Reader):
+        return reader
+    problem = check_reader(reader)
+    if problem is not None:
+        return problem
+    if not tile.tmux.send_guarded(tile.pane_id, [key_command(tile.pane_id, k) for k in keys]):
+        return SYNCHRONIZED_PROBLEM
+    return None

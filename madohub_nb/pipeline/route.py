@@ -129,6 +129,11 @@ class Route:
     def transform(self) -> str:
         return self.spec.name
 
+    @property
+    def ended(self) -> bool:
+        """Stopped or exhausted, and its task is over: it will never fire or log again."""
+        return self.state in ("stopped", "exhausted") and self._task is None and self._started
+
     def pause(self) -> None:
         """Stop firing until :meth:`resume`; turns that finish meanwhile are skipped."""
         if self.state == "active":
@@ -186,11 +191,13 @@ class Route:
 
     # the task -------------------------------------------------------------
     _in_round = False
+    _started = False
     completion_pattern: re.Pattern[str] | None = None
     """Output that ends the source's turn (on-idle/on-complete); else the tile's, else its state."""
 
     def start(self) -> None:
         """Start listening (engine loop only)."""
+        self._started = True
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
         self._task.add_done_callback(self._task_done)
         self._task.add_done_callback(self._forget_task)
