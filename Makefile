@@ -13,10 +13,13 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e '.[test]'
 	touch $(STAMP)
 
-# tmux, Node.js with npm (the real-agent tier installs the agent CLIs with it) and, for
-# the browser test, Debian's chromium, when missing.
+# tmux, OpenSSH's server (the remote-host tests start a private one on 127.0.0.1), Node.js
+# with npm (the real-agent tier installs the agent CLIs with it) and, for the browser test,
+# Debian's chromium, when missing.
 system-deps:
 	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux; }
+	@{ test -x /usr/sbin/sshd && command -v ssh-keygen; } >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server; }
 	@{ command -v node && command -v npm; } >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@bash tests/browser/install.sh

@@ -49,9 +49,7 @@ class Hub:
     """Tiles, routes, the round log and the engine thread of one kernel (or script)."""
 
     idle_delay_ms = _forward("idle_delay_ms", "Silence (ms) after completion before on-idle fires.")
-    api_key = _forward(
-        "api_key", "Anthropic key (this setting, else ANTHROPIC_API_KEY); never logged."
-    )
+    api_key = _forward("api_key", "Anthropic key (setting, else ANTHROPIC_API_KEY); never logged.")
     base_url = _forward("base_url", "Anthropic API base URL (None: the SDK's default).")
     model = _forward("model", "Model of the AI transforms (None: the toolkit's default).")
     claude_home = _forward("claude_home", "Claude config dir used when an agent's cannot be read.")
@@ -73,6 +71,8 @@ class Hub:
     session_id = _forward("session_id", "This hub's id in the round log.", writable=False)
     session_name = _forward("session_name", "The tmux session of its new panes.", writable=False)
     keep_panes = _forward("keep_panes", "Leave the panes it made running at interpreter exit.")
+    ssh_command = _forward("ssh_command", "How hosts are reached: 'ssh', 'ssh -F cfg'.")
+    hosts = _forward("hosts", "{host: HostLink}: remote hosts in use.", writable=False)
 
     def __init__(
         self,
@@ -89,19 +89,20 @@ class Hub:
         ai_max_retries: int = AI_MAX_RETRIES,
         prices: Mapping[str, Mapping[str, float]] | None = None,
         keep_panes: bool = False,
+        ssh_command: str = "ssh",
+        remote_socket_name: str | None = None,
     ) -> None:
         self._rt = Runtime(
             socket_name=socket_name, idle_delay_ms=idle_delay_ms, log_path=log_path,
             api_key=api_key, base_url=base_url, model=model, claude_home=claude_home,
             delivery=delivery, ai_timeout_s=ai_timeout_s, ai_max_retries=ai_max_retries,
-            prices=prices, keep_panes=keep_panes,
+            prices=prices, keep_panes=keep_panes, ssh_command=ssh_command,
+            remote_socket_name=remote_socket_name,
         )  # fmt: skip
         self.log_path = str(self._rt.log.path)
         self.closed = False
 
-    @property
-    def loop(self) -> Any:
-        return self._rt.engine.loop
+    loop = property(lambda self: self._rt.engine.loop, doc="The engine thread's event loop.")
 
     def ai_config(self, model: str | None = None) -> AIClientConfig:
         """The Anthropic client settings the AI transforms use now (the key is never shown)."""
@@ -120,25 +121,25 @@ class Hub:
         ready_quiet_ms: int | None = None,
         ready_pattern: str | None = None,
         completion_pattern: str | None = None,
+        host: str | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
-        ``libtmux.Pane``). Returns at once; ``tile.ready`` resolves once it has started.
-        ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet that long;
-        its last screen line matches). ``completion_pattern``: output that ends a turn."""
+        ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
+        has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
+        that long; its last line matches). ``completion_pattern``: output that ends a turn."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
-            workdir = check_new_tile(name, command, cwd, env)
-            tile = self._rt.create_tile(name, agent, command, workdir, env)
+            workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
+            tile = self._rt.create_tile(name, agent, command, workdir, env, host)
         elif command is not None or cwd is not None or env:
-            raise MadohubValueError(
-                "pane= adopts a running pane; command=, cwd= and env= only apply to new panes"
-            )
+            raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
         else:
             check_tile_name(name)
-            tile = self._rt.adopt_tile(name, pane_reference(pane, self.socket_name), agent)
+            ref = pane if host is not None else pane_reference(pane, self.socket_name)
+            tile = self._rt.adopt_tile(name, ref, agent, host)
         tile.ready_quiet_ms, tile.ready_pattern, tile.completion_pattern = options
         return tile
 
@@ -225,9 +226,7 @@ class Hub:
     # life cycle -----------------------------------------------------------------
     def _check_open(self) -> None:
         if self.closed:
-            raise MadohubError(
-                "this hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
-            )
+            raise MadohubError("this hub is closed; make a new one: madohub_nb.Hub() or get_hub()")
 
     def close(self) -> None:
         """Stop routes and watchers; kill the panes this hub created. Any thread; idempotent."""

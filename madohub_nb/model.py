@@ -14,7 +14,8 @@ AgentKind = Literal["claude", "codex", "amp", "opencode", "qwen", "aider", "shel
 """The shipped kinds; users may register more by name (``mh.register_agent``)."""
 AGENT_KINDS: Final[tuple[str, ...]] = get_args(AgentKind)
 
-TileState = Literal["idle", "busy", "waiting", "exited", "unknown"]
+TileState = Literal["idle", "busy", "waiting", "exited", "unknown", "unreachable"]
+"""``unreachable``: the tile's remote host cannot be reached now (its ssh link dropped)."""
 TILE_STATES: Final[tuple[str, ...]] = get_args(TileState)
 
 RouteState = Literal["active", "paused", "stopped", "exhausted"]

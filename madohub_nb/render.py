@@ -200,6 +200,7 @@ STATE_COLORS: Final = {
     "waiting": "#ef6c00",
     "exited": "#616161",
     "unknown": "#9e9e9e",
+    "unreachable": "#c62828",
     "active": "#2e7d32",
     "paused": "#ef6c00",
     "stopped": "#616161",
@@ -227,8 +228,14 @@ def attach_command(socket_name: str | None, session: str) -> str:
 
 
 def tile_attach_command(tile: Any) -> str:
-    """:func:`attach_command` of a tile (its hub's socket, its session)."""
-    return attach_command(getattr(tile.tmux, "socket_name", None), str(tile.session))
+    """:func:`attach_command` of a tile (its hub's socket, its session); over ssh for a tile
+    on a remote host (``ssh -t box 'tmux … attach -r …'``)."""
+    command = attach_command(getattr(tile.tmux, "socket_name", None), str(tile.session))
+    host = getattr(tile, "host", None)
+    if host is None or not hasattr(host, "ssh"):
+        return command
+    ssh = " ".join(shlex.quote(w) for w in host.ssh)
+    return f"{ssh} -t {shlex.quote(host.host)} {shlex.quote(command)}"
 
 
 def tile_header_html(

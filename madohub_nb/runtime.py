@@ -22,13 +22,16 @@ from .agents.detect import detect_kind, kind_from_command
 from .agents.profiles import known_kinds
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus, HubFuture
-from .errors import LogError, MadohubError, MadohubValueError, TileError
+from .errors import LogError, MadohubError, MadohubValueError, TileError, TmuxError
 from .io.log import RoundLog, RoundRecord
-from .io.tmux import Tmux
+from .io.remote import check_host, parse_ssh_command
+from .io.tmux import Tmux, check_socket_name
 from .io.watch import OutputWatcher, PaneStream
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.hosts import HostLink
 from .pipeline.keys import check_keys, press_keys
+from .pipeline.remote_tile import RemoteTile
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 from .pipeline.transforms import AIClientConfig, resolve_api_key
@@ -66,6 +69,8 @@ class Runtime:
         ai_max_retries: int = AI_MAX_RETRIES,
         prices: Mapping[str, Mapping[str, float]] | None = None,
         keep_panes: bool = False,
+        ssh_command: str = "ssh",
+        remote_socket_name: str | None = None,
     ) -> None:
         self.keep_panes = keep_panes
         """Leave the panes this hub made running at interpreter exit (close() still ends them)."""
@@ -88,6 +93,12 @@ class Runtime:
         self.events = EventBus()
         self.engine = Engine()
         self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
+        self.ssh_command = ssh_command
+        self.remote_socket_name = check_socket_name(remote_socket_name)
+        """The tmux socket (``tmux -L``) used on remote hosts; None: their default server."""
+        self.hosts: dict[str, HostLink] = {}
+        """Remote hosts in use, by name (one ssh control connection each)."""
+        self._hosts_lock = threading.Lock()
         self.deliverer = Deliverer()
         self.tiles: dict[str, Tile] = {}
         self._names_by_pane: dict[str, str] = {}
@@ -151,6 +162,32 @@ class Runtime:
     def claude_home_setting(self) -> str | None:
         return self.claude_home
 
+    @property
+    def ssh_command(self) -> str:
+        """How hosts are reached (``ssh``, ``ssh -F ~/.ssh/config.work``); split as a shell would."""
+        return self._ssh_command
+
+    @ssh_command.setter
+    def ssh_command(self, value: str) -> None:
+        parse_ssh_command(value)
+        self._ssh_command = value
+
+    def host_link(self, host: str) -> HostLink:
+        """The link to ``host``, made (and the host checked: ssh, tmux) on first use."""
+        check_host(host)
+        with self._hosts_lock:
+            link = self.hosts.get(host)
+            if link is None:
+                link = HostLink(
+                    host, parse_ssh_command(self.ssh_command), self.remote_socket_name,
+                    self._on_remote_output, lambda: self.routes,
+                )  # fmt: skip
+                link.probe()  # a one-line error within about 10 s for a bad or dead host
+                self.hosts = {**self.hosts, host: link}
+        if not link.reachable:
+            raise TmuxError(link.last_error or f"host {host!r} is unreachable")
+        return link
+
     # tiles ---------------------------------------------------------------------------
     def create_tile(
         self,
@@ -159,18 +196,20 @@ class Runtime:
         command: str | None,
         workdir: str | None,
         env: Mapping[str, str] | None,
+        host: str | None = None,
     ) -> Tile:
         """A new pane running ``command``; its start-up is checked on the engine thread."""
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
+        tmux = self.host_link(host).tmux if host is not None else self.tmux
         with self._spawn_lock:  # the first pane also makes the session: one at a time
             if self.closed:  # (close() raced this call; make no pane it would not kill)
                 raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
-            pane_id, pid = self.tmux.new_pane(
+            pane_id, pid = tmux.new_pane(
                 self.session_name, command, cwd=workdir, env=env, window_name=name
             )
             self._end_panes_at_exit()
-        tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid)
+        tile = self._add_tile(name, pane_id, guessed or "shell", self.session_name, True, pid, host)
         started = self.engine.submit(watch_start(tile, command, detect=guessed is None))
         started.add_done_callback(lambda f: self._started(f, tile))
         return self._watched(tile)
@@ -178,42 +217,62 @@ class Runtime:
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
         _copy_outcome(started, tile)
         if tile.error is not None:  # its pane is gone: stop streaming it
-            self.call_soon(self.watcher.forget, tile.pane_id)
+            self.call_soon(self._watcher_of(tile).forget, tile.pane_id)
 
-    def adopt_tile(self, name: str, pane: str, agent: str | None) -> Tile:
+    def adopt_tile(self, name: str, pane: str, agent: str | None, host: str | None = None) -> Tile:
         """An existing pane; its agent is detected from its process tree unless given."""
-        info = self.tmux.resolve_pane(pane)
+        tmux = self.host_link(host).tmux if host is not None else self.tmux
+        info = tmux.resolve_pane(pane)
         if info.dead:
             raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
-        kind = agent or detect_kind(info.pid, info.current_command)
+        if host is not None:
+            probe = self._make_tile(
+                name, info.pane_id, agent or "shell", info.session, False, None, host
+            )
+            kind = agent or probe.detect_kind(info)
+        else:
+            kind = agent or detect_kind(info.pid, info.current_command)
         if kind not in known_kinds():
             raise TileError(
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
                 f"{info.current_command!r}); pass agent= one of {', '.join(known_kinds())}"
             )
-        tile = self._add_tile(name, info.pane_id, kind, info.session, False, info.pid)
+        tile = self._add_tile(name, info.pane_id, kind, info.session, False, info.pid, host)
         tile.ready.set_result(tile)
         return self._watched(tile)
 
-    def _add_tile(
-        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None
-    ) -> Tile:
-        tile = Tile(
-            name, pane_id, kind, self.tmux, session=session, created=created,
-            claude_home=self.claude_home_setting, on_state=self.tile_state_changed, pane_pid=pid,
-            redact=self.log.redact_text,
-            last_output_mono=lambda: getattr(
-                self.watcher.streams.get(pane_id), "last_output_mono", None
-            ),
+    def _make_tile(
+        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
+        host: str | None,
+    ) -> Tile:  # fmt: skip
+        link = self.hosts[host] if host is not None else None
+        watcher = link.watcher if link is not None else self.watcher
+        kwargs: dict[str, Any] = dict(
+            session=session, created=created, claude_home=self.claude_home_setting,
+            on_state=self.tile_state_changed, pane_pid=pid, redact=self.log.redact_text,
+            last_output_mono=lambda: getattr(watcher.streams.get(pane_id), "last_output_mono", None),
         )  # fmt: skip
+        if link is None:
+            return Tile(name, pane_id, kind, self.tmux, **kwargs)
+        reachable = lambda: link.reachable  # noqa: E731
+        return RemoteTile(
+            name, pane_id, kind, link.tmux, host=link.ssh, reachable=reachable, **kwargs
+        )
+
+    def _add_tile(
+        self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
+        host: str | None = None,
+    ) -> Tile:  # fmt: skip
+        tile = self._make_tile(name, pane_id, kind, session, created, pid, host)
+        key = _pane_key(host, pane_id)
         with self.lock:
-            clash = self._check_name_free(name, pane_id, raise_=False)
+            clash = self._check_name_free(name, key, raise_=False)
             if clash is None:
                 self.tiles = {**self.tiles, name: tile}
-                self._names_by_pane = {**self._names_by_pane, pane_id: name}
+                self._names_by_pane = {**self._names_by_pane, key: name}
         if clash is not None:
             if created:
-                self.tmux.kill_pane(pane_id)
+                tile.tmux.kill_pane(pane_id)
             raise MadohubValueError(clash)
         return tile
 
@@ -239,7 +298,7 @@ class Runtime:
             # (a tile whose command failed at start-up may be made again under its name)
             problem = f"a tile named {name!r} already exists; pick another name"
         for other in self.tiles.values():
-            if pane_id is not None and other.pane_id == pane_id and other.error is None:
+            if pane_id is not None and _key_of(other) == pane_id and other.error is None:
                 problem = f"pane {pane_id} is already the tile {other.name!r}"
         if problem and raise_:
             raise MadohubValueError(problem)
@@ -295,7 +354,14 @@ class Runtime:
 
     # what routes need --------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:
+        if isinstance(tile, RemoteTile):  # (no pidfd for a process on another host)
+            return await self.hosts[tile.host_name].watch(tile.pane_id, tile.session)
         return await self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid)
+
+    def _watcher_of(self, tile: Tile) -> OutputWatcher:
+        if isinstance(tile, RemoteTile):
+            return self.hosts[tile.host_name].watcher
+        return self.watcher
 
     def emit(self, event: HubEvent) -> None:
         self.engine.call_soon(self.events.emit, event)
@@ -386,6 +452,9 @@ class Runtime:
     def tile_state_changed(self, name: str, state: str) -> None:
         self.emit(HubEvent("tile_state", name, state))
 
+    def _on_remote_output(self, host: str, pane_id: str, nbytes: int) -> None:
+        self._on_output(_pane_key(host, pane_id), nbytes)
+
     def _on_output(self, pane_id: str, nbytes: int) -> None:
         name = self._names_by_pane.get(pane_id)
         if name is not None:
@@ -397,7 +466,13 @@ class Runtime:
             route.cancel()
         await asyncio.gather(*(r.wait_closed() for r in self.routes), return_exceptions=True)
         await self.watcher.close()
-        if any(t.created for t in self.tiles.values()):
+        made = {getattr(t, "host_name", None) for t in self.tiles.values() if t.created}
+        await asyncio.gather(
+            *(link.close(self.session_name if name in made else None)
+              for name, link in self.hosts.items()),
+            return_exceptions=True,
+        )  # fmt: skip
+        if None in made:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
 
     def _end_panes_at_exit(self) -> None:
@@ -430,7 +505,7 @@ class Runtime:
         try:
             self.engine.run_sync(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except Exception:  # a dead tmux server or a stuck task: still end the thread below
-            if any(t.created for t in self.tiles.values()):
+            if any(t.created and not isinstance(t, RemoteTile) for t in self.tiles.values()):
                 threading.Thread(
                     target=self.tmux.kill_session, args=(self.session_name,), daemon=True
                 ).start()
@@ -439,6 +514,15 @@ class Runtime:
     def _finish_close(self) -> None:
         self.engine.close(timeout_s=0.25)
         self.log.close()
+
+
+def _pane_key(host: str | None, pane_id: str) -> str:
+    """How a pane is known across hosts: ``%3`` here, ``box:%3`` on host ``box``."""
+    return pane_id if host is None else f"{host}:{pane_id}"
+
+
+def _key_of(tile: Tile) -> str:
+    return _pane_key(getattr(tile, "host_name", None), tile.pane_id)
 
 
 def _copy_outcome(started: concurrent.futures.Future[Tile], tile: Tile) -> None:

@@ -88,6 +88,11 @@ def tmux_socket(home: Path) -> Iterator[str]:
     conf = home / ".tmux.conf"
     conf.write_text("set -g focus-events on\nset -g history-limit 5000\n")
     yield name
+    end_tmux_server(name)
+
+
+def end_tmux_server(name: str) -> None:
+    """Kill the tmux server on socket ``name`` and its panes, by pid."""
     pid = _server_pid(name) or _server_pid_by_process(name)
     if pid is None:
         return
@@ -106,6 +111,24 @@ def tmux_socket(home: Path) -> Iterator[str]:
         time.sleep(0.02)
     for p in alive:
         kill_tree(p.pid, timeout_s=1.0)
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[object]:
+    """A private OpenSSH server on 127.0.0.1 (madohub_nb.testing.sshd); ended by pid."""
+    from madohub_nb.testing.sshd import SshServer
+
+    server = SshServer(tmp_path / "sshd").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def remote_socket(home: Path) -> Iterator[str]:
+    """The tmux socket of the "remote" host's server (another server than the hub's own)."""
+    name = f"mh-remote-{uuid.uuid4().hex[:10]}"
+    yield name
+    end_tmux_server(name)
 
 
 def _server_pid_by_process(socket_name: str) -> int | None:

@@ -601,3 +601,33 @@ def test_keys_and_the_waiting_tile_buttons_answer_a_permission_prompt(
     finally:
         view.close()
     assert not (home / ".claude").exists(), "a --demo tile wrote into HOME/.claude"
+
+
+# --- the magic ---------------------------------------------------------------------------
+def test_magic_tile_host_makes_a_remote_tile(
+    ip: InteractiveShell, tmux_socket: str, remote_socket: str, sshd: object, tmp_path: Path
+) -> None:
+    from madohub_nb import get_hub
+    from madohub_nb.pipeline.remote_tile import RemoteTile
+
+    run = ip.run_line_magic
+    run("config", f"MadoHub.socket_name = '{tmux_socket}'")
+    run("config", f"MadoHub.log_path = '{tmp_path / 'rounds.db'}'")
+    run("config", f"MadoHub.ssh_command = '{sshd.ssh_command}'")  # type: ignore[attr-defined]
+    run("config", f"MadoHub.remote_socket_name = '{remote_socket}'")
+    tile = run("madohub", 'tile far --host box --cmd "sleep 600"')
+    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert any(line.endswith(" far") for line in _remote_panes(remote_socket))
+    df = run("madohub", "tiles")
+    attach = df.loc[0, "attach"]
+    assert attach.startswith(f"{sshd.ssh_command} -t box ") and remote_socket in attach  # type: ignore[attr-defined]
+    get_hub().close()
+
+
+def _remote_panes(socket: str) -> list[str]:
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-panes", "-a", "-F", "#{pane_id} #{window_name}"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split("\n")

@@ -106,7 +106,11 @@ def read_session_file(config_dir: str | Path | None, pid: int) -> ClaudeSession 
     if config_dir is None:
         return None
     path = Path(config_dir) / "sessions" / f"{int(pid)}.json"
-    raw = read_small_regular_file(path)
+    return parse_session_file(read_small_regular_file(path), path, pid)
+
+
+def parse_session_file(raw: bytes | None, path: Path, pid: int) -> ClaudeSession | None:
+    """A ``sessions/<pid>.json``'s bytes (read here or on a remote host) parsed, or None."""
     if raw is None:
         return None
     try:

@@ -15,7 +15,8 @@ pid). One check is two small file reads (a few microseconds each).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 STOPPED_STATES: Final = frozenset("Tt")
@@ -43,6 +44,11 @@ def read_stat(pid: int) -> ProcStat | None:
             raw = f.read(4096)
     except (OSError, ValueError):
         return None
+    return parse_stat(int(pid), raw)
+
+
+def parse_stat(pid: int, raw: bytes) -> ProcStat | None:
+    """One ``/proc/<pid>/stat`` line parsed (read here or on a remote host), or None."""
     # comm is in parentheses and may itself hold spaces and ')': split at the last ')'.
     head, sep, tail = raw.rpartition(b")")
     if not sep:
@@ -50,7 +56,7 @@ def read_stat(pid: int) -> ProcStat | None:
     fields = tail.split()
     try:
         return ProcStat(
-            pid=int(pid),
+            pid=pid,
             comm=head.partition(b"(")[2].decode("utf-8", "replace"),
             state=fields[0].decode("ascii", "replace"),
             pgrp=int(fields[2]),
@@ -71,14 +77,26 @@ class Reader:
     start_ticks: int
     what: str
     """How messages name it: ``"agent 'claude' (pid 123)"``, ``"the shell (pid 45)"``."""
+    read_stats: StatsReader | None = field(default=None, compare=False, repr=False)
+    """Where its processes run: None here; a remote host's batched reader otherwise."""
 
 
-def expected_reader(pane_pid: int, pid: int, what: str) -> Reader | None:
+StatsReader = Callable[[Iterable[int]], Mapping[int, "ProcStat | None"]]
+"""Reads several ``/proc/<pid>/stat`` at once (one ssh call for a remote host)."""
+
+
+def local_stats(pids: Iterable[int]) -> dict[int, ProcStat | None]:
+    return {pid: read_stat(pid) for pid in pids}
+
+
+def expected_reader(
+    pane_pid: int, pid: int, what: str, read_stats: StatsReader | None = None
+) -> Reader | None:
     """Pin ``pid`` as the reader of ``pane_pid``'s terminal; None when it is already gone."""
-    st = read_stat(pid)
+    st = read_stat(pid) if read_stats is None else read_stats([pid]).get(pid)
     if st is None or st.state in DEAD_STATES:
         return None
-    return Reader(pane_pid=pane_pid, pid=pid, start_ticks=st.start_ticks, what=what)
+    return Reader(pane_pid, pid, st.start_ticks, what, read_stats)
 
 
 def check_reader(reader: Reader) -> str | None:
@@ -88,18 +106,20 @@ def check_reader(reader: Reader) -> str | None:
     stopped or a zombie, sits on the pane's terminal, and its process group is
     the terminal's foreground process group.
     """
-    st = read_stat(reader.pid)
+    read = reader.read_stats or local_stats
+    stats = read([reader.pid, reader.pane_pid])  # one read on a remote host
+    st = stats.get(reader.pid)
     if st is None or st.start_ticks != reader.start_ticks or st.state in DEAD_STATES:
         return f"{reader.what} has exited"
     if st.state in STOPPED_STATES:
         return f"{reader.what} is stopped (suspended, e.g. by Ctrl-Z / SIGTSTP)"
-    pane = st if reader.pane_pid == reader.pid else read_stat(reader.pane_pid)
+    pane = stats.get(reader.pane_pid)
     if pane is None:
         return "the pane's own process has exited"
     if st.tty_nr != pane.tty_nr or pane.tty_nr == 0:
         return f"{reader.what} is no longer on the pane's terminal"
     if pane.tpgid != st.pgrp:
-        leader = read_stat(pane.tpgid) if pane.tpgid > 0 else None
+        leader = read([pane.tpgid]).get(pane.tpgid) if pane.tpgid > 0 else None
         who = (
             f"{leader.comm!r} (process group {pane.tpgid})"
             if leader

@@ -23,8 +23,9 @@ import shutil
 import subprocess
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
@@ -92,9 +93,11 @@ def _parse_pane_info(line: str) -> PaneInfo | None:
 class Tmux:
     """One tmux server, addressed by socket name (``tmux -L``); None is the default server."""
 
-    def __init__(self, socket_name: str | None = None) -> None:
+    def __init__(self, socket_name: str | None = None, remote: RemoteShell | None = None) -> None:
         self.socket_name = check_socket_name(socket_name)
-        if shutil.which("tmux") is None:
+        self.remote = remote
+        """A remote host's tmux (``ssh host tmux …``, see io/remote.py); None: this machine's."""
+        if remote is None and shutil.which("tmux") is None:
             raise TmuxError("tmux is not installed; install it (e.g. `apt-get install tmux`)")
         self._channel: ControlClient | None = None
         self.channel_commands = 0
@@ -105,6 +108,8 @@ class Tmux:
         base = ["tmux"]
         if self.socket_name:
             base += ["-L", self.socket_name]
+        if self.remote is not None:  # -u: UTF-8 (an ssh session may have no locale)
+            return self.remote.argv([base[0], "-u", *base[1:], *args])
         return [*base, *args]
 
     # the control connection ---------------------------------------------------
@@ -151,6 +156,7 @@ class Tmux:
                 self.argv(*args),
                 env=client_environment(),
                 input=input,
+                stdin=None if input is not None else subprocess.DEVNULL,  # (ssh would read it)
                 capture_output=True,
                 text=True,
                 encoding="utf-8",
@@ -185,11 +191,18 @@ class Tmux:
         return int(out) if out.isdigit() else None
 
     def has_session(self, name: str) -> bool:
-        proc = subprocess.run(
-            self.argv("has-session", "-t", f"={name}"),
-            capture_output=True,
-            env=client_environment(),
-        )
+        try:
+            proc = subprocess.run(
+                self.argv("has-session", "-t", f"={name}"),
+                capture_output=True,
+                env=client_environment(),
+                stdin=subprocess.DEVNULL,
+                timeout=COMMAND_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise TmuxError(
+                f"tmux has-session did not answer within {COMMAND_TIMEOUT_S:.0f} s"
+            ) from None
         return proc.returncode == 0
 
     def new_pane(
@@ -503,6 +516,12 @@ def decode_control_output(data: bytes) -> bytes:
 
 
 OutputCallback = Callable[[str, bytes], None]
+
+
+class RemoteShell(Protocol):
+    """Runs a command on another machine (io/remote.py's ``SshHost``)."""
+
+    def argv(self, words: Iterable[str]) -> list[str]: ...
 
 
 @dataclass

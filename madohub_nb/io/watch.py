@@ -123,8 +123,15 @@ class PaneStream:
 class OutputWatcher:
     """Streams output of watched panes; starts one control client per tmux session."""
 
-    def __init__(self, tmux: Tmux, on_output: Callable[[str, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        tmux: Tmux,
+        on_output: Callable[[str, int], None] | None = None,
+        on_client_exit: Callable[[str], None] | None = None,
+    ) -> None:
         self.tmux = tmux
+        self.on_client_exit = on_client_exit
+        """Told the session whose control client ended (a remote host's link dropped)."""
         self.streams: dict[str, PaneStream] = {}
         self._clients: dict[str, ControlClient] = {}
         self._on_output = on_output
@@ -170,6 +177,8 @@ class OutputWatcher:
         for stream in self.streams.values():
             if stream.session == session:
                 stream.end()
+        if self.on_client_exit is not None:
+            self.on_client_exit(session)
 
     def forget(self, pane_id: str) -> None:
         stream = self.streams.pop(pane_id, None)

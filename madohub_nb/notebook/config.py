@@ -42,10 +42,12 @@ HUB_SETTINGS: Final = (
     "ai_max_retries",
     "prices",
     "keep_panes",
+    "ssh_command",
+    "remote_socket_name",
 )
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-FIXED_SETTINGS: Final = ("socket_name", "log_path")
+FIXED_SETTINGS: Final = ("socket_name", "log_path", "remote_socket_name")
 """Settings fixed when the hub is made: a change waits for the next hub."""
 
 LIVE_SETTINGS: Final = tuple(name for name in HUB_SETTINGS if name not in FIXED_SETTINGS)
@@ -112,6 +114,17 @@ class MadoHub(SingletonConfigurable):
         False,
         help="Leave the panes the hub created running when the kernel exits (default: end them). "
         "Adopted panes are never ended.",
+    ).tag(config=True)
+
+    ssh_command = Unicode(
+        "ssh",
+        help="How remote hosts (%madohub tile NAME --host HOST) are reached: the ssh command "
+        "line, split as a shell would, e.g. 'ssh -F ~/.ssh/config.work'.",
+    ).tag(config=True)
+    remote_socket_name = Unicode(
+        None,
+        allow_none=True,
+        help="tmux socket name (tmux -L NAME) on remote hosts; None: their default server.",
     ).tag(config=True)
 
     def __repr__(self) -> str:

@@ -159,6 +159,8 @@ class MadohubMagics(Magics):
             kwargs["completion_pattern"] = args.completion_pattern
         if args.env:
             kwargs["env"] = dict(args.env)
+        if args.host:
+            kwargs["host"] = args.host
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:

@@ -286,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", help="working directory of the new pane (default: the kernel's)")
     p.add_argument("--pane", help="adopt this existing pane (%%3 or sess:win.pane)")
     p.add_argument(
+        "--host", help="make or adopt the pane on this ssh host's tmux (see ssh_command)"
+    )
+    p.add_argument(
         "--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
         help="environment of the new pane; repeat for more (default: none)",
     )  # fmt: skip

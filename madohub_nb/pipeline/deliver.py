@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ..agents.foreground import Reader, check_reader
 from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
-from ..errors import DeliveryError, TileError
+from ..errors import DeliveryError, TileError, TmuxError
 from ..io.tmux import hex_keys_command, key_command
 from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
@@ -158,7 +158,11 @@ class Deliverer:
             if state == "unknown":
                 # A suspended or backgrounded agent reads "unknown": say so now, not in 10 min.
                 reader = await asyncio.to_thread(tile.reader)
-                problem = check_reader(reader) if isinstance(reader, Reader) else None
+                problem = (  # (a thread: on a remote host this is an ssh read)
+                    await asyncio.to_thread(check_reader, reader)
+                    if isinstance(reader, Reader)
+                    else None
+                )
                 if problem is not None:
                     raise DeliveryError(f"target {tile.name!r}: {problem}; nothing was typed")
             await self._sleep(READY_POLL_S)
@@ -333,9 +337,13 @@ class _GuardedPane:
 
         The reader check is two small ``/proc`` reads (microseconds), done on the
         loop; the commands go over the hub's control connection when it has one
-        (a fraction of a millisecond, against a ``tmux`` process per line).
+        (a fraction of a millisecond, against a ``tmux`` process per line). On a remote
+        host the check is an ssh read: it runs in a worker thread, off the loop.
         """
-        problem = check_reader(self.reader)
+        if self.reader.read_stats is None:
+            problem = check_reader(self.reader)
+        else:
+            problem = await asyncio.to_thread(_check_remote_reader, self.reader)
         if problem is None and not await self.tile.tmux.asend_guarded(self.tile.pane_id, commands):
             problem = SYNCHRONIZED_PROBLEM
         if problem is not None:
@@ -353,6 +361,14 @@ class _GuardedPane:
         problem = await asyncio.to_thread(now)
         if problem is not None:
             raise self._stopped(problem, False)
+
+
+def _check_remote_reader(reader: Reader) -> str | None:
+    """:func:`check_reader` on a remote host; a host that stopped answering is a problem too."""
+    try:
+        return check_reader(reader)
+    except TmuxError as exc:
+        return str(exc)
 
 
 SYNCHRONIZED_PROBLEM = (

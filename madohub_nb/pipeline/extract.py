@@ -28,7 +28,6 @@ from ..io.transcripts import (
     cwd_to_project_dir,
     find_claude_transcript,
     find_codex_rollout,
-    read_last_response,
 )
 
 if TYPE_CHECKING:
@@ -95,7 +94,7 @@ def codex_rollout_path(proc: psutil.Process) -> Path | None:
 def transcript_path(tile: Tile) -> Path | None:
     """Where the tile's agent keeps its transcript, if it has one we can find."""
     proc = tile.agent_process()
-    if proc is None:
+    if not isinstance(proc, psutil.Process):  # none, or on a remote host (remote_tile.py)
         return None
     extractor = tile.profile.extractor
     if extractor == "jsonl":
@@ -161,9 +160,7 @@ def from_terminal(tile: Tile) -> Extraction | None:
 def extract(tile: Tile, terminal_only: bool = False) -> Extraction | None:
     """The tile's last response: transcript first (unless ``terminal_only``), then the screen."""
     if not terminal_only and tile.profile.extractor in ("jsonl", "rollout"):
-        path = transcript_path(tile)
-        if path is not None:
-            found = read_last_response(path, usage=True)
-            if found is not None:
-                return found
+        found = tile.transcript_response()  # (a remote tile reads a bounded tail over ssh)
+        if found is not None:
+            return found
     return from_terminal(tile)

@@ -143,6 +143,28 @@ class Route:
         if self.state == "paused":
             self._set_state("active")
 
+    held = False
+    """Paused by the hub because a tile's host is unreachable: turns wait, not skipped."""
+    _unheld: asyncio.Event | None = None
+
+    def hold(self, reason: str) -> None:
+        """Pause while a host is unreachable (engine loop); a turn that finishes meanwhile
+        waits for :meth:`release` and is routed then, once."""
+        if self.state == "active":
+            self.held, self.last_error = True, reason
+            self._unheld = asyncio.Event()
+            self._set_state("paused")
+
+    def release(self) -> None:
+        """The host is back: resume a route :meth:`hold` paused (engine loop)."""
+        if self.held:
+            self.held = False
+            if self._unheld is not None:
+                self._unheld.set()
+            if self.state == "paused":
+                self.last_error = None
+                self._set_state("active")
+
     def stop(self) -> None:
         """End the route for good (a round already typing finishes first)."""
         if self.state in ("active", "paused"):
@@ -244,9 +266,11 @@ class Route:
                         self.last_error = f"source {source.name!r} exited"
                         self._set_state("stopped")
                         return
-                    stream = await hub.watch(source)
+                    stream = await hub.watch(source)  # (a remote host: once it is back)
                     listener.close()
                     listener = stream.listen()
+                    if idle is not None:  # a turn may have ended unseen: look again
+                        idle.output(_now_ms())
                     continue
                 now = _now_ms()
                 if idle is not None:
@@ -291,6 +315,8 @@ class Route:
 
     async def _fire(self, found: Extraction | None, extract_ms: float) -> None:
         """Apply loop protection and run one round."""
+        if self.held and self.state == "paused" and self._unheld is not None:
+            await self._unheld.wait()  # a host is unreachable: route this turn once it is back
         if self.state == "paused":
             self._skipped("paused")
             return

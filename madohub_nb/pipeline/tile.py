@@ -34,7 +34,7 @@ from ..agents.profiles import (
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.tmux import PaneInfo, Tmux
-from ..io.transcripts import turn_finished
+from ..io.transcripts import read_last_response, turn_finished
 from ..model import TileState
 from ..render import html_for_tile
 from . import extract as extraction
@@ -53,8 +53,10 @@ def check_new_tile(
     command: object,
     cwd: str | os.PathLike[str] | None,
     env: object,
+    remote: bool = False,
 ) -> str | None:
-    """Validate ``hub.tile(...)`` arguments for a new pane; returns the resolved working dir."""
+    """Validate ``hub.tile(...)`` arguments for a new pane; returns the resolved working dir
+    (``remote``: a directory on the tile's host, absolute, not checked here)."""
     check_tile_name(name)
     if command is not None and (not isinstance(command, str) or not command.strip()):
         raise MadohubValueError(
@@ -70,6 +72,10 @@ def check_new_tile(
         raise MadohubValueError("env must map variable names (letters, digits, '_') to strings")
     if cwd is None:
         return None
+    if remote:
+        if not str(cwd).startswith(("/", "~")):
+            raise MadohubValueError(f"cwd {str(cwd)!r} on a host must be an absolute path")
+        return str(cwd)
     path = Path(os.path.expanduser(str(cwd)))
     if not path.is_dir():
         raise MadohubValueError(f"cwd {str(cwd)!r} is not an existing directory")
@@ -312,12 +318,10 @@ class Tile:
                 info = self.pane_info()
                 title = info.title if info is not None else ""
             state = screen_state(profile, screen, current_command=current_command, pane_title=title)
-            if state == "unknown" and profile.has_transcript:
+            if state == "unknown" and profile.has_transcript and self.turn_finished() is True:
                 # No marker on screen: the agent's own end-of-turn record decides
                 # (Claude's turn_duration, Codex's task_complete).
-                path = extraction.transcript_path(self)
-                if path is not None and turn_finished(path) is True:
-                    return "idle"
+                return "idle"
             return state
         last = self._last_output_mono()
         since = max(last, self._started_mono) if last is not None else self._started_mono
@@ -329,6 +333,20 @@ class Tile:
             else profile.ready_quiet_ms,
             ready_pattern=self.ready_pattern,
         )
+
+    def turn_finished(self) -> bool | None:
+        """Does the agent's transcript end with a finished turn? None: no transcript found."""
+        path = extraction.transcript_path(self)
+        return turn_finished(path) if path is not None else None
+
+    def transcript_response(self) -> Extraction | None:
+        """The last answer in the agent's transcript (or rollout), if one can be found."""
+        path = extraction.transcript_path(self)
+        return read_last_response(path, usage=True) if path is not None else None
+
+    def detect_kind(self, info: PaneInfo) -> str:
+        """Which agent runs in the pane now (its process tree; see agents/detect.py)."""
+        return detect_kind(info.pid, info.current_command)
 
     def note_input(self, text: str) -> None:
         """Remember what is about to be typed and the screen row it starts on."""
@@ -393,7 +411,7 @@ async def watch_start(tile: Tile, command: str | None, *, detect: bool) -> Tile:
     if detect:
         info = await asyncio.to_thread(tile.pane_info)
         if info is not None:
-            found = await asyncio.to_thread(detect_kind, info.pid, info.current_command)
+            found = await asyncio.to_thread(tile.detect_kind, info)
             if found in known_kinds():
                 tile.agent = found
     return tile

@@ -464,7 +464,8 @@ def real_claude_pane(
     fake_anthropic: FakeAnthropic,
 ) -> Iterator[Callable[..., RealPane]]:
     """Factory ``start(version="2.1.197", *, via_shell=False, cwd=None, base_url=None,
-    api_key=DEFAULT_API_KEY, wait=True) -> RealPane``: real Claude Code, idle, in a pane.
+    api_key=DEFAULT_API_KEY, wait=True, socket=None) -> RealPane``: real Claude Code, idle,
+    in a pane (of another tmux server with ``socket``: the remote-host tests' "host").
 
     It talks to ``fake_anthropic`` unless ``base_url`` is given; ``HOME`` is the test's
     ``home``. Every pane is ended by pid at teardown.
@@ -479,6 +480,7 @@ def real_claude_pane(
         base_url: str | None = None,
         api_key: str = DEFAULT_API_KEY,
         wait: bool = True,
+        socket: str | None = None,
     ) -> RealPane:
         exe = agent_bin("claude", version)
         workdir = cwd or _project_dir(tmp_path, "claude", len(panes))
@@ -486,7 +488,7 @@ def real_claude_pane(
         env = claude_env(home, base_url or fake_anthropic.base_url, api_key)
         began = time.monotonic()
         pane = start_agent_pane(
-            tmux_socket, [str(exe)], kind="claude", version=version, cwd=workdir,
+            socket or tmux_socket, [str(exe)], kind="claude", version=version, cwd=workdir,
             home=home, env=env, via_shell=via_shell,
         )  # fmt: skip
         panes.append(pane)

@@ -1,0 +1,468 @@
+"""Tiles on a remote host over a real OpenSSH server on 127.0.0.1 (issue 15).
+
+The "host" is this machine reached through a private sshd (tests/conftest.py
+``sshd``) with a pinned host key and a throwaway user key; its tmux server is
+another one than the hub's (``remote_socket``). Routes run across it with the
+stand-in agents; the link is dropped by killing the sshd session processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import FAST_IDLE_MS, start_standin, wait_until
+
+import madohub_nb as mh
+from madohub_nb.agents.foreground import Reader
+from madohub_nb.io.remote import CONNECT_TIMEOUT_S, SshHost, parse_ssh_command
+from madohub_nb.pipeline.remote_tile import RemoteTile
+
+
+@pytest.fixture
+def rhub(
+    tmux_socket: str, remote_socket: str, sshd: object, home: Path, tmp_path: Path
+) -> Iterator[mh.Hub]:
+    """A hub whose ``ssh_command`` reaches the private sshd as host ``box``."""
+    h = mh.Hub(
+        socket_name=tmux_socket,
+        idle_delay_ms=FAST_IDLE_MS,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=sshd.ssh_command,  # type: ignore[attr-defined]
+        remote_socket_name=remote_socket,
+    )
+    yield h
+    h.close()
+
+
+def _panes(socket: str) -> list[str]:
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-panes", "-a", "-F", "#{pane_id} #{window_name}"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split("\n") if out.returncode == 0 else []
+
+
+def _prompts(tile: mh.Tile) -> list[str]:
+    """The prompts a stand-in Claude received, from the transcript its last answer is in
+    (the host is this machine, so the test may open the file the tile names)."""
+    found = tile.last_response()
+    if found is None or found.path is None:
+        return []
+    prompts = []
+    for line in Path(str(found.path)).read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("type") == "user" and isinstance(rec.get("message", {}).get("content"), str):
+            prompts.append(rec["message"]["content"])
+    return prompts
+
+
+def _rows(hub: mh.Hub, route: mh.Route) -> list[dict]:
+    df = hub.log.df
+    return df[df["route_id"] == route.id].to_dict("records")
+
+
+# --- the test server itself --------------------------------------------------------------
+def test_the_test_sshd_checks_the_pinned_host_key(sshd: object, tmp_path: Path) -> None:
+    config = Path(str(sshd.config))  # type: ignore[attr-defined]
+    ok = subprocess.run(
+        ["ssh", "-F", str(config), "box", "echo", "reached"], capture_output=True, text=True
+    )
+    assert ok.stdout.strip() == "reached"
+    # Another host key for the same address: ssh refuses (StrictHostKeyChecking yes).
+    known = config.parent / "known_hosts"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k2")], check=True
+    )
+    first = known.read_text().split("\n")[0]
+    known.write_text(first.rsplit(" ", 2)[0] + " " + (tmp_path / "k2.pub").read_text())
+    bad = subprocess.run(
+        ["ssh", "-F", str(config), "box", "echo", "reached"], capture_output=True, text=True
+    )
+    assert bad.returncode == 255 and "reached" not in bad.stdout
+
+
+# --- tiles on the host ---------------------------------------------------------------
+def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
+    rhub: mh.Hub, tmux_socket: str, remote_socket: str, project: Path
+) -> None:
+    tile = start_standin(rhub, "far", cwd=project, host="box")
+    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert any(line.endswith(" far") for line in _panes(remote_socket))
+    assert not any(line.endswith(" far") for line in _panes(tmux_socket))
+    # Output comes over one control connection per host: an ssh process running tmux -C.
+    link = rhub.hosts["box"]
+    (client,) = link.watcher.client_pids()
+    cmd = psutil.Process(client).cmdline()
+    assert cmd[0] == "ssh" and "box" in cmd and "-C" in cmd[-1] and remote_socket in cmd[-1]
+    assert link.tmux.channel_commands > 0  # commands went over it too
+    reads = link.ssh.reads
+    assert tile.state == "idle" and link.ssh.reads > reads  # the state was read on the host
+    master = link.ssh._master
+    assert master is not None and master.poll() is None  # the shared connection, our child
+    rhub.close()  # ends the panes it made on the host, and its ssh processes
+    assert not any(line.endswith(" far") for line in _panes(remote_socket))
+    assert master.poll() is not None and not link.watcher.client_pids()
+
+
+def test_a_remote_turn_is_read_from_a_bounded_tail_of_the_transcript(
+    rhub: mh.Hub, project: Path
+) -> None:
+    tile = start_standin(rhub, "far", cwd=project, host="box")
+    rhub.send("far", "hello there").result(60)
+    wait_until(lambda: tile.last_response() is not None, 20, what="an answer")
+    found = tile.last_response()
+    assert found is not None and found.method == "jsonl" and found.text == "Done: hello there"
+    assert found.usage is not None and found.usage.output_tokens
+    assert _prompts(tile) == ["hello there"]
+
+
+def test_adopting_a_pane_on_the_host_detects_its_agent(
+    rhub: mh.Hub, remote_socket: str, project: Path
+) -> None:
+    from madohub_nb.demo import standin_command
+
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "-x", "200", "-y", "50", standin_command("claude")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pane = out.stdout.strip()
+    tile = rhub.tile("adopted", pane=pane, host="box")
+    assert tile.agent == "claude" and isinstance(tile, RemoteTile)
+    wait_until(lambda: tile.state == "idle", 20, what="adopted idle")
+
+
+def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
+    rhub: mh.Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-ant-test-remote-" + "x" * 24
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)  # the test ssh config SendEnv's it
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    plain = rhub.tile("plain", command="sleep 600", host="box")
+    named = rhub.tile("named", command="sleep 600", host="box", env={"OPENAI_API_KEY": secret})
+    plain.ready.result(30)
+    named.ready.result(30)
+
+    def environ(tile: mh.Tile) -> dict[str, str]:
+        info = tile.pane_info()
+        assert info is not None
+        return psutil.Process(info.pid).environ()
+
+    assert "ANTHROPIC_API_KEY" not in environ(plain) and "OPENAI_API_KEY" not in environ(plain)
+    assert environ(named).get("OPENAI_API_KEY") == secret
+    assert "ANTHROPIC_API_KEY" not in environ(named)
+
+
+# --- foreground checks on the host ----------------------------------------------------
+def _claude_from_bash_on_box(hub: mh.Hub, remote_socket: str, name: str) -> mh.Tile:
+    """A stand-in Claude started from a bash prompt on the host, adopted over ssh, idle."""
+    from madohub_nb.demo import standin_command
+
+    bash = "env PS1='$ ' bash --norc --noprofile"
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "-x", "200", "-y", "50", bash],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pane = out.stdout.strip()
+    command = f"MADOHUB_STANDIN_THINK_S=0.2 {standin_command('claude', persona='echo')}"
+    keys = ["tmux", "-L", remote_socket, "send-keys", "-t", pane]
+    subprocess.run([*keys, "-l", "--", command], check=True)
+    subprocess.run([*keys, "Enter"], check=True)
+    wait_until(
+        lambda: psutil.Process(int(_pane_pid(remote_socket, pane))).children(), 15, what="child"
+    )
+    tile = wait_until(lambda: _adopt(hub, name, pane), 15, what="claude detected on box")
+    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")  # type: ignore[attr-defined]
+    return tile  # type: ignore[return-value]
+
+
+def _pane_pid(socket: str, pane: str) -> str:
+    return subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "-t", pane, "#{pane_pid}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def _adopt(hub: mh.Hub, name: str, pane: str) -> mh.Tile | None:
+    try:
+        return hub.tile(name, pane=pane, host="box", agent=None)
+    except mh.MadohubError:
+        return None  # not detected yet (the shell has not started it)
+
+
+def test_a_suspended_agent_on_the_host_gets_nothing_typed(
+    rhub: mh.Hub, remote_socket: str, tmp_path: Path
+) -> None:
+    tile = _claude_from_bash_on_box(rhub, remote_socket, "tgt")
+    proc = tile.agent_process()
+    assert proc is not None and tile.agent == "claude"
+    os.kill(proc.pid, signal.SIGTSTP)  # Ctrl-Z (the host is this machine)
+    wait_until(lambda: "Stopped" in tile.screen(), 10, what="bash saw the job stop")
+    assert tile.state != "idle"  # its sessions file still says idle: the process state wins
+    marker = tmp_path / "MARKER"
+    rec = rhub.send("tgt", f"touch {marker}").result(60)
+    assert rec.status == "error"
+    assert "stopped" in (rec.error or "") and "nothing was typed" in (rec.error or "")
+    assert not marker.exists() and f"touch {marker}" not in tile.screen()
+    os.kill(proc.pid, signal.SIGCONT)
+
+
+def test_an_agent_on_the_host_suspended_while_typing_gets_no_more_lines(
+    rhub: mh.Hub, remote_socket: str
+) -> None:
+    from test_foreground import _signal_during_typing
+
+    tile = _claude_from_bash_on_box(rhub, remote_socket, "tgt")
+    proc = tile.agent_process()
+    assert proc is not None
+    _signal_during_typing(rhub, proc.pid, signal.SIGTSTP, after_lines=3)
+    text = "\n".join(f"line {i}" for i in range(8))
+    rec = rhub.send("tgt", text).result(60)
+    assert rec.status == "error"
+    assert "stopped (suspended" in (rec.error or "") and "on box" in (rec.error or "")
+    assert "after 3 of 8 lines" in (rec.error or "")
+    os.kill(proc.pid, signal.SIGCONT)
+
+
+# --- routes across the host ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("source_host", "target_host"),
+    [("box", None), (None, "box"), ("box", "box")],
+    ids=["remote-to-local", "local-to-remote", "remote-to-remote"],
+)
+def test_routes_cross_the_host(
+    rhub: mh.Hub, project: Path, source_host: str | None, target_host: str | None
+) -> None:
+    src_kw = {"host": source_host} if source_host else {}
+    dst_kw = {"host": target_host} if target_host else {}
+    writer = start_standin(rhub, "writer", cwd=project, **src_kw)
+    reviewer = start_standin(rhub, "reviewer", cwd=project, **dst_kw)
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    rhub.send("writer", "first draft").result(60)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
+    (row,) = _rows(rhub, route)
+    assert row["status"] == "delivered", row["error"]
+    assert row["extraction_method"] == "jsonl"
+    assert row["prompt"] == "Review: Done: first draft"
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20, what="prompt")
+    assert writer.state == "idle"
+
+
+def test_typing_into_a_shell_on_the_host_checks_its_foreground_there(
+    rhub: mh.Hub, tmp_path: Path
+) -> None:
+    sh = rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    wait_until(lambda: sh.state == "idle", 20, what="the remote shell's prompt")
+    reader = sh.reader()
+    assert isinstance(reader, Reader) and "on box" in reader.what
+    marker = tmp_path / "made-on-box"
+    rec = rhub.send("sh", f"touch {marker}", allow_shell=True).result(60)
+    assert rec.status == "delivered", rec.error
+    wait_until(marker.exists, 10, what="the command to run on the host")
+    # A program in the shell's foreground is who reads now (found on the host).
+    rhub.send("sh", "sleep 30", allow_shell=True).result(60)
+    wait_until(
+        lambda: "'sleep'" in getattr(sh.reader(), "what", ""), 10, what="sleep in the foreground"
+    )
+    assert sh.state != "idle"
+    rhub.keys("sh", "C-c").result(30)
+    wait_until(lambda: "bash" in getattr(sh.reader(), "what", ""), 10, what="the shell back")
+
+
+def test_a_remote_shell_target_is_refused_without_allow_shell(rhub: mh.Hub) -> None:
+    rhub.tile("sh", command="bash --norc", host="box").ready.result(30)
+    writer = rhub.tile("w", command="bash --norc")
+    writer.ready.result(30)
+    with pytest.raises(mh.MadohubValueError, match="allow_shell"):
+        rhub.connect("w", "sh")
+
+
+# --- faults -----------------------------------------------------------------------------
+def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    writer = start_standin(rhub, "writer", cwd=project, host="box")
+    reviewer = start_standin(rhub, "reviewer", cwd=project)
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    # A 4 s turn; the link drops during it and stays down (the key is refused) until after
+    # the turn has ended: the finished turn must be routed once the host is back.
+    rhub.send("writer", "slow draft [[sleep 4]]").result(60)
+    keys = Path(str(sshd.config)).parent / "authorized_keys"  # type: ignore[attr-defined]
+    saved = keys.read_text()
+    keys.write_text("")
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: writer.state == "unreachable", 20, what="writer unreachable")
+    wait_until(lambda: route.state == "paused", 10, what="route held")
+    assert route.last_error and "unreachable" in route.last_error
+    assert rhub.hosts["box"].reachable is False
+    time.sleep(5)  # the writer's turn ends while its host cannot be reached
+    assert route.rounds == 0
+    keys.write_text(saved)
+    wait_until(lambda: rhub.hosts["box"].reachable, 40, what="host back")
+    wait_until(lambda: route.state == "active", 10, what="route resumed")
+    wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="the held turn routed")
+    rows = _rows(rhub, route)
+    assert [(r["status"], r["prompt"], r["error"]) for r in rows] == [
+        ("delivered", "Review: Done: slow draft [[sleep 4]]", None)
+    ]
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"], 20)
+    assert route.last_error is None and writer.state == "idle"
+    # Nothing is routed twice: a repaint after the reconnect is no new turn.
+    rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "-l", "--", "x")
+    rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "BSpace")
+    time.sleep(FAST_IDLE_MS / 1000 * 3)
+    assert route.rounds == 1 and _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"]
+
+
+def test_a_turn_for_an_unreachable_target_waits_and_is_typed_once_it_is_back(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    writer = start_standin(rhub, "writer", cwd=project)
+    reviewer = start_standin(rhub, "reviewer", cwd=project, host="box")
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    keys = Path(str(sshd.config)).parent / "authorized_keys"  # type: ignore[attr-defined]
+    saved = keys.read_text()
+    keys.write_text("")
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: reviewer.state == "unreachable", 20, what="reviewer unreachable")
+    wait_until(lambda: route.state == "paused", 10, what="route held")
+    rhub.send("writer", "local draft").result(60)  # the local source finishes a turn
+    wait_until(lambda: writer.state == "idle", 20)
+    time.sleep(FAST_IDLE_MS / 1000 * 3)  # past the idle delay: the trigger has seen it
+    assert route.rounds == 0 and route.state == "paused"
+    keys.write_text(saved)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 60, what="the waiting turn")
+    assert [(r["status"], r["prompt"]) for r in _rows(rhub, route)] == [
+        ("delivered", "Review: Done: local draft")
+    ]
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: local draft"], 20)
+    assert route.state == "active" and rhub.hosts["box"].reconnects == 1
+
+
+@pytest.mark.parametrize("fault", ["hung", "gone"])
+def test_close_does_not_hang_on_a_host_that_stopped_answering(
+    rhub: mh.Hub, sshd: object, fault: str
+) -> None:
+    tile = rhub.tile("far", command="sleep 600", host="box")
+    tile.ready.result(30)
+    stopped: list[psutil.Process] = []
+    if fault == "hung":  # connections stay open, nothing answers
+        procs = [sshd.proc.pid, *sshd.session_pids()]  # type: ignore[attr-defined]
+        stopped = [psutil.Process(p) for p in procs]
+        for p in stopped:
+            p.suspend()
+    else:  # the server is gone: the link drops and reconnecting is refused
+        sshd.stop()  # type: ignore[attr-defined]
+        wait_until(lambda: tile.state == "unreachable", 20, what="far unreachable")
+    try:
+        done = threading.Event()
+        threading.Thread(target=lambda: (rhub.close(), done.set()), daemon=True).start()
+        assert done.wait(CONNECT_TIMEOUT_S + 5), "close() hung on a host that does not answer"
+    finally:
+        for p in stopped:
+            p.resume()
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("nohost", "no such host"),
+        ("refused", "refused the key"),
+        ("notmux", "has no tmux"),
+        ("hang", "did not answer"),
+        ("-oProxyCommand=touch", "is not an ssh destination"),
+        ("two words", "is not an ssh destination"),
+    ],
+)
+def test_a_bad_host_is_a_one_line_error_in_bounded_time(rhub: mh.Hub, host: str, said: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(mh.MadohubError) as info:
+        rhub.tile("far", command="sleep 600", host=host)
+    message = str(info.value)
+    assert said in message and "\n" not in message
+    assert repr(host) in message
+    assert time.monotonic() - started < CONNECT_TIMEOUT_S + 5  # the issue's bound, with slack
+    assert "far" not in rhub.tiles
+    assert threading.active_count() < 50  # no thread left waiting per attempt
+
+
+def test_ssh_command_is_checked(rhub: mh.Hub) -> None:
+    with pytest.raises(ValueError, match="ssh_command"):
+        rhub.ssh_command = ""
+    with pytest.raises(ValueError, match="cannot be split"):
+        rhub.ssh_command = "ssh -F 'unclosed"
+
+
+# --- bounded reads on the host ------------------------------------------------------------
+@pytest.fixture
+def box(sshd: object) -> Iterator[SshHost]:
+    host = SshHost("box", parse_ssh_command(sshd.ssh_command))  # type: ignore[attr-defined]
+    yield host
+    host.stop_master()
+
+
+def test_stats_of_several_processes_are_one_read(box: SshHost) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        before = box.reads
+        stats = box.read_stats([sleeper.pid, 1, 4_000_000])
+        assert box.reads == before + 1
+        st = stats[sleeper.pid]
+        assert st is not None and st.comm == "sleep" and st.pid == sleeper.pid
+        assert stats[4_000_000] is None  # gone: None, not an error
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_transcript_tail_is_bounded_and_cut_at_a_whole_line(box: SshHost, tmp_path: Path) -> None:
+    big = tmp_path / "t.jsonl"
+    line = json.dumps({"type": "user", "pad": "x" * 1000}) + "\n"
+    big.write_text(line * 3000)  # about 3 MB
+    got = box.read_tail(str(big), 64 * 1024)
+    assert got is not None
+    path, data, whole = got
+    assert path == str(big) and not whole and len(data) == 64 * 1024
+    small = tmp_path / "s.jsonl"
+    small.write_text(line)
+    assert box.read_tail(str(small), 64 * 1024) == (str(small), line.encode(), True)
+    assert box.read_tail(str(tmp_path / "missing.jsonl")) is None
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert box.read_tail(str(fifo)) is None  # not a regular file: never opened
+
+
+def test_only_the_named_environment_variables_come_back(box: SshHost) -> None:
+    proc = subprocess.Popen(
+        ["sleep", "60"], env={"CLAUDE_CONFIG_DIR": "/x/cfg", "OTHER_SECRET": "s3cret"}
+    )
+    try:
+        assert box.read_environ(proc.pid, ["CLAUDE_CONFIG_DIR", "HOME"]) == {
+            "CLAUDE_CONFIG_DIR": "/x/cfg"
+        }
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_shared_connection_is_our_child_and_ends_by_pid(box: SshHost) -> None:
+    assert box.start_master()
+    path = box.control_path
+    assert path is not None and os.path.exists(path)
+    assert "-S" in box.argv(["true"])  # later commands share it
+    box.stop_master()
+    assert box.control_path is None and "-S" not in box.argv(["true"])
