@@ -199,9 +199,7 @@ class Runtime:
             name, pane_id, kind, self.tmux, session=session, created=created,
             claude_home=self.claude_home_setting, on_state=self.tile_state_changed, pane_pid=pid,
             redact=self.log.redact_text,
-            last_output_mono=lambda: getattr(
-                self.watcher.streams.get(pane_id), "last_output_mono", None
-            ),
+            last_output_mono=lambda: self.watcher.last_output_mono(pane_id),
         )  # fmt: skip
         with self.lock:
             clash = self._check_name_free(name, pane_id, raise_=False)

@@ -199,15 +199,18 @@ class Route:
         hub = self._services
         source = self.source_tile
         stream = await hub.watch(source)
-        listener = stream.listen()
         legacy = self.dispatch == "legacy"
         idle: IdleTrigger | None = None
         keyword: KeywordTrigger | None = None
         streamer: StreamTrigger | None = None
+        completion = self.completion_pattern or source.completion_pattern
+        # An on-idle route without a completion pattern needs only when the source spoke:
+        # its bytes are not read (a flooding source is polled instead, see io/watch.py).
+        reads = self.trigger not in ("on-idle", "on-complete") or completion is not None
+        listener = stream.listen(wants_bytes=reads)
+        await stream.settled()
         if self.trigger in ("on-idle", "on-complete"):
-            idle = IdleTrigger(
-                hub.idle_delay_ms, self.completion_pattern or source.completion_pattern
-            )
+            idle = IdleTrigger(hub.idle_delay_ms, completion)
             first = await asyncio.to_thread(extract, source, legacy)
             idle.baseline(first.message_id if first else None, _text_key(first))
         elif self.trigger == "on-keyword":
@@ -227,6 +230,7 @@ class Route:
                         timeout_s = max(0.0, (due - _now_ms()) / 1000)
                 got = await listener.wait(timeout_s)
                 data = listener.take() if got else b""
+                spoke = listener.take_activity() if got else None
                 if stream.pane_exited and not data and await asyncio.to_thread(_pane_gone, source):
                     # Pushed by the pane process's pidfd (watchers.py): no polling needed.
                     self.last_error = f"source {source.name!r} exited (its pane is gone)"
@@ -239,12 +243,15 @@ class Route:
                         return
                     stream = await hub.watch(source)
                     listener.close()
-                    listener = stream.listen()
+                    listener = stream.listen(wants_bytes=reads)
+                    await stream.settled()
                     continue
                 now = _now_ms()
                 if idle is not None:
                     if data:
                         idle.output(now, strip_ansi(decoder.decode(data)))
+                    elif spoke is not None and not reads:
+                        idle.output(min(now, spoke * 1000))
                     due = idle.next_check_ms()
                     if due is None or now < due:
                         continue
