@@ -369,6 +369,11 @@ class Tmux:
         return info
 
 
+def _retrieve(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _guarded(pane_id: str, commands: list[str]) -> tuple[str, ...]:
     """``if-shell`` arguments that run ``commands`` unless the pane's window is synchronized."""
     return (
@@ -504,6 +509,9 @@ def decode_control_output(data: bytes) -> bytes:
 
 OutputCallback = Callable[[str, bytes], None]
 
+YIELD_EVERY_BYTES = 64 * 1024
+"""Output read in one go before the reader lets other tasks (routes reading it) run."""
+
 
 @dataclass
 class _Pending:
@@ -580,6 +588,8 @@ class ControlClient:
         if not self.alive or proc is None or proc.stdin is None:
             raise ChannelClosed()
         pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, name)
+        # A caller cancelled while it waits (the hub closing) leaves the answer unread.
+        pending.future.add_done_callback(_retrieve)
         self._pending.append(pending)
         try:
             proc.stdin.write(line.encode("utf-8", "surrogateescape") + b"\n")
@@ -648,6 +658,7 @@ class ControlClient:
         block: list[bytes] | None = None
         number: list[bytes] = []  # the block's command number, as in "%begin TIME NUMBER FLAGS"
         ours = False
+        unyielded = 0
         try:
             while True:
                 line = await stdout.readline()
@@ -666,6 +677,12 @@ class ControlClient:
                     self._on_output(
                         pane_id.decode(), data
                     )  # still escaped: see decode_control_output
+                    unyielded += len(data)
+                    if unyielded > YIELD_EVERY_BYTES:
+                        # A flood is read without ever waiting: let listeners take their bytes
+                        # before their bounded buffers drop some.
+                        unyielded = 0
+                        await asyncio.sleep(0)
                 elif body.startswith(b"%begin "):
                     fields = body.split(b" ")
                     block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]

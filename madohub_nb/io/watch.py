@@ -4,8 +4,8 @@ One control-mode client per tmux session (see :class:`~madohub_nb.io.tmux.Contro
 feeds :class:`PaneStream` objects; each route listening to a tile gets a
 :class:`Listener` with its own wake-up event and a bounded buffer of new output.
 
-What each consumer needs decides what tmux sends (``refresh-client -A '%N:on|off'``,
-per pane, for the hub's own control client only):
+What each consumer needs decides what tmux sends (``refresh-client -A
+'%N:pause|continue'``, per pane, for the hub's own control client only):
 
 - a listener that reads the text (on-keyword, always, a completion pattern): the
   pane's output is on;
@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,8 @@ POLL_S = 0.25
 """How often a flooding pane's ``#{window_activity}`` is read while its output is off."""
 
 ACTIVITY_FORMAT = "#{pane_id} #{window_activity}"
+
+log = logging.getLogger("madohub_nb")
 
 OutputMode = Literal["on", "off", "polled"]
 
@@ -121,7 +124,8 @@ class PaneStream:
         self.listeners: set[Listener] = set()
         self._pidfd: int | None = None
         self.mode: OutputMode = "on"
-        """What tmux does with this pane's output for our client now (it starts on)."""
+        """Whether tmux sends this pane's output to our client now (it starts on); off and
+        polled panes are paused (``%N:pause``)."""
         self.flooding = False
         """Spoke more than FLOOD_BYTES in a second with nobody reading: polled, not streamed."""
         self._flood_window_mono = 0.0
@@ -325,7 +329,12 @@ class OutputWatcher:
         if client is None or not client.alive:
             return False
         try:
-            await client.command(["refresh-client", "-A", f"{pane_id}:{'on' if on else 'off'}"])
+            # pause/continue, not off/on: tmux 3.3a's "off" keeps the pane's queued output
+            # blocks, whose bytes it then frees, and its server crashes writing them later.
+            # "pause" discards them; "continue" starts again from the pane's current output.
+            await client.command(
+                ["refresh-client", "-A", f"{pane_id}:{'continue' if on else 'pause'}"]
+            )
         except (ChannelClosed, TmuxError):  # the pane or the connection is gone
             return False
         return True
@@ -344,6 +353,7 @@ class OutputWatcher:
                 if not await self._set_output(stream.session, stream.pane_id, on):
                     return
             was, stream.mode = stream.mode, want
+            log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
             if want == "polled":
                 self._start_polling()
             elif was == "polled" and on:
