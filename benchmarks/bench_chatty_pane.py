@@ -162,7 +162,7 @@ def cpu_window(hub: Hub, name: str, seconds: float, during: object = None) -> Wi
     h1, c1 = hub_cpu_seconds(hub)
     return Window(
         name,
-        hub_pct=(h1 - h0) / wall * 100,
+        hub_pct=max(0.0, h1 - h0) / wall * 100,  # (thread times tick apart: never below 0)
         client_pct=(c1 - c0) / wall * 100,
         events=hub.watcher.output_events - events0,
     )
