@@ -2,8 +2,9 @@
 
 Two channels:
 - output is *pushed*: one control-mode client (``tmux -C attach``) per tmux
-  session streams ``%output`` events for every pane in it, so watching idle
-  panes costs nothing and silence is measured from the bytes themselves;
+  session streams ``%output`` events of the panes someone needs (the others are
+  paused for it, see :mod:`madohub_nb.io.watch`), so watching idle panes costs
+  nothing and silence is measured from the bytes themselves;
 - commands (``capture-pane``, ``send-keys``, ``display-message`` …) go over
   that same control connection once it exists (a command line, answered by a
   ``%begin``…``%end`` block: about 0.1 ms), else as short ``tmux -L <socket>``

@@ -262,7 +262,7 @@ class OutputWatcher:
         """``#{window_activity}`` reads of flooding panes."""
         self._silenced: set[tuple[str, str]] = set()  # (session, pane) of panes nobody watches
         self._mode_locks: dict[str, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._poll_task: asyncio.Task[None] | None = None
 
     def stream(self, pane_id: str, session: str) -> PaneStream:
@@ -288,7 +288,10 @@ class OutputWatcher:
                 return stream
             if session not in self._clients:
                 client = ControlClient(
-                    self.tmux, session, self._feed, functools.partial(self._client_exited, session)
+                    self.tmux,
+                    session,
+                    functools.partial(self._feed, session),
+                    functools.partial(self._client_exited, session),
                 )
                 await client.start()
                 self._clients[session] = client
@@ -305,12 +308,12 @@ class OutputWatcher:
     def client_pids(self) -> list[int]:
         return [pid for c in self._clients.values() if (pid := c.pid) is not None]
 
-    def _feed(self, pane_id: str, data: bytes) -> None:
+    def _feed(self, session: str, pane_id: str, data: bytes) -> None:
         self.output_events += 1
         self.output_bytes += len(data)
         stream = self.streams.get(pane_id)
         if stream is None:
-            self._silence_stranger(pane_id)
+            self._silence_stranger(session, pane_id)
             return
         stream.feed(data, time.monotonic())
         if self._on_output is not None:
@@ -360,19 +363,18 @@ class OutputWatcher:
                 # Output between the last poll and "on" taking effect: read it once more.
                 await self._poll_once(stream)
 
-    def _silence_stranger(self, pane_id: str) -> None:
-        """A pane of a watched session that is no tile: nobody needs its output."""
-        if not self.output_control:
+    def _silence_stranger(self, session: str, pane_id: str) -> None:
+        """A pane of a watched session that is no tile (yet): nobody needs its output.
+
+        A tile made of it later finds it paused (:meth:`stream`) and turns it on if needed.
+        """
+        key = (session, pane_id)
+        if not self.output_control or key in self._silenced:
             return
-        for session, client in self._clients.items():
-            key = (session, pane_id)
-            if key not in self._silenced and client.alive:
-                self._silenced.add(key)
-                task = asyncio.get_running_loop().create_task(
-                    self._set_output(session, pane_id, False)
-                )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+        self._silenced.add(key)
+        task = asyncio.get_running_loop().create_task(self._set_output(session, pane_id, False))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # flooding panes: polled, not streamed ----------------------------------------------
     def _start_polling(self) -> None:
