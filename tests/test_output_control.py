@@ -136,3 +136,27 @@ def test_polled_times_are_rounded_up_to_the_end_of_tmuxs_second() -> None:
     assert activity_end_mono(100, 101.25, 50.0) == 49.75
     # Still inside that second: it may have been just now.
     assert activity_end_mono(100, 100.5, 50.0) == 50.0
+
+
+def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.Hub) -> None:
+    import asyncio
+
+    from madohub_nb.io.watch import Listener
+
+    tile = _shell(hub, "sh")
+    stream = _stream(hub, tile)
+
+    async def race() -> Listener:
+        first = stream.listen(wants_bytes=False)
+        await stream.settled()
+        await asyncio.sleep(0.5)  # (no switch is left under way)
+        assert stream.mode == "on"
+        first.close()  # nobody listens: "pause" is written ...
+        await asyncio.sleep(0)
+        # ... and before tmux answers, the mode still reads "on": this schedules nothing.
+        return stream.listen(wants_bytes=False)
+
+    listener = hub.engine.run_sync(race(), 10)
+    wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
+    _type(hub, tile, "echo hello")
+    wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")

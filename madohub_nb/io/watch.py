@@ -299,6 +299,7 @@ class OutputWatcher:
                 for other in self.streams.values():  # a new client gets every pane's output
                     if other.session == session:
                         other.mode = "on"
+                        other.ended = False
                 self._silenced = {s for s in self._silenced if s[0] != session}
         for other in list(self.streams.values()):
             if other.session == session:
@@ -338,7 +339,8 @@ class OutputWatcher:
             await client.command(
                 ["refresh-client", "-A", f"{pane_id}:{'continue' if on else 'pause'}"]
             )
-        except (ChannelClosed, TmuxError):  # the pane or the connection is gone
+        except (ChannelClosed, TmuxError) as exc:  # the pane or the connection is gone
+            log.debug("pane %s output %s refused: %s", pane_id, "on" if on else "off", exc)
             return False
         return True
 
@@ -348,20 +350,20 @@ class OutputWatcher:
             return
         lock = self._mode_locks.setdefault(stream.pane_id, asyncio.Lock())
         async with lock:
-            want = stream.wanted()
-            if self.closed or want == stream.mode:
-                return
-            on = want == "on"
-            if (stream.mode == "on") != on:
-                if not await self._set_output(stream.session, stream.pane_id, on):
-                    return
-            was, stream.mode = stream.mode, want
-            log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
-            if want == "polled":
-                self._start_polling()
-            elif was == "polled" and on:
-                # Output between the last poll and "on" taking effect: read it once more.
-                await self._poll_once(stream)
+            # Listeners may come or go while tmux answers (the mode is not yet the new
+            # one, so they schedule nothing): look again until tmux does what they need.
+            while not self.closed and (want := stream.wanted()) != stream.mode:
+                on = want == "on"
+                if (stream.mode == "on") != on:
+                    if not await self._set_output(stream.session, stream.pane_id, on):
+                        return
+                was, stream.mode = stream.mode, want
+                log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
+                if want == "polled":
+                    self._start_polling()
+                elif was == "polled" and on:
+                    # Output between the last poll and "on" taking effect: read it once more.
+                    await self._poll_once(stream)
 
     def _silence_stranger(self, session: str, pane_id: str) -> None:
         """A pane of a watched session that is no tile (yet): nobody needs its output.
@@ -372,6 +374,7 @@ class OutputWatcher:
         if not self.output_control or key in self._silenced:
             return
         self._silenced.add(key)
+        log.debug("pane %s of session %s is no tile: its output is paused", pane_id, session)
         task = asyncio.get_running_loop().create_task(self._set_output(session, pane_id, False))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -231,12 +231,13 @@ class Route:
                 got = await listener.wait(timeout_s)
                 data = listener.take() if got else b""
                 spoke = listener.take_activity() if got else None
-                if stream.pane_exited and not data and await asyncio.to_thread(_pane_gone, source):
+                heard = bool(data) or spoke is not None  # (an on-idle listener gets no bytes)
+                if stream.pane_exited and not heard and await asyncio.to_thread(_pane_gone, source):
                     # Pushed by the pane process's pidfd (watchers.py): no polling needed.
                     self.last_error = f"source {source.name!r} exited (its pane is gone)"
                     self._set_state("stopped")
                     return
-                if stream.ended and not data:
+                if stream.ended and not heard:
                     if await source.astate() == "exited":
                         self.last_error = f"source {source.name!r} exited"
                         self._set_state("stopped")
