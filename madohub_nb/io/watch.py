@@ -62,10 +62,14 @@ def activity_end_mono(activity_s: int, now_wall: float, now_mono: float) -> floa
 class Listener:
     """One consumer's view of a pane's output: a wake-up event and the bytes since its last read."""
 
-    def __init__(self, stream: PaneStream, wants_bytes: bool = True) -> None:
+    def __init__(
+        self, stream: PaneStream, wants_bytes: bool = True, pollable: bool = False
+    ) -> None:
         self.stream = stream
         self.wants_bytes = wants_bytes
         """False: only *when* the pane spoke matters (:meth:`take_activity`); no bytes kept."""
+        self.pollable = pollable or not wants_bytes
+        """The bytes help but are not needed: a flooding pane may be polled instead."""
         self.event = asyncio.Event()
         self._buffer = bytearray()
         self._activity_mono: float | None = None
@@ -131,19 +135,21 @@ class PaneStream:
         self._flood_window_mono = 0.0
         self._flood_bytes = 0
         self._readers = 0  # listeners that want the bytes
+        self._needers = 0  # listeners that cannot do without them (no polling instead)
         self.on_demand: Callable[[PaneStream], None] | None = None
         """Called when what the listeners need changed (the watcher switches tmux's output)."""
         self.settle: Callable[[PaneStream], Awaitable[None]] | None = None
 
-    def listen(self, wants_bytes: bool = True) -> Listener:
+    def listen(self, wants_bytes: bool = True, pollable: bool = False) -> Listener:
         """A new listener; ``wants_bytes=False`` when only the times of output matter.
 
         tmux is told to send the pane's output soon after; ``await`` :meth:`settled`
         to be sure it does before relying on it.
         """
-        listener = Listener(self, wants_bytes)
+        listener = Listener(self, wants_bytes, pollable)
         self.listeners.add(listener)
         self._readers += wants_bytes
+        self._needers += not listener.pollable
         self._demand_changed()
         return listener
 
@@ -151,6 +157,7 @@ class PaneStream:
         if listener in self.listeners:
             self.listeners.discard(listener)
             self._readers -= listener.wants_bytes
+            self._needers -= not listener.pollable
             self._demand_changed()
 
     async def settled(self) -> None:
@@ -160,7 +167,7 @@ class PaneStream:
 
     def wanted(self) -> OutputMode:
         """What the listeners need of tmux now."""
-        if self._readers:
+        if self._needers:
             return "on"
         if self.listeners:
             return "polled" if self.flooding else "on"
@@ -181,9 +188,11 @@ class PaneStream:
                     listener.push(data, now_mono)
                 else:
                     listener.touch(now_mono)
+        else:
+            for listener in self.listeners:
+                listener.touch(now_mono)
+        if self._needers:
             return
-        for listener in self.listeners:
-            listener.touch(now_mono)
         if now_mono - self._flood_window_mono > 1.0:
             self._flood_window_mono, self._flood_bytes = now_mono, 0
         self._flood_bytes += len(escaped)

@@ -204,10 +204,10 @@ class Route:
         keyword: KeywordTrigger | None = None
         streamer: StreamTrigger | None = None
         completion = self.completion_pattern or source.completion_pattern
-        # An on-idle route without a completion pattern needs only when the source spoke:
-        # its bytes are not read (a flooding source is polled instead, see io/watch.py).
-        reads = self.trigger not in ("on-idle", "on-complete") or completion is not None
-        listener = stream.listen(wants_bytes=reads)
+        # An on-idle route without a completion pattern can do without the bytes: a source
+        # flooding output is polled instead of streamed (see io/watch.py).
+        pollable = self.trigger in ("on-idle", "on-complete") and completion is None
+        listener = stream.listen(pollable=pollable)
         await stream.settled()
         if self.trigger in ("on-idle", "on-complete"):
             idle = IdleTrigger(hub.idle_delay_ms, completion)
@@ -244,14 +244,14 @@ class Route:
                         return
                     stream = await hub.watch(source)
                     listener.close()
-                    listener = stream.listen(wants_bytes=reads)
+                    listener = stream.listen(pollable=pollable)
                     await stream.settled()
                     continue
                 now = _now_ms()
                 if idle is not None:
                     if data:
                         idle.output(now, strip_ansi(decoder.decode(data)))
-                    elif spoke is not None and not reads:
+                    elif spoke is not None:  # seen by polling a flooding source
                         idle.output(min(now, spoke * 1000))
                     due = idle.next_check_ms()
                     if due is None or now < due:
