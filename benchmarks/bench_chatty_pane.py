@@ -21,7 +21,8 @@ and after, over wall time, in percent of one core:
 
 Baseline, in the same run: a second hub with per-pane output control switched
 off (``hub.watcher.output_control = False``: every pane's output is streamed
-and parsed, the old behaviour), unrouted and routed on-idle.
+and parsed, and an on-idle route decodes its source's: the old behaviour),
+unrouted and routed on-idle.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def take_turns(
         done = hub.rounds_written + 1
         type_line(socket, pane, f"echo turn-{k}-other")
         k += 1
-        hub.wait_rounds_sync(done, 15)
+        hub.wait_rounds_sync(done, 60)  # (with every output streamed, rounds wait long)
         rec = hub.log.df.sort_values("fired_at").iloc[-1]
         if rec["source"] != "other":
             raise CouldNotMeasure(f"a round from {rec['source']!r} came instead of 'other'")
