@@ -7,12 +7,13 @@ feeds :class:`PaneStream` objects; each route listening to a tile gets a
 What each consumer needs decides what tmux sends (``refresh-client -A
 '%N:pause|continue'``, per pane, for the hub's own control client only):
 
-- a listener that reads the text (on-keyword, always, a completion pattern): the
+- a listener that needs the text (on-keyword, always, a completion pattern): the
   pane's output is on;
-- a listener that only needs to know *when* the pane spoke (on-idle, a live view):
+- a *pollable* listener, which can do with knowing *when* the pane spoke (an on-idle
+  route, which still gets the bytes while they flow; a live view, which takes none):
   on while the pane is moderate; a pane flooding more than :data:`FLOOD_BYTES` a
-  second is switched off and its window's ``#{window_activity}`` (seconds) is
-  polled every :data:`POLL_S` instead, until it has been quiet for a whole second;
+  second is paused and its window's ``#{window_activity}`` (seconds) is polled
+  every :data:`POLL_S` instead, until it has been quiet for a whole second;
 - nobody: off. A tile's quiet time (terminal programs' ``ready_quiet_ms``) then
   comes from ``#{window_activity}`` when asked (:meth:`OutputWatcher.last_output_mono`).
 
