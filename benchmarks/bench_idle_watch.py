@@ -77,7 +77,7 @@ def start_panes(socket: str, root: Path, kind: str, n: int) -> tuple[str, list[s
     work = root / "work"
     work.mkdir(exist_ok=True)
     panes = [
-        tmux.new_pane("bench", cmd, cwd=str(work), env=env, window_name=f"t{i}")
+        tmux.new_pane("bench", cmd, cwd=str(work), env=env, window_name=f"t{i}")[0]
         for i, (cmd, env) in enumerate(commands)
     ]
     profile = get_profile(agent)

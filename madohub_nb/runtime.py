@@ -250,7 +250,7 @@ class Runtime:
         kwargs: dict[str, Any] = dict(
             session=session, created=created, claude_home=self.claude_home_setting,
             on_state=self.tile_state_changed, pane_pid=pid, redact=self.log.redact_text,
-            last_output_mono=lambda: getattr(watcher.streams.get(pane_id), "last_output_mono", None),
+            last_output_mono=lambda: watcher.last_output_mono(pane_id),
         )  # fmt: skip
         if link is None:
             return Tile(name, pane_id, kind, self.tmux, **kwargs)

@@ -77,6 +77,17 @@ def test_keyword_matches_only_new_output_across_chunks() -> None:
     assert trig.output(2, " more text").action == "wait"  # the old match is consumed
 
 
+def test_a_keyword_deep_inside_one_big_chunk_still_fires() -> None:
+    # A flooding pane's output arrives in chunks far over the kept window.
+    flood = "y\n" * 10_000
+    trig = KeywordTrigger(r"KEY-42")
+    assert trig.output(0, flood + "KEY-42\n" + flood).text == "KEY-42"
+    assert trig.output(1, flood).action == "wait"
+    idle = IdleTrigger(idle_delay_ms=1000, completion_pattern=re.compile(r"^ALL DONE$", re.M))
+    idle.output(0, flood + "ALL DONE\n" + flood)
+    assert idle.completed
+
+
 def test_stream_trigger_batches_output() -> None:
     trig = StreamTrigger()
     assert trig.output(0, "   ").action == "wait"

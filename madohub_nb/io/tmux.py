@@ -2,8 +2,9 @@
 
 Two channels:
 - output is *pushed*: one control-mode client (``tmux -C attach``) per tmux
-  session streams ``%output`` events for every pane in it, so watching idle
-  panes costs nothing and silence is measured from the bytes themselves;
+  session streams ``%output`` events of the panes someone needs (the others are
+  paused for it, see :mod:`madohub_nb.io.watch`), so watching idle panes costs
+  nothing and silence is measured from the bytes themselves;
 - commands (``capture-pane``, ``send-keys``, ``display-message`` …) go over
   that same control connection once it exists (a command line, answered by a
   ``%begin``…``%end`` block: about 0.1 ms), else as short ``tmux -L <socket>``
@@ -382,6 +383,11 @@ class Tmux:
         return info
 
 
+def _retrieve(future: asyncio.Future[str]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _guarded(pane_id: str, commands: list[str]) -> tuple[str, ...]:
     """``if-shell`` arguments that run ``commands`` unless the pane's window is synchronized."""
     return (
@@ -517,6 +523,9 @@ def decode_control_output(data: bytes) -> bytes:
 
 OutputCallback = Callable[[str, bytes], None]
 
+YIELD_EVERY_BYTES = 64 * 1024
+"""Output read in one go before the reader lets other tasks (routes reading it) run."""
+
 
 class RemoteShell(Protocol):
     """Runs a command on another machine (io/remote.py's ``SshHost``)."""
@@ -599,6 +608,8 @@ class ControlClient:
         if not self.alive or proc is None or proc.stdin is None:
             raise ChannelClosed()
         pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, name)
+        # A caller cancelled while it waits (the hub closing) leaves the answer unread.
+        pending.future.add_done_callback(_retrieve)
         self._pending.append(pending)
         try:
             proc.stdin.write(line.encode("utf-8", "surrogateescape") + b"\n")
@@ -667,6 +678,7 @@ class ControlClient:
         block: list[bytes] | None = None
         number: list[bytes] = []  # the block's command number, as in "%begin TIME NUMBER FLAGS"
         ours = False
+        unyielded = 0
         try:
             while True:
                 line = await stdout.readline()
@@ -685,6 +697,12 @@ class ControlClient:
                     self._on_output(
                         pane_id.decode(), data
                     )  # still escaped: see decode_control_output
+                    unyielded += len(data)
+                    if unyielded > YIELD_EVERY_BYTES:
+                        # A flood is read without ever waiting: let listeners take their bytes
+                        # before their bounded buffers drop some.
+                        unyielded = 0
+                        await asyncio.sleep(0)
                 elif body.startswith(b"%begin "):
                     fields = body.split(b" ")
                     block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]

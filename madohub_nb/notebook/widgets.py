@@ -149,7 +149,26 @@ class TileView(_HubView):
         self._keys_box.add_class(TILE_KEYS_CLASS)
         self._show_keys()
         super().__init__(hub, [self._header, self._keys_box, self._screen], TILE_CLASS)
+        self._listener: Any = None
+        hub.engine.call_soon(self._follow_output)
         self.request_redraw()
+
+    def _follow_output(self) -> None:
+        """Ask for the tile's output events (engine thread): tmux sends no unwatched pane's."""
+        if not self._closed:
+            stream = self.hub.watcher.stream(self.tile.pane_id, self.tile.session)
+            self._listener = stream.listen(wants_bytes=False)
+
+    def close(self) -> None:
+        super().close()
+        hub = getattr(self, "hub", None)  # (a view refused for bad arguments has none)
+        if hub is not None:
+            hub.engine.call_soon(self._unfollow_output)
+
+    def _unfollow_output(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
 
     def _key_button(self, label: str, key: str) -> widgets.Button:
         button = widgets.Button(description=label, tooltip=f"press {key} in {self.name}")

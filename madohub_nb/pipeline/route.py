@@ -228,15 +228,18 @@ class Route:
         hub = self._services
         source = self.source_tile
         stream = await hub.watch(source)
-        listener = stream.listen()
         legacy = self.dispatch == "legacy"
         idle: IdleTrigger | None = None
         keyword: KeywordTrigger | None = None
         streamer: StreamTrigger | None = None
+        completion = self.completion_pattern or source.completion_pattern
+        # An on-idle route without a completion pattern can do without the bytes: a source
+        # flooding output is polled instead of streamed (see io/watch.py).
+        pollable = self.trigger in ("on-idle", "on-complete") and completion is None
+        listener = stream.listen(pollable=pollable)
+        await stream.settled()
         if self.trigger in ("on-idle", "on-complete"):
-            idle = IdleTrigger(
-                hub.idle_delay_ms, self.completion_pattern or source.completion_pattern
-            )
+            idle = IdleTrigger(hub.idle_delay_ms, completion)
             first = await asyncio.to_thread(extract, source, legacy)
             idle.baseline(first.message_id if first else None, _text_key(first))
         elif self.trigger == "on-keyword":
@@ -256,19 +259,22 @@ class Route:
                         timeout_s = max(0.0, (due - _now_ms()) / 1000)
                 got = await listener.wait(timeout_s)
                 data = listener.take() if got else b""
-                if stream.pane_exited and not data and await asyncio.to_thread(_pane_gone, source):
+                spoke = listener.take_activity() if got else None
+                heard = bool(data) or spoke is not None  # (an on-idle listener gets no bytes)
+                if stream.pane_exited and not heard and await asyncio.to_thread(_pane_gone, source):
                     # Pushed by the pane process's pidfd (watchers.py): no polling needed.
                     self.last_error = f"source {source.name!r} exited (its pane is gone)"
                     self._set_state("stopped")
                     return
-                if stream.ended and not data:
+                if stream.ended and not heard:
                     if await source.astate() == "exited":
                         self.last_error = f"source {source.name!r} exited"
                         self._set_state("stopped")
                         return
                     stream = await hub.watch(source)  # (a remote host: once it is back)
                     listener.close()
-                    listener = stream.listen()
+                    listener = stream.listen(pollable=pollable)
+                    await stream.settled()
                     if idle is not None:  # a turn may have ended unseen: look again
                         idle.output(_now_ms())
                     continue
@@ -276,6 +282,8 @@ class Route:
                 if idle is not None:
                     if data:
                         idle.output(now, strip_ansi(decoder.decode(data)))
+                    elif spoke is not None:  # seen by polling a flooding source
+                        idle.output(min(now, spoke * 1000))
                     due = idle.next_check_ms()
                     if due is None or now < due:
                         continue

@@ -73,9 +73,12 @@ class IdleTrigger:
         if self.completion_pattern is not None and not self.completed and text:
             # Terminal lines end in CRLF: make "$" work at a line's end.
             text = text.replace("\r\n", "\n").replace("\r", "\n")
-            self._window = (self._window + text)[-KEYWORD_WINDOW_CHARS:]
-            if self.completion_pattern.search(self._window):
+            # The whole chunk is searched (a flood arrives in chunks far over the window).
+            window = self._window + text
+            if self.completion_pattern.search(window):
                 self.completed, self._window = True, ""
+            else:
+                self._window = window[-KEYWORD_WINDOW_CHARS:]
 
     def next_check_ms(self) -> float | None:
         """When silence will have lasted ``idle_delay_ms`` (or a recheck is due); None: wait for output."""
@@ -140,11 +143,14 @@ class KeywordTrigger:
         self._window = ""
 
     def output(self, now_ms: float, text: str) -> Decision:
-        self._window = (self._window + text)[-KEYWORD_WINDOW_CHARS:]
-        match = self.regex.search(self._window)
+        # The whole chunk is searched (a flood arrives in chunks far over the window);
+        # only the window's worth is kept for a match split across two chunks.
+        window = self._window + text
+        match = self.regex.search(window)
         if match is None:
+            self._window = window[-KEYWORD_WINDOW_CHARS:]
             return Decision("wait")
-        self._window = self._window[match.end() :]
+        self._window = window[match.end() :][-KEYWORD_WINDOW_CHARS:]
         return Decision("fire", text=match.group(0))
 
 

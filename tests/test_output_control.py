@@ -1,0 +1,162 @@
+"""Per-pane output control: tmux sends the hub only the output someone needs.
+
+Real tmux, real chatty programs. Counted at the hub's end: ``watcher.output_events``
+(every ``%output`` line the hub read) and each stream's ``bytes_total``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from conftest import start_standin, user_prompts, wait_until
+
+import madohub_nb as mh
+from madohub_nb.io.watch import PaneStream, activity_end_mono
+
+SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
+PYTHON_REPL = f"{shlex.quote(sys.executable)} -i -q"
+
+
+def _stream(hub: mh.Hub, tile: mh.Tile) -> PaneStream:
+    wait_until(lambda: tile.pane_id in hub.watcher.streams, 10, what="the tile's stream")
+    return hub.watcher.streams[tile.pane_id]
+
+
+def _shell(hub: mh.Hub, name: str, cwd: Path | None = None) -> mh.Tile:
+    tile = hub.tile(name, agent="shell", command=SHELL_CMD, cwd=cwd)
+    wait_until(lambda: "$" in tile.screen(), 10, what=f"{name}'s prompt")
+    return tile
+
+
+def _type(hub: mh.Hub, tile: mh.Tile, line: str) -> None:
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", line)
+    hub.tmux.run("send-keys", "-t", tile.pane_id, "Enter")
+
+
+def _y_lines(tile: mh.Tile) -> int:
+    return sum(1 for ln in tile.screen().splitlines() if ln == "y")
+
+
+def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
+    hub: mh.Hub,
+) -> None:
+    from madohub_nb.notebook.widgets import TileView
+
+    tile = _shell(hub, "chatty")
+    stream = _stream(hub, tile)
+    wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
+    events, nbytes = hub.watcher.output_events, stream.bytes_total
+    _type(hub, tile, "yes")
+    try:
+        # The pane prints at full speed (tmux reads it: its screen fills with y) ...
+        wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to fill the screen")
+        hub.tmux.run("clear-history", "-t", tile.pane_id)
+        wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to go on printing")
+        # ... and none of it, not even the echo of the typed command, reached the hub.
+        assert hub.watcher.output_events == events
+        assert stream.bytes_total == nbytes
+        # A view needs to know when the pane speaks: a flooding pane is polled, not streamed.
+        view = TileView(hub, "chatty", min_interval_s=0.05)
+        try:
+            wait_until(lambda: stream.mode == "polled", 10, what="the flood to be polled")
+            polls = hub.watcher.polls
+            wait_until(lambda: view.redraws >= 2, 10, what="the view to follow the pane")
+            wait_until(lambda: hub.watcher.polls >= polls + 2, 10, what="two polls")
+            assert stream.last_output_mono is not None
+        finally:
+            view.close()
+        wait_until(lambda: stream.mode == "off", 10, what="output off once the view closed")
+    finally:
+        hub.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
+
+
+def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
+    hub: mh.Hub, project: Path
+) -> None:
+    src = _shell(hub, "chatty", cwd=project)
+    _shell(hub, "sink")
+    stream = _stream(hub, src)
+    wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
+    flag = project / "flag"
+    _type(hub, src, f"while :; do [ -e {flag} ] && echo KEY-$((6*7)); echo yyyyyyyyyyyy; done")
+    wait_until(lambda: "yyyyyyyyyyyy" in src.screen(), 10, what="the loop to print")
+    events = hub.watcher.output_events
+    route = hub.connect(
+        "chatty", "sink", trigger="on-keyword", pattern=r"KEY-42", dispatch="shadow",
+        max_rounds=1, cooldown_ms=1000,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
+        assert stream.mode == "on"  # settled before the route said it listens
+        wait_until(lambda: hub.watcher.output_events > events + 50, 10, what="streamed output")
+        assert route.rounds == 0
+        flag.touch()
+        wait_until(lambda: route.last_status is not None, 30, what="the keyword round")
+        # Its only route done (exhausted, last answer logged): nobody reads the pane again.
+        wait_until(lambda: route.state == "exhausted", 10, what="the route to be exhausted")
+        first = hub.log.df.sort_values("fired_at").iloc[0]
+        assert first["status"] == "shadow" and "KEY-42" in first["prompt"]
+        assert route.rounds == 1
+        wait_until(lambda: stream.mode == "off", 15, what="output off once the route is done")
+    finally:
+        hub.tmux.run("send-keys", "-t", src.pane_id, "C-c")
+
+
+def test_an_on_idle_route_polls_a_flooding_pane_and_fires_once_the_flood_ends(
+    hub: mh.Hub, project: Path
+) -> None:
+    sink = start_standin(hub, "sink", cwd=project)
+    py = hub.tile("py", agent="terminal", command=PYTHON_REPL, ready_pattern=r">>> $")
+    wait_until(lambda: py.state == "idle", 15, what="the REPL's prompt")
+    stream = _stream(hub, py)
+    route = hub.connect("py", "sink", template="REPL said: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
+    assert stream.mode == "on"  # an on-idle route needs the times of output, not the bytes
+    flood = (
+        'exec("import time\\nt = time.time()\\nwhile time.time() - t < 6:'
+        " print('y' * 60, end='\\\\r')\\nprint()\\nprint('flood' + ' over')\")"
+    )
+    hub.send("py", flood, allow_shell=True).result(30)
+    wait_until(lambda: stream.mode == "polled", 10, what="the flood to be polled")
+    nbytes, polls = stream.bytes_total, hub.watcher.polls
+    wait_until(lambda: hub.watcher.polls >= polls + 3, 10, what="three polls")
+    if "flood over" not in py.screen():  # still flooding: the hub read none of it
+        assert stream.bytes_total == nbytes
+    wait_until(lambda: route.last_status == "delivered", 40, what="the round after the flood")
+    assert stream.mode == "on"  # quiet again: streamed (exact times) again
+    assert route.rounds == 1
+    (prompt,) = user_prompts(sink)
+    assert prompt.startswith("REPL said: ") and prompt.endswith("flood over")
+
+
+def test_polled_times_are_rounded_up_to_the_end_of_tmuxs_second() -> None:
+    # window_activity 100 (s): the output was before 101.0; now is 101.25 wall, 50.0 mono.
+    assert activity_end_mono(100, 101.25, 50.0) == 49.75
+    # Still inside that second: it may have been just now.
+    assert activity_end_mono(100, 100.5, 50.0) == 50.0
+
+
+def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.Hub) -> None:
+    import asyncio
+
+    from madohub_nb.io.watch import Listener
+
+    tile = _shell(hub, "sh")
+    stream = _stream(hub, tile)
+
+    async def race() -> Listener:
+        first = stream.listen(wants_bytes=False)
+        await stream.settled()
+        await asyncio.sleep(0.5)  # (no switch is left under way)
+        assert stream.mode == "on"
+        first.close()  # nobody listens: "pause" is written ...
+        await asyncio.sleep(0)
+        # ... and before tmux answers, the mode still reads "on": this schedules nothing.
+        return stream.listen(wants_bytes=False)
+
+    listener = hub.engine.run_sync(race(), 10)
+    wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
+    _type(hub, tile, "echo hello")
+    wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")
