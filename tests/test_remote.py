@@ -466,3 +466,23 @@ def test_the_shared_connection_is_our_child_and_ends_by_pid(box: SshHost) -> Non
     assert "-S" in box.argv(["true"])  # later commands share it
     box.stop_master()
     assert box.control_path is None and "-S" not in box.argv(["true"])
+
+
+def test_a_hosts_clock_is_read_from_its_own_tmux_not_ours(rhub: mh.Hub, project: Path) -> None:
+    """Quiet time of a paused pane on a host compares tmux's ``#{window_activity}`` with
+    the host's clock (the ``%begin`` stamp of its answers), never with this machine's:
+    a host whose clock is behind would otherwise read quiet while it floods."""
+    start_standin(rhub, "far", cwd=project, host="box")
+    link = rhub.hosts["box"]
+    client = link.tmux._channel
+    assert client is not None and client.server_clock is not None  # stamped by its answers
+    link.tmux.run("display-message", "-p", "x")
+    seconds, mono = client.server_clock
+    assert time.monotonic() - mono < 5  # the stamp is the last answer's, not the first's
+    # The host is this machine here, so its clock can be checked against ours: the
+    # reading is the floor of the host's time, never ahead of it.
+    now = time.time()
+    assert now - 2.0 < link.tmux.server_wall_time() <= now
+    # With no stamp yet (no control connection), nothing may look old on the host.
+    link.tmux.drop_channel(client)
+    assert link.tmux.server_wall_time() == 0.0

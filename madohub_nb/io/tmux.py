@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -112,6 +113,23 @@ class Tmux:
         if self.remote is not None:  # -u: UTF-8 (an ssh session may have no locale)
             return self.remote.argv([base[0], "-u", *base[1:], *args])
         return [*base, *args]
+
+    def server_wall_time(self) -> float:
+        """The server's wall clock now (epoch s), never ahead of it.
+
+        This machine's clock for a local server. A remote host's clock may differ from
+        ours: its time is the stamp of the last ``%begin`` it sent (whole seconds, so
+        the floor of its time), moved on by our monotonic clock since; with no stamp
+        yet, the earliest time it can be (0), so nothing measured against it looks old.
+        """
+        if self.remote is None:
+            return time.time()
+        channel = self._channel
+        stamp = channel.server_clock if channel is not None else None
+        if stamp is None:
+            return 0.0
+        seconds, mono = stamp
+        return seconds + (time.monotonic() - mono)
 
     # the control connection ---------------------------------------------------
     def use_channel(self, client: ControlClient) -> None:
@@ -571,6 +589,8 @@ class ControlClient:
         self._stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self._broken = False
+        self.server_clock: tuple[int, float] | None = None
+        """(the server's epoch second, our monotonic time) from the last ``%begin`` read."""
         self._pending: deque[_Pending] = deque()
         """Commands written and not yet answered, oldest first (tmux answers in order)."""
 
@@ -706,6 +726,8 @@ class ControlClient:
                 elif body.startswith(b"%begin "):
                     fields = body.split(b" ")
                     block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]
+                    if fields[1].isdigit():
+                        self.server_clock = (int(fields[1]), time.monotonic())
                 elif body.startswith(b"%exit"):
                     break
         except asyncio.CancelledError:

@@ -415,7 +415,7 @@ class OutputWatcher:
         except TmuxError:
             return
         self.polls += 1
-        now_wall, now_mono = time.time(), time.monotonic()
+        now_wall, now_mono = self.tmux.server_wall_time(), time.monotonic()
         for line in out.splitlines():
             pane_id, _, seconds = line.partition(" ")
             stream = self.streams.get(pane_id)
@@ -448,7 +448,7 @@ class OutputWatcher:
                 "display-message", "-p", "-t", pane_id, "#{window_activity}", check=False
             ).strip()
             if out.isdigit():
-                end = activity_end_mono(int(out), time.time(), time.monotonic())
+                end = activity_end_mono(int(out), self.tmux.server_wall_time(), time.monotonic())
                 return max(end, stream.last_output_mono or end)
         return stream.last_output_mono
 
