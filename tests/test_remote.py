@@ -23,7 +23,7 @@ from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
-from madohub_nb.io.remote import CONNECT_TIMEOUT_S, SshHost, parse_ssh_command
+from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost, parse_ssh_command
 from madohub_nb.pipeline.remote_tile import RemoteTile
 
 
@@ -260,6 +260,56 @@ def test_routes_cross_the_host(
     assert writer.state == "idle"
 
 
+def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open(
+    rhub: mh.Hub, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = start_standin(rhub, "writer", kind="codex", cwd=project, host="box")
+    reviewer = start_standin(rhub, "reviewer", cwd=project)
+    assert isinstance(writer, RemoteTile) and writer.profile.extractor == "rollout"
+    before = writer.last_response()  # no prompt yet: no rollout is open, the screen answers
+    assert before is None or before.method == "terminal"
+    route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    rhub.send("writer", "first draft").result(60)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
+    (row,) = _rows(rhub, route)
+    assert row["status"] == "delivered", row["error"]
+    assert row["extraction_method"] == "rollout"
+    assert row["prompt"] == "Review: Done: first draft"
+    wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20, what="prompt")
+    found = writer.last_response()
+    assert found is not None and found.method == "rollout" and found.path is not None
+    rollout = Path(str(found.path))
+    assert rollout.name.startswith("rollout-") and "sessions" in rollout.parts
+    # The rollout grows past the tail's bound (records appended as Codex appends them: the
+    # stand-in holds it open in append mode): the next answer still comes from its last
+    # megabyte, and no read over ssh brings back more than that.
+    pad = {"timestamp": "2026-01-01T00:00:00.000Z", "type": "event_msg"}
+    with rollout.open("a") as f:
+        for _ in range(3000):
+            f.write(json.dumps({**pad, "payload": {"type": "mh_pad", "x": "x" * 1000}}) + "\n")
+    assert rollout.stat().st_size > 2 * TAIL_MAX_BYTES
+    ssh = rhub.hosts["box"].ssh
+    sizes: list[int] = []
+    run = ssh.run
+
+    def measured(shell: str, *args: float) -> subprocess.CompletedProcess[bytes]:
+        proc = run(shell, *args)
+        sizes.append(len(proc.stdout))
+        return proc
+
+    monkeypatch.setattr(ssh, "run", measured)  # observes the real reads, changes nothing
+    rhub.send("writer", "second draft").result(60)
+    wait_until(lambda: len(_rows(rhub, route)) == 2, 40, what="round 2 logged")
+    last = _rows(rhub, route)[-1]
+    assert (last["status"], last["extraction_method"], last["prompt"]) == (
+        "delivered",
+        "rollout",
+        "Review: Done: second draft",
+    ), last["error"]
+    assert sizes and max(sizes) <= TAIL_MAX_BYTES + 4096
+
+
 def test_typing_into_a_shell_on_the_host_checks_its_foreground_there(
     rhub: mh.Hub, tmp_path: Path
 ) -> None:
@@ -444,6 +494,43 @@ def test_a_transcript_tail_is_bounded_and_cut_at_a_whole_line(box: SshHost, tmp_
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     assert box.read_tail(str(fifo)) is None  # not a regular file: never opened
+
+
+def test_open_files_of_a_process_tree_are_one_bounded_read(box: SshHost, tmp_path: Path) -> None:
+    rollout = tmp_path / "rollout-2026-01-01T00-00-00-abc.jsonl"
+    rollout.write_text("")
+    other = tmp_path / "notes.jsonl"
+    other.write_text("")
+    # A parent (the node of Codex's TUI) whose child (the native codex) holds the rollout.
+    child = (
+        f"import time; f = open({str(rollout)!r}); g = open({str(other)!r}); "
+        "print('open', flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen(
+        [
+            "python3",
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    kids: list[psutil.Process] = []
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == b"open\n"
+        kids = psutil.Process(parent.pid).children()
+        (kid,) = kids
+        before = box.reads
+        assert box.read_open_files([parent.pid], "*/rollout-*.jsonl") == [(kid.pid, str(rollout))]
+        assert box.reads == before + 1
+        # Bounded: only the first fds of each process are resolved (the rollout is past 2).
+        assert box.read_open_files([parent.pid], "*/rollout-*.jsonl", max_fds=2) == []
+        assert box.read_open_files([parent.pid], "*/rollout-*.jsonl", max_procs=1) == []
+        assert box.read_open_files([4_000_000], "*/rollout-*.jsonl") == []  # gone: nothing
+    finally:
+        for p in kids:
+            p.kill()
+        parent.kill()
+        parent.wait()
 
 
 def test_only_the_named_environment_variables_come_back(box: SshHost) -> None:

@@ -4,7 +4,7 @@ A host is an ssh destination (an alias of ``~/.ssh/config``, ``user@name``).
 Nothing of ours runs there: the hub runs ``tmux`` (one control-mode client per
 host streams output and carries commands, as locally) and bounded reads
 (``head -c N`` of ``/proc/<pid>/stat``, a session file; ``tail -c N`` of a
-transcript), never a whole file. Host keys are checked as ssh checks them
+transcript; ``readlink`` of a process tree's first fds), never a whole file. Host keys are checked as ssh checks them
 (the user's config decides); the ssh process gets the hub's environment
 without its secrets (:func:`~madohub_nb.io.tmux.client_environment`), so no
 ``SendEnv`` can forward a key.
@@ -37,6 +37,33 @@ READ_TIMEOUT_S = 10.0
 STAT_MAX_BYTES = 4096
 TAIL_MAX_BYTES = 1024 * 1024
 """The most of a transcript read from a host per extraction (its last bytes)."""
+OPEN_FILES_MAX_PROCS = 64
+"""The most processes (an agent and its descendants) whose open files one read looks at."""
+OPEN_FILES_MAX_FDS = 256
+"""The most file descriptors per process whose targets one read resolves (``readlink``)."""
+
+_OPEN_FILES_SCRIPT = r"""
+todo="$*"; n=0
+while [ -n "$todo" ] && [ "$n" -lt "$MH_PROCS" ]; do
+  set -- $todo; [ "$#" -gt 0 ] || break
+  p=$1; shift; todo="$*"; n=$((n+1))
+  kids=$(head -q -c 4096 /proc/"$p"/task/*/children 2>/dev/null)
+  todo="$todo $kids"
+  fds=""; i=0
+  for f in /proc/"$p"/fd/*; do
+    i=$((i+1)); [ "$i" -gt "$MH_FDS" ] && break
+    fds="$fds $f"
+  done
+  [ -n "$fds" ] || continue
+  readlink -- $fds 2>/dev/null | while IFS= read -r l; do
+    case $l in $MH_GLOB) printf '%s %s\n' "$p" "$l";; esac
+  done
+done
+"""
+"""Walks a process tree breadth-first (``/proc/<pid>/task/*/children``, ``head -c``) and
+resolves the first fds of each process (``readlink``): reads only, bounded in processes and
+fds, printing ``pid path`` for the targets matching ``$MH_GLOB``. Run by ``sh -c`` so the
+user's login shell (zsh, fish) does not change how words split."""
 
 
 def check_host(host: object) -> str:
@@ -198,6 +225,31 @@ class SshHost:
         if proc.returncode != 0 or not nl or not size.strip().isdigit():
             return None
         return path.decode("utf-8", "replace"), data, int(size) <= max_bytes
+
+    def read_open_files(
+        self,
+        pids: Iterable[int],
+        name_glob: str,
+        max_procs: int = OPEN_FILES_MAX_PROCS,
+        max_fds: int = OPEN_FILES_MAX_FDS,
+    ) -> list[tuple[int, str]]:
+        """(pid, path) of the files matching ``name_glob`` (a shell ``case`` pattern such as
+        ``*/rollout-*.jsonl``) that ``pids`` or their descendants hold open: one ssh call,
+        ``readlink`` of at most ``max_fds`` fds of at most ``max_procs`` processes."""
+        wanted = [str(int(p)) for p in pids if int(p) > 0]
+        if not wanted:
+            return []
+        script = _OPEN_FILES_SCRIPT.replace("$MH_PROCS", str(int(max_procs)))
+        script = script.replace("$MH_FDS", str(int(max_fds))).replace("$MH_GLOB", name_glob)
+        proc = self.run(" ".join(["sh", "-c", shlex.quote(script), "sh", *wanted]))
+        if proc.returncode == 255:
+            raise TmuxError(ssh_problem(self.host, proc.stderr))
+        found = []
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            pid_text, _, path = line.partition(" ")
+            if pid_text.isdigit() and path.startswith("/"):
+                found.append((int(pid_text), path))
+        return found
 
     def read_cmdline(self, pid: int) -> list[str]:
         raw = self.read_head(f"/proc/{int(pid)}/cmdline", STAT_MAX_BYTES) or b""

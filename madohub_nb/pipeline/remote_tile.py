@@ -4,8 +4,9 @@ The pane is on the host's tmux (commands go over its control connection). What
 a local tile reads from this machine's ``/proc`` and files, a remote tile reads
 on the host: ``/proc/<pid>/stat`` of several processes in one ssh call (the
 foreground checks), a process's ``cmdline`` and two variables of its
-``environ`` (its config dir), Claude's ``sessions/<pid>.json`` (``head -c``)
-and the last megabyte of its transcript (``tail -c``), parsed here. While the
+``environ`` (its config dir), Claude's ``sessions/<pid>.json`` (``head -c``),
+the rollout Codex holds open (``readlink`` of its process tree's fds) and the
+last megabyte of the transcript or rollout (``tail -c``), parsed here. While the
 host cannot be reached the tile reads ``unreachable``.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import os
 import re
 import shlex
@@ -23,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..agents.claude import is_plain_session_id, parse_session_file
+from ..agents.codex import ROLLOUT_GLOB
 from ..agents.detect import is_shell_name
 from ..agents.foreground import STOPPED_STATES, ProcStat, Reader, expected_reader
 from ..agents.profiles import PROFILES
@@ -223,22 +226,47 @@ class RemoteTile(Tile):
     def _transcript_tail(self) -> tuple[str, bytes] | None:
         """(remote path, its last bytes as whole lines) of the agent's transcript, or None."""
         proc: RemoteProcess | None = self.agent_process()
-        if proc is None or self.profile.extractor != "jsonl":
-            return None  # (Codex rollouts on a host: not read yet; the screen answers)
-        session = self._session(proc)
-        config = self._config_dir(proc)
-        if session is None or config is None or not is_plain_session_id(session.session_id):
+        if proc is None:
             return None
-        pattern = (
-            f"{shlex.quote(config + '/projects')}/*/{shlex.quote(session.session_id + '.jsonl')}"
-        )
-        got = self.host.read_tail(pattern)
+        if self.profile.extractor == "rollout":
+            pattern = self._rollout_path(proc)
+        elif self.profile.extractor == "jsonl":
+            pattern = self._claude_transcript_glob(proc)
+        else:
+            return None
+        got = self.host.read_tail(pattern) if pattern is not None else None
         if got is None:
             return None
         path, data, whole = got
         if not whole:
             data = data.partition(b"\n")[2]  # the first line is cut: drop it
         return path, data
+
+    def _claude_transcript_glob(self, proc: RemoteProcess) -> str | None:
+        """``<config>/projects/*/<sessionId>.jsonl``, quoted for the host's shell."""
+        session = self._session(proc)
+        config = self._config_dir(proc)
+        if session is None or config is None or not is_plain_session_id(session.session_id):
+            return None
+        return f"{shlex.quote(config + '/projects')}/*/{shlex.quote(session.session_id + '.jsonl')}"
+
+    def _rollout_path(self, proc: RemoteProcess) -> str | None:
+        """The ``rollout-*.jsonl`` Codex (or a descendant: the native child of its ``node``)
+        holds open, quoted; found by one ``readlink`` read of the tree's fds on the host.
+
+        Several open: the newest by name (a rollout's name starts with its start time).
+        None open (no prompt yet): no rollout; the screen answers. The local fallback, the
+        newest rollout of the cwd, would list ``$CODEX_HOME/sessions`` and read every
+        candidate's first line: no bounded read, so it is not done on a host.
+        """
+        try:
+            found = self.host.read_open_files([proc.pid], f"*/{ROLLOUT_GLOB}")
+        except TmuxError:
+            return None
+        paths = sorted(
+            path for _, path in found if fnmatch.fnmatch(PurePosixPath(path).name, ROLLOUT_GLOB)
+        )
+        return shlex.quote(paths[-1]) if paths else None
 
     def _with_tail(self, parse: Callable[[Path], Any]) -> tuple[str, Any] | None:
         got = self._transcript_tail()
