@@ -531,6 +531,8 @@ def test_open_files_of_a_process_tree_are_one_bounded_read(box: SshHost, tmp_pat
             p.kill()
         parent.kill()
         parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 def test_only_the_named_environment_variables_come_back(box: SshHost) -> None:
