@@ -27,14 +27,14 @@ from typing import Any
 from ..agents.claude import is_plain_session_id, parse_session_file
 from ..agents.codex import ROLLOUT_GLOB
 from ..agents.detect import is_shell_name
-from ..agents.foreground import STOPPED_STATES, ProcStat, Reader, expected_reader
+from ..agents.foreground import STOPPED_STATES, ProcStat, StatsReader
 from ..agents.profiles import PROFILES
 from ..errors import TmuxError
 from ..io.remote import SshHost
 from ..io.tmux import PaneInfo
 from ..io.transcripts import Extraction, read_last_response, turn_finished
 from ..model import TileState
-from .tile import Tile, shell_profile
+from .tile import Tile
 
 _INTERPRETERS = ("node", "nodejs", "bun", "deno", "python", "python3", "ruby", "perl")
 
@@ -141,34 +141,22 @@ class RemoteTile(Tile):
         self._remote_agent = None
         return None
 
-    def reader(self) -> Reader | str:
-        info = self.pane_info()
-        if info is None or info.dead:
-            return "the pane has exited" if self._reachable() else "the host is unreachable"
-        read = self._reader_stats
-        if self.profile.executes_input:
-            pane = self._stats(info.pid).get(info.pid)
-            fg = pane.tpgid if pane is not None and pane.tty_nr and pane.tpgid > 0 else None
-            leader = self._stats(fg).get(fg) if fg is not None else None
-            shell = leader is not None and is_shell_name(leader.comm)
-            programs_too = self.profile.foreground_kind is not None or not shell_profile(self)
-            if leader is None or not (shell or programs_too):
-                who = f"{leader.comm!r}" if leader is not None else "no process"
-                return f"the shell is not the terminal's foreground process ({who} is)"
-            what = "the shell" if shell else "the program"
-            found = expected_reader(
-                info.pid,
-                leader.pid,
-                f"{what} {leader.comm!r} (pid {leader.pid} on {self.host_name})",
-                read,
-            )
-            return found if found is not None else f"{what} has exited"
-        proc = self.agent_process()
-        if proc is None:
-            return f"no {self.agent} process runs in the terminal's foreground"
-        what = f"agent {self.agent!r} (pid {proc.pid} on {self.host_name})"
-        found = expected_reader(info.pid, proc.pid, what, read)
-        return found if found is not None else f"{what} has exited"
+    def _pane_gone(self) -> str:
+        return "the pane has exited" if self._reachable() else "the host is unreachable"
+
+    def _where(self) -> str:
+        return f" on {self.host_name}"
+
+    def _stats_reader(self) -> StatsReader:
+        return self._reader_stats
+
+    def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
+        pane = self._stats(pane_pid).get(pane_pid)
+        fg = pane.tpgid if pane is not None and pane.tty_nr and pane.tpgid > 0 else None
+        return self._stats(fg).get(fg) if fg is not None else None
+
+    def _reading_agent(self) -> Any:
+        return self.agent_process()
 
     def _reader_stats(self, pids: Any) -> dict[int, ProcStat | None]:
         return self.host.read_stats(pids)  # a TmuxError here stops the typing (host gone)

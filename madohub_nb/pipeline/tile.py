@@ -22,7 +22,14 @@ import psutil
 from .. import settings
 from ..agents.claude import claude_config_dir, read_session_file
 from ..agents.detect import detect_kind, find_agent_process, is_shell_name
-from ..agents.foreground import Reader, expected_reader, foreground_pgrp, read_stat
+from ..agents.foreground import (
+    ProcStat,
+    Reader,
+    StatsReader,
+    expected_reader,
+    foreground_pgrp,
+    read_stat,
+)
 from ..agents.profiles import (
     AgentProfile,
     foreground_profile,
@@ -237,27 +244,46 @@ class Tile:
         """
         info = self.pane_info()
         if info is None or info.dead:
-            return "the pane has exited"
+            return self._pane_gone()
+        where, read = self._where(), self._stats_reader()
         if self.profile.executes_input:
             # The user opted in to typing here: the reader is whoever holds the terminal's
             # foreground, a shell or (terminal tiles, a shell running a REPL or cat) a program.
-            fg = foreground_pgrp(info.pid)
-            leader = read_stat(fg) if fg is not None else None
+            leader = self._foreground_leader(info.pid)
             shell = leader is not None and is_shell_name(leader.comm)
             programs_too = self.profile.foreground_kind is not None or not shell_profile(self)
             if leader is None or not (shell or programs_too):
                 who = f"{leader.comm!r}" if leader is not None else "no process"
                 return f"the shell is not the terminal's foreground process ({who} is)"
             what = "the shell" if shell else "the program"
-            found = expected_reader(
-                info.pid, leader.pid, f"{what} {leader.comm!r} (pid {leader.pid})"
-            )
+            label = f"{what} {leader.comm!r} (pid {leader.pid}{where})"
+            found = expected_reader(info.pid, leader.pid, label, read)
             return found if found is not None else f"{what} has exited"
-        proc = self._running_agent() or self.agent_process()
+        proc = self._reading_agent()
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
-        found = expected_reader(info.pid, proc.pid, f"agent {self.agent!r} (pid {proc.pid})")
-        return found if found is not None else f"agent {self.agent!r} (pid {proc.pid}) has exited"
+        what = f"agent {self.agent!r} (pid {proc.pid}{where})"
+        found = expected_reader(info.pid, proc.pid, what, read)
+        return found if found is not None else f"{what} has exited"
+
+    # where the reader is read (a remote tile reads them on its host) --------------------
+    def _pane_gone(self) -> str:
+        return "the pane has exited"
+
+    def _where(self) -> str:
+        """Said after a pid in messages: which machine it is on (nothing for this one)."""
+        return ""
+
+    def _stats_reader(self) -> StatsReader | None:
+        """How the reader's ``/proc`` stats are read; None: this machine's ``read_stat``."""
+        return None
+
+    def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
+        fg = foreground_pgrp(pane_pid)
+        return read_stat(fg) if fg is not None else None
+
+    def _reading_agent(self) -> psutil.Process | None:
+        return self._running_agent() or self.agent_process()
 
     def _in_foreground(self, proc: psutil.Process) -> bool:
         """True when ``proc`` runs (not stopped) in its terminal's foreground process group."""
