@@ -333,19 +333,8 @@ class _GuardedPane:
         )
 
     async def send(self, commands: list[str], *, submit: bool = False) -> None:
-        """Check the reader, then send ``commands`` unless the window is synchronized.
-
-        The reader check is two small ``/proc`` reads (microseconds), done on the
-        loop; the commands go over the hub's control connection when it has one
-        (a fraction of a millisecond, against a ``tmux`` process per line). On a remote
-        host the check is an ssh read: it runs in a worker thread, off the loop.
-        """
-        if self.reader.read_stats is None:
-            problem = check_reader(self.reader)
-        else:
-            problem = await asyncio.to_thread(_check_remote_reader, self.reader)
-        if problem is None and not await self.tile.tmux.asend_guarded(self.tile.pane_id, commands):
-            problem = SYNCHRONIZED_PROBLEM
+        """Check the reader, then send ``commands`` unless the window is synchronized."""
+        problem = await send_checked(self.tile, self.reader, commands)
         if problem is not None:
             raise self._stopped(problem, submit)
 
@@ -361,6 +350,25 @@ class _GuardedPane:
         problem = await asyncio.to_thread(now)
         if problem is not None:
             raise self._stopped(problem, False)
+
+
+async def send_checked(tile: Tile, reader: Reader, commands: list[str]) -> str | None:
+    """Check ``reader`` holds the terminal, then send ``commands`` unless the window is
+    synchronized: the failed check, or None when sent. Typed lines and pressed keys
+    (:mod:`madohub_nb.pipeline.keys`) both go through here.
+
+    The reader check is two small ``/proc`` reads (microseconds), done on the loop;
+    the commands go over the hub's control connection when it has one (a fraction of
+    a millisecond, against a ``tmux`` process per line). On a remote host the check
+    is an ssh read: it runs in a worker thread, off the loop.
+    """
+    if reader.read_stats is None:
+        problem = check_reader(reader)
+    else:
+        problem = await asyncio.to_thread(_check_remote_reader, reader)
+    if problem is None and not await tile.tmux.asend_guarded(tile.pane_id, commands):
+        problem = SYNCHRONIZED_PROBLEM
+    return problem
 
 
 def _check_remote_reader(reader: Reader) -> str | None:

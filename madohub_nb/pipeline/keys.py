@@ -19,11 +19,11 @@ import time
 from datetime import datetime, timezone
 from typing import Final
 
-from ..agents.foreground import Reader, check_reader
+from ..agents.foreground import Reader
 from ..errors import MadohubError, MadohubValueError
 from ..io.log import RoundRecord
 from ..io.tmux import key_command
-from .deliver import SYNCHRONIZED_PROBLEM
+from .deliver import send_checked
 from .round import RoundServices
 from .tile import Tile
 
@@ -88,7 +88,12 @@ async def press_keys(hub: RoundServices, tile: Tile, keys: list[str]) -> RoundRe
     )  # fmt: skip
     try:
         async with hub.deliverer.pane_lock(tile.pane_id):
-            problem = await asyncio.to_thread(_press_checked, tile, keys)
+            reader = await asyncio.to_thread(tile.reader)
+            if isinstance(reader, Reader):
+                presses = [key_command(tile.pane_id, k) for k in keys]
+                problem = await send_checked(tile, reader, presses)
+            else:
+                problem = reader
         if problem is None:
             rec.delivered_at = datetime.now(timezone.utc)
             rec.status = "delivered"
@@ -98,19 +103,3 @@ async def press_keys(hub: RoundServices, tile: Tile, keys: list[str]) -> RoundRe
         rec.error = f"keys not pressed in {tile.name!r}: {exc}"
     rec.deliver_ms = rec.latency_ms = round((time.monotonic() - fired) * 1000, 3)
     return await hub.record(rec)
-
-
-def _press_checked(tile: Tile, keys: list[str]) -> str | None:
-    """Check the tile's reader holds the foreground, then press (one worker-thread hop).
-
-    Returns the failed check, or None when the keys were pressed.
-    """
-    reader = tile.reader()
-    if not isinstance(reader, Reader):
-        return reader
-    problem = check_reader(reader)
-    if problem is not None:
-        return problem
-    if not tile.tmux.send_guarded(tile.pane_id, [key_command(tile.pane_id, k) for k in keys]):
-        return SYNCHRONIZED_PROBLEM
-    return None
