@@ -18,6 +18,7 @@ import re
 import shlex
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 
@@ -105,6 +106,7 @@ class SshHost:
         """Bounded reads run on this host (tests and benchmarks count them)."""
         self._master: subprocess.Popen[bytes] | None = None
         self._control_dir: str | None = None
+        self._stopping = threading.Lock()
 
     # one shared connection ---------------------------------------------------------------
     @property
@@ -142,14 +144,16 @@ class SshHost:
         return False
 
     def stop_master(self) -> None:
-        master, self._master = self._master, None
-        if master is not None and master.poll() is None:
-            master.terminate()
-            try:
-                master.wait(2)
-            except subprocess.TimeoutExpired:
-                master.kill()
-                master.wait()
+        """End our ssh master by pid. A second caller waits until the first has ended it."""
+        with self._stopping:
+            master, self._master = self._master, None
+            if master is not None and master.poll() is None:
+                master.terminate()
+                try:
+                    master.wait(2)
+                except subprocess.TimeoutExpired:
+                    master.kill()
+                    master.wait()
 
     def argv(self, words: Iterable[str], *, shell: str | None = None) -> list[str]:
         """ssh's argv running ``words`` (each quoted for the remote shell) on the host.

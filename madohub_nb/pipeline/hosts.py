@@ -152,4 +152,7 @@ class HostLink:
                 done.set()
 
             threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
-            await asyncio.to_thread(done.wait, CLOSE_WAIT_S)
+            if not await asyncio.to_thread(done.wait, CLOSE_WAIT_S):
+                # Slow or silent host: our ssh child ends now all the same (by pid), which
+                # also ends a kill still waiting on its shared connection.
+                await asyncio.to_thread(self.ssh.stop_master)

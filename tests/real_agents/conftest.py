@@ -52,6 +52,8 @@ STARTUP_TIMEOUT_S = 60.0
 REPLY_TIMEOUT_S = 60.0
 
 CODEX_ENTER_DELAY_S = 0.8
+CODEX_SUBMIT_TRIES = 3
+CODEX_SUBMIT_SEEN_S = 5.0
 """Codex swallows an Enter that follows typed text at once (a paste burst; REAL-AGENTS.md)."""
 
 CLAUDE_QUIET_ENV = {
@@ -104,6 +106,13 @@ def claude_is_idle(screen: str) -> bool:
         if any(later.startswith(RULE) for later in lines[i + 1 : i + 6]):
             return True
     return False
+
+
+def _composer_holds(screen: str, text: str) -> bool:
+    """Codex's composer (the last ``›`` line above the footer) still shows ``text``."""
+    lines = [line.strip() for line in screen.splitlines() if line.strip()]
+    prompts = [line for line in lines[-6:] if line.startswith("›")]
+    return bool(prompts) and prompts[-1] == f"› {text}"
 
 
 def codex_is_idle(screen: str) -> bool:
@@ -313,11 +322,31 @@ class RealPane:
         self.tmux("send-keys", "-t", self.pane_id, *keys)
 
     def submit(self, text: str) -> None:
-        """Type ``text`` then press Enter separately (after Codex's paste-burst delay)."""
+        """Type ``text`` then press Enter separately (after Codex's paste-burst delay).
+
+        Codex can still swallow that Enter right after start-up (its composer keeps the
+        text, nothing is sent): as a person would, Enter is pressed again while the
+        composer still holds the text and neither the busy line nor the emptied
+        composer has shown. An Enter on an empty composer sends nothing.
+        """
         self.type(text)
-        if self.kind == "codex":
+        if self.kind != "codex":
+            self.press("Enter")
+            return
+        # Keys that wait while Codex is still starting arrive in one burst: see the text
+        # drawn first, so the Enter comes after it.
+        self.wait_screen(lambda s: _composer_holds(s, text), what="the typed prompt")
+        for _ in range(CODEX_SUBMIT_TRIES):
             time.sleep(CODEX_ENTER_DELAY_S)
-        self.press("Enter")
+            self.press("Enter")
+            try:
+                self.wait_screen(
+                    lambda s: BUSY_MARKER in s or not _composer_holds(s, text),
+                    CODEX_SUBMIT_SEEN_S, what="Codex taking the prompt",
+                )  # fmt: skip
+                return
+            except AssertionError:
+                continue
 
     def wait_screen(
         self, cond: Callable[[str], object], timeout_s: float = REPLY_TIMEOUT_S, what: str = ""
