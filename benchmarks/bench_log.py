@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, percentile, run_main  # noqa: E402
 
 from madohub_nb.io.log import ROUND_COLUMNS, RoundLog, RoundRecord  # noqa: E402
+from madohub_nb.io.log_chunks import CHUNK_ROWS  # noqa: E402
 
 APPEND_TARGET_MS = 2.0
 DATAFRAME_TARGET_S = 0.4
@@ -54,14 +55,15 @@ DATAFRAME_AGAIN_TARGET_S = 0.1
 NEW_ROUNDS = 100
 SYNC_MODES = ("NORMAL", "FULL")
 EXTRACTED = "The review found three issues in parser.py: " + "details " * 50
-PROMPT = "Review this:\n" + EXTRACTED + "\nReply LGTM when it is fine."
 _QUOTED_COLUMNS = ", ".join('"' + c + '"' for c in ROUND_COLUMNS)
 INSERT = f"INSERT INTO rounds ({_QUOTED_COLUMNS}) VALUES ({', '.join('?' for _ in ROUND_COLUMNS)})"
 
 
 def make_record(n: int, start: datetime) -> RoundRecord:
-    """A realistic delivered round (about 1 KB of text)."""
-    fired = start + timedelta(seconds=n)
+    """A realistic delivered round (about 1 KB of text): its answer, prompt, timings and meta
+    differ from round to round; routes, agents, paths and templates repeat, as in a hub."""
+    fired = start + timedelta(seconds=n, microseconds=n * 7919 % 1_000_000)
+    extracted = f"Round {n}: {EXTRACTED}"
     return RoundRecord(
         route_id=f"route-{n % 4}",
         source="writer",
@@ -71,20 +73,20 @@ def make_record(n: int, start: datetime) -> RoundRecord:
         transform="prompt-wrap",
         dispatch="madoagent",
         fired_at=fired,
-        extracted=EXTRACTED,
+        extracted=extracted,
         extraction_method="jsonl",
-        extraction_path="/home/u/.claude/projects/-home-u-proj/0b7c.jsonl",
-        prompt=PROMPT,
-        delivered_at=fired + timedelta(milliseconds=1800),
+        extraction_path=f"/home/u/.claude/projects/-home-u-proj/{n // 500:04x}.jsonl",
+        prompt=f"Review this:\n{extracted}\nReply LGTM when it is fine.",
+        delivered_at=fired + timedelta(milliseconds=1800 + n % 977),
         status="delivered",
-        extract_ms=2.5,
-        transform_ms=0.1,
-        deliver_ms=1700.0,
-        latency_ms=1803.2,
+        extract_ms=2.5 + n % 101 / 37,
+        transform_ms=0.1 + n % 13 / 7,
+        deliver_ms=1700.0 + n % 977,
+        latency_ms=1803.2 + n % 977 + n % 101 / 37,
         delivery_mode="typed",
         template="Review this:\n{output}\nReply LGTM when it is fine.",
-        session_id="bench",
-        meta={"submit_attempts": 1, "submit_verified": True},
+        session_id=f"bench-{n // 5000}",
+        meta={"submit_attempts": 1 + n % 3, "submit_verified": True, "lines": n % 211},
     )
 
 
@@ -138,14 +140,18 @@ def bench_append(folder: Path, count: int, sync: str) -> tuple[list[float], list
     return ours, bare
 
 
-def fill(path: Path, records: list[RoundRecord]) -> None:
-    """Write ``records`` in one transaction (filling 100k rows one commit at a time is slow)."""
-    RoundLog(path).close()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    conn.executemany(INSERT, (plain_row(rec) for rec in records))
-    conn.execute("COMMIT")
-    conn.close()
+def fill(path: Path, records: list[RoundRecord]) -> tuple[list[float], list[float]]:
+    """Append ``records`` as the hub does, one ``RoundLog.append`` each (one in
+    ``CHUNK_ROWS`` also packs a column chunk). Returns the ms of the appends that
+    packed a chunk, and of the others."""
+    packing: list[float] = []
+    plain: list[float] = []
+    with RoundLog(path) as log:
+        for n, rec in enumerate(records, start=1):
+            t0 = time.perf_counter()
+            log.append(rec)
+            (packing if n % CHUNK_ROWS == 0 else plain).append((time.perf_counter() - t0) * 1000)
+    return packing, plain
 
 
 def best_of(repeats: int, build: Callable[[], Sized], rows: int) -> float:
@@ -175,6 +181,8 @@ class FrameTimes:
     dicts: float
     fetch: float
     tuples: float
+    packing_ms: list[float]
+    plain_ms: list[float]
 
 
 def bench_dataframe(folder: Path, rows: int, repeats: int) -> FrameTimes:
@@ -182,7 +190,7 @@ def bench_dataframe(folder: Path, rows: int, repeats: int) -> FrameTimes:
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     records = [make_record(n, start) for n in range(rows)]
     path = folder / "frame.sqlite3"
-    fill(path, records)
+    packing_ms, plain_ms = fill(path, records)
     dicts_s = bare_frame_seconds([dataclasses.asdict(rec) for rec in records], repeats)
     del records  # the rounds are in the file now; keep the process as small as a notebook's
 
@@ -205,7 +213,7 @@ def bench_dataframe(folder: Path, rows: int, repeats: int) -> FrameTimes:
         fetch_s = best_of(repeats, lambda: conn.execute(sql).fetchall(), rows)
         tuples = conn.execute(sql).fetchall()
     tuples_s = best_of(repeats, lambda: pd.DataFrame(tuples, columns=list(ROUND_COLUMNS)), rows)
-    return FrameTimes(first_s, again_s, after_s, dicts_s, fetch_s, tuples_s)
+    return FrameTimes(first_s, again_s, after_s, dicts_s, fetch_s, tuples_s, packing_ms, plain_ms)
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
@@ -236,6 +244,11 @@ def main(args: argparse.Namespace, report: Report) -> None:
             f"i.e. < {limit_s:.3f} s",
             f"pd.DataFrame(list_of_dicts) of the rounds in memory {t.dicts:.3f} s",
             t.first < limit_s,
+        )
+        report.info(
+            f"filling the log: {len(t.packing_ms)} of {rows} appends also packed a column chunk "
+            f"of {CHUNK_ROWS} rounds: median {statistics.median(t.packing_ms):.1f} ms, max "
+            f"{max(t.packing_ms):.1f} ms; the others median {statistics.median(t.plain_ms):.3f} ms"
         )
         report.info(
             f"plain figures: sqlite3 fetchall of the same SELECT {t.fetch:.3f} s (reading the rows "

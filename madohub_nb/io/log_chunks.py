@@ -1,0 +1,198 @@
+"""Column chunks of the round log: every ``CHUNK_ROWS`` rounds also stored column by column.
+
+Reading 100,000 rounds row by row through ``sqlite3`` makes one Python object per
+cell (3.6 million), which alone costs more than building the DataFrame. So each
+time an append completes a block of ``CHUNK_ROWS`` rounds, the same transaction
+packs that block's columns into one BLOB (a row of ``frame_chunks``): numbers as
+little-endian arrays, times as microseconds since the epoch, repeated text as a
+small dictionary and codes, other text joined. ``RoundLog.df`` then reads a few
+BLOBs and turns each column into one numpy array.
+
+The rows stay the source of truth. The two free-text columns (``extracted``,
+``prompt``) are not packed (they would double the file); they are read from the
+rows. A block that cannot be packed (an odd value from another writer) is
+skipped, and the rows past the first missing block are read row by row.
+
+Packing needs only the standard library (it runs on the engine thread at
+append); unpacking uses numpy, which ``df`` loads anyway. No BLOB is ever
+unpickled: a log file may come from anyone.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import numpy as np
+
+CHUNK_ROWS: Final = 1024
+"""Rounds per chunk: one append in this many also packs a chunk (a few ms)."""
+CHUNK_MAGIC: Final = b"MHC1"
+CHUNK_TABLE_SQL: Final = (
+    "CREATE TABLE IF NOT EXISTS frame_chunks ("
+    "first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, data BLOB NOT NULL)"
+)
+KINDS: Final = ("int", "float", "time", "text")
+"""How a packed column is stored: int64, float64 (missing: NaN), µs since the epoch, text."""
+_NAT: Final = -(2**63)  # numpy's NaT in a datetime64 array
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND: Final = datetime.resolution
+_DICT_SHARE: Final = 4
+"""Text with at most rows / _DICT_SHARE distinct values is stored as dictionary and codes."""
+
+
+class ChunkError(ValueError):
+    """A block of rows holds a value a chunk cannot store; the rows are read row by row."""
+
+
+# Packing (standard library only) ----------------------------------------------------
+
+
+def pack_chunk(rows: Sequence[Sequence[Any]], columns: Sequence[tuple[str, str]]) -> bytes:
+    """``rows`` (values in ``columns`` order) as one chunk BLOB; ``columns``: (name, kind)."""
+    described: list[list[Any]] = []
+    payloads: list[bytes] = []
+    offset = 0
+    for i, (name, kind) in enumerate(columns):
+        encoding, extra, payload = _pack_column([row[i] for row in rows], kind, name)
+        described.append([name, encoding, offset, len(payload), extra])
+        payloads.append(payload)
+        offset += len(payload)
+    header = json.dumps({"rows": len(rows), "columns": described}).encode()
+    return CHUNK_MAGIC + struct.pack("<I", len(header)) + header + b"".join(payloads)
+
+
+def _pack_column(values: list[Any], kind: str, name: str) -> tuple[str, Any, bytes]:
+    if kind == "int":
+        if not all(type(v) is int for v in values):
+            raise ChunkError(f"{name}: not every value is a whole number")
+        return "i8", None, _little(array("q", values))
+    if kind == "float":
+        try:
+            return "f8", None, _little(array("d", [_float(v) for v in values]))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ChunkError(f"{name}: {exc}") from None
+    if kind == "time":
+        return "t8", None, _little(array("q", [_epoch_us(v, name) for v in values]))
+    if not all(v is None or type(v) is str for v in values):
+        raise ChunkError(f"{name}: not every value is text")
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) <= max(1, len(values) // _DICT_SHARE):
+        index = {v: n for n, v in enumerate(distinct)}
+        return "dict", distinct, _little(array("I", [index[v] for v in values]))
+    if any(v is not None and "\0" in v for v in values):
+        return "json", None, json.dumps(values).encode()
+    nulls = [n for n, v in enumerate(values) if v is None]
+    try:
+        joined = "\0".join("" if v is None else v for v in values).encode()
+    except UnicodeEncodeError as exc:
+        raise ChunkError(f"{name}: {exc}") from None
+    return "text", nulls, joined
+
+
+def _float(value: Any) -> float:
+    if value is None:
+        return float("nan")
+    if isinstance(value, str):
+        raise ChunkError("text in a number column")
+    return float(value)
+
+
+def _epoch_us(value: Any, name: str) -> int:
+    """An ISO 8601 time as µs since the epoch (no offset: UTC, as ``pd.to_datetime(utc=True)``)."""
+    if value is None:
+        return _NAT
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError) as exc:
+        raise ChunkError(f"{name}: {exc}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _little(values: array[Any]) -> bytes:
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tobytes()
+
+
+# Unpacking (numpy) --------------------------------------------------------------------
+
+
+def unpack_chunks(blobs: Sequence[bytes], columns: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The chunks' columns joined in order: name → numpy array.
+
+    ``int`` → int64, ``float`` → float64, ``time`` → ``datetime64[us]`` (UTC, no
+    zone), ``text`` → object array of ``str`` (missing: None). ``ChunkError`` when a
+    BLOB is not a chunk of these columns.
+    """
+    import numpy as np
+
+    parsed = [_parse(blob, columns) for blob in blobs]
+    out: dict[str, Any] = {}
+    for name, kind in columns:
+        pieces = [(rows, table[name], payload) for rows, table, payload in parsed]
+        if kind in ("int", "float", "time"):
+            dtype = "<f8" if kind == "float" else "<i8"
+            joined = b"".join(payload[o : o + n] for _, (_, o, n, _), payload in pieces)
+            values = np.frombuffer(joined, dtype=dtype).astype(dtype[1:], copy=False)
+            out[name] = values.view("datetime64[us]") if kind == "time" else values
+        else:
+            out[name] = _text_column(pieces, np)
+    return out
+
+
+def _parse(blob: bytes, columns: Sequence[tuple[str, str]]) -> tuple[int, dict[str, Any], bytes]:
+    """One chunk's rows, column table (name → (encoding, offset, length, extra)) and payload."""
+    try:
+        if not blob.startswith(CHUNK_MAGIC):
+            raise ChunkError("not a madohub column chunk")
+        (size,) = struct.unpack_from("<I", blob, len(CHUNK_MAGIC))
+        start = len(CHUNK_MAGIC) + 4
+        header = json.loads(blob[start : start + size])
+        payload = blob[start + size :]
+        table = {c[0]: (c[1], c[2], c[3], c[4]) for c in header["columns"]}
+        rows = int(header["rows"])
+    except (struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ChunkError(f"unreadable column chunk: {exc}") from None
+    expected = {"int": ("i8",), "float": ("f8",), "time": ("t8",), "text": ("dict", "text", "json")}
+    for name, kind in columns:
+        found = table.get(name)
+        if found is None or found[0] not in expected[kind] or found[1] + found[2] > len(payload):
+            raise ChunkError(f"column chunk has no readable {name!r}")
+        if kind != "text" and found[2] != rows * 8:
+            raise ChunkError(f"column chunk's {name!r} does not hold {rows} values")
+    return rows, table, payload
+
+
+def _text_column(pieces: list[tuple[int, Any, bytes]], np: Any) -> np.ndarray:
+    """Object arrays of each chunk's text, joined: dictionary codes index their values."""
+    parts = []
+    for rows, (encoding, offset, length, extra), payload in pieces:
+        data = payload[offset : offset + length]
+        if encoding == "dict":
+            codes = np.frombuffer(data, dtype="<u4")
+            if len(codes) != rows:
+                raise ChunkError(f"column chunk's text codes are {len(codes)}, not {rows}")
+            distinct = np.empty(len(extra), dtype=object)
+            distinct[:] = extra
+            if len(codes) and int(codes.max()) >= len(distinct):
+                raise ChunkError("column chunk's text codes point past its values")
+            parts.append(distinct[codes])
+            continue
+        values = json.loads(data) if encoding == "json" else data.decode().split("\0")
+        part = np.empty(len(values), dtype=object)
+        part[:] = values
+        if len(part) != rows:
+            raise ChunkError(f"column chunk's text holds {len(part)} values, not {rows}")
+        if encoding == "text" and extra:
+            part[np.asarray(extra, dtype=np.int64)] = None
+        parts.append(part)
+    return np.concatenate(parts) if parts else np.empty(0, dtype=object)
