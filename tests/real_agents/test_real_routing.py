@@ -690,9 +690,17 @@ def test_qwen_code_routes_both_ways_with_claude(
         what="the routed prompt at Qwen's API",
     )
     wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
+    # The first idle reading can come before Qwen has drawn its answer (the fake answers
+    # at once); a route waits for quiet first, so the test waits for the answer to show.
+    answer = default_answer(routed)
+    wait_until(
+        lambda: (got := qwen.last_response()) is not None and got.text == answer,
+        10,
+        what="Qwen's answer on its screen",
+    )
     found = qwen.last_response()
     assert found is not None and found.method == "terminal"
-    assert found.text == default_answer(routed)
+    assert found.text == answer
 
 
 # --------------------------------------------------------------------------- Aider
