@@ -575,3 +575,44 @@ def test_a_hosts_clock_is_read_from_its_own_tmux_not_ours(rhub: mh.Hub, project:
     # With no stamp yet (no control connection), nothing may look old on the host.
     link.tmux.drop_channel(client)
     assert link.tmux.server_wall_time() == 0.0
+
+
+def test_a_remote_tiles_env_and_command_reach_no_argv_here_or_on_the_host(
+    tmux_socket: str, remote_socket: str, sshd: object, tmp_path: Path
+) -> None:
+    """ssh runs through a recorder of its argv: the tile's ``env`` and command go over the
+    connection as text, never in ssh's argv here, the remote shell's, or the host's tmux server's."""
+    record = tmp_path / "ssh-argv.txt"
+    recorder = tmp_path / "bin" / "ssh"
+    recorder.parent.mkdir()
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{record}"\nexec ssh "$@"\n')
+    recorder.chmod(0o700)
+    _, options = sshd.ssh_command.split(maxsplit=1)  # type: ignore[attr-defined]
+    ssh_command = f"{recorder} {options}"
+    token, word = f"tok-{os.urandom(8).hex()}", f"word-{os.urandom(8).hex()}"
+    hub = mh.Hub(
+        socket_name=tmux_socket,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=ssh_command,
+        remote_socket_name=remote_socket,
+    )
+    try:
+        tile = hub.tile(
+            "far", command=f"sh -c 'echo {word}; sleep 600'", host="box", env={"MY_TOKEN": token}
+        )
+        tile.ready.result(30)
+        info = tile.pane_info()
+        assert info is not None
+        assert psutil.Process(info.pid).environ().get("MY_TOKEN") == token
+        wait_until(lambda: word in tile.screen(), 15, what="the remote tile's command ran")
+        argvs = record.read_text()
+        assert "source-file" in argvs and "new-session" not in argvs  # the path was taken
+        assert token not in argvs and word not in argvs
+        out = subprocess.run(
+            ["tmux", "-L", remote_socket, "display-message", "-p", "#{pid}"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        server = " ".join(psutil.Process(int(out.stdout)).cmdline())
+        assert token not in server and word not in server
+    finally:
+        hub.close()

@@ -173,3 +173,47 @@ def test_config_magic_never_prints_the_key(home: Path) -> None:
         shell.config.pop("MadoHub", None)
     assert "MadoHub.api_key" in shown  # the help was printed
     assert _leaks(key, {"%config": shown}) == []
+
+
+def test_a_tiles_env_and_command_reach_no_process_argv(
+    tmux_socket: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tmux process is started through a recorder of its argv (then the real tmux).
+
+    A process's argv is readable by every user of the machine, and the tmux server a
+    client starts keeps that client's argv as its own for its whole life: a tile's
+    ``env`` and command must go to tmux some other way.
+    """
+    import os
+    import shutil
+    import stat
+
+    import psutil
+
+    real = shutil.which("tmux")
+    assert real is not None
+    record = tmp_path / "argv.txt"
+    recorder = tmp_path / "bin" / "tmux"
+    recorder.parent.mkdir()
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{record}"\nexec "{real}" "$@"\n')
+    recorder.chmod(recorder.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{recorder.parent}:{os.environ['PATH']}")
+    token, word = f"tok-{secrets.token_hex(8)}", f"word-{secrets.token_hex(8)}"
+    hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "rounds.sqlite3")
+    try:
+        first = hub.tile(
+            "first", command=f"sh -c 'echo {word}; sleep 600'", env={"MY_TOKEN": token}
+        )
+        second = hub.tile("second", command="sleep 600", env={"MY_TOKEN": token})
+        for tile in (first, second):
+            info = tile.pane_info()
+            assert info is not None
+            wait_until(lambda i=info: psutil.Process(i.pid).environ().get("MY_TOKEN") == token)
+        wait_until(lambda: word in first.screen(), what="the first tile's command ran")
+        server = psutil.Process(int(hub.tmux.run("display-message", "-p", "#{pid}").strip()))
+        argvs = record.read_text()
+        assert "new-session" not in argvs and "source-file" in argvs  # the path was taken
+        assert token not in argvs and word not in argvs
+        assert token not in " ".join(server.cmdline()) and word not in " ".join(server.cmdline())
+    finally:
+        hub.close()

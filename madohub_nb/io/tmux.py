@@ -169,6 +169,23 @@ class Tmux:
                 pass  # closed before the command was sent: run it the other way
         return self._run_process(*args, input=input, check=check)
 
+    def _run_unlisted(self, *args: str) -> str:
+        """:meth:`run` for a command whose arguments may hold secrets (a tile's ``env``, its
+        command): never in a process's argv, which every user of the machine (or host) can
+        read, and which the tmux server a client starts keeps as its own for its lifetime.
+
+        Over the control connection when it takes the command, else as text on the
+        stdin of ``tmux start-server ; source-file -`` (through ssh for a host).
+        Arguments with a line break cannot be written so and go on the command line.
+        """
+        channel = self._usable_channel(args, None)
+        if channel is not None and channel.loop is not None and not channel.on_loop_thread():
+            return self.run(*args)
+        if any("\n" in a or "\r" in a or "\0" in a for a in args):
+            return self.run(*args)
+        line, _ = command_line(args)
+        return self.run("start-server", ";", "source-file", "-", input=line + "\n")
+
     def _run_process(self, *args: str, input: str | None = None, check: bool = True) -> str:
         try:
             proc = subprocess.run(
@@ -250,7 +267,7 @@ class Tmux:
         if not self.has_session(session):
             # The options go in the same tmux call, so that they apply before a command that
             # exits at once is reaped: its pane then stays, dead, with its exit status.
-            out = self.run(
+            out = self._run_unlisted(
                 "new-session",
                 "-d",
                 "-s",
@@ -294,7 +311,7 @@ class Tmux:
                 "on",
             )
             return _pane_and_pid(out)
-        out = self.run("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
+        out = self._run_unlisted("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
         pane_id, pid = _pane_and_pid(out)
         self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
         return pane_id, pid
