@@ -192,6 +192,10 @@ def test_a_chunk_missing_a_column_or_values_raises_chunk_error() -> None:
         unpack_chunks([blob], [*COLUMNS, ("y", "int")])
     with pytest.raises(ChunkError, match="no readable"):
         unpack_chunks([blob[:-4]], COLUMNS)  # the last payload cut short
+    unique = [(n, 1.0, None, f"text {n}") for n in range(8)]
+    damaged = pack_chunk(unique, COLUMNS).replace(b"text 3", b"\xff\xfe\xfd\xfc 3")
+    with pytest.raises(ChunkError, match="'s' is unreadable"):
+        unpack_chunks([damaged], COLUMNS)  # not UTF-8
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,7 @@ from .log_chunks import (
     CHUNK_ROWS,
     CHUNK_TABLE_SQL,
     ChunkError,
+    object_array,
     pack_chunk,
     unpack_chunks,
 )
@@ -82,8 +83,8 @@ if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import tim
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 3
-"""2 added the cost columns; 3 the column chunks (``log_chunks``) that make ``df`` fast."""
-"""1: the first log; 2: the usage and cost columns (model … cost_usd). Older files are migrated."""
+"""1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
+(``log_chunks``) that make ``df`` fast. Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -538,7 +539,7 @@ class RoundLog:
             for name in missing:
                 conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
             conn.execute(CHUNK_TABLE_SQL)
-            packed = self._pack_chunks(conn, self._max_seq(conn), limit=None)
+            packed = self._pack_chunks(conn, self.last_rowid, limit=None)
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -631,19 +632,15 @@ class RoundLog:
 
         Its own transaction after the round's commit: a chunk that cannot be written
         (a full disk, the size cap) loses nothing logged, and ``df`` reads those rows
-        row by row instead.
+        row by row instead. Nothing here fails the append: its round is committed.
         """
         try:
             conn.execute("BEGIN IMMEDIATE")
             self._pack_chunks(conn, seq, limit=_CATCH_UP_CHUNKS)
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except Exception as exc:
             self._rollback()
             logger.info("round log %s: column chunk not written (%s)", self.path, exc)
-
-    @staticmethod
-    def _max_seq(conn: sqlite3.Connection) -> int:
-        return int(conn.execute("SELECT coalesce(max(seq), 0) FROM rounds").fetchone()[0])
 
     def _pack_chunks(self, conn: sqlite3.Connection, upto: int, limit: int | None) -> int:
         """Pack the full blocks up to rowid ``upto`` that have no chunk, oldest first (at most
@@ -1066,12 +1063,9 @@ def _gc_paused() -> Iterator[None]:
 
 def _object_series(values: list[Any]) -> pd.Series:
     """An object Series holding ``values`` as they are (dicts stay dicts)."""
-    import numpy as np
     import pandas as pd
 
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return pd.Series(array, dtype=object)
+    return pd.Series(object_array(values), dtype=object)
 
 
 def _record(row: tuple[Any, ...]) -> RoundRecord:

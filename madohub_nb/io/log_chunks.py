@@ -144,9 +144,30 @@ def unpack_chunks(blobs: Sequence[bytes], columns: Sequence[tuple[str, str]]) ->
             joined = b"".join(payload[o : o + n] for _, (_, o, n, _), payload in pieces)
             values = np.frombuffer(joined, dtype=dtype).astype(dtype[1:], copy=False)
             out[name] = values.view("datetime64[us]") if kind == "time" else values
-        else:
+            continue
+        try:
             out[name] = _text_column(pieces, np)
+        except (ValueError, TypeError, IndexError) as exc:  # bad UTF-8, JSON or null list
+            raise ChunkError(f"column chunk's {name!r} is unreadable: {exc}") from None
     return out
+
+
+_ENCODINGS: Final = {
+    "int": ("i8",),
+    "float": ("f8",),
+    "time": ("t8",),
+    "text": ("dict", "text", "json"),
+}
+"""The encodings a chunk may store each kind of column in."""
+
+
+def object_array(values: Sequence[Any]) -> Any:
+    """A numpy object array holding ``values`` as they are (strings, dicts, None)."""
+    import numpy as np
+
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
 
 
 def _parse(blob: bytes, columns: Sequence[tuple[str, str]]) -> tuple[int, dict[str, Any], bytes]:
@@ -162,10 +183,9 @@ def _parse(blob: bytes, columns: Sequence[tuple[str, str]]) -> tuple[int, dict[s
         rows = int(header["rows"])
     except (struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
         raise ChunkError(f"unreadable column chunk: {exc}") from None
-    expected = {"int": ("i8",), "float": ("f8",), "time": ("t8",), "text": ("dict", "text", "json")}
     for name, kind in columns:
         found = table.get(name)
-        if found is None or found[0] not in expected[kind] or found[1] + found[2] > len(payload):
+        if found is None or found[0] not in _ENCODINGS[kind] or found[1] + found[2] > len(payload):
             raise ChunkError(f"column chunk has no readable {name!r}")
         if kind != "text" and found[2] != rows * 8:
             raise ChunkError(f"column chunk's {name!r} does not hold {rows} values")
@@ -181,15 +201,13 @@ def _text_column(pieces: list[tuple[int, Any, bytes]], np: Any) -> np.ndarray:
             codes = np.frombuffer(data, dtype="<u4")
             if len(codes) != rows:
                 raise ChunkError(f"column chunk's text codes are {len(codes)}, not {rows}")
-            distinct = np.empty(len(extra), dtype=object)
-            distinct[:] = extra
+            distinct = object_array(extra)
             if len(codes) and int(codes.max()) >= len(distinct):
                 raise ChunkError("column chunk's text codes point past its values")
             parts.append(distinct[codes])
             continue
         values = json.loads(data) if encoding == "json" else data.decode().split("\0")
-        part = np.empty(len(values), dtype=object)
-        part[:] = values
+        part = object_array(values)
         if len(part) != rows:
             raise ChunkError(f"column chunk's text holds {len(part)} values, not {rows}")
         if encoding == "text" and extra:
