@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import secrets
+import shutil
+import stat
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import ipywidgets
+import psutil
 import pytest
 from conftest import FAST_IDLE_MS, start_standin, wait_until
 from IPython.core.formatters import DisplayFormatter
@@ -184,12 +188,6 @@ def test_a_tiles_env_and_command_reach_no_process_argv(
     client starts keeps that client's argv as its own for its whole life: a tile's
     ``env`` and command must go to tmux some other way.
     """
-    import os
-    import shutil
-    import stat
-
-    import psutil
-
     real = shutil.which("tmux")
     assert real is not None
     record = tmp_path / "argv.txt"

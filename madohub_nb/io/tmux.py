@@ -154,8 +154,8 @@ class Tmux:
         Over the control connection when there is one (about 0.1 ms a command,
         against about 2.5 ms for a new ``tmux`` process), else as a process.
         """
-        channel = self._usable_channel(args, input)
-        if channel is not None and channel.loop is not None and not channel.on_loop_thread():
+        channel = self._channel_from_here(args, input)
+        if channel is not None and channel.loop is not None:
             future = asyncio.run_coroutine_threadsafe(channel.command(args, check), channel.loop)
             try:
                 out = future.result(COMMAND_TIMEOUT_S)
@@ -169,6 +169,14 @@ class Tmux:
                 pass  # closed before the command was sent: run it the other way
         return self._run_process(*args, input=input, check=check)
 
+    def _channel_from_here(self, args: tuple[str, ...], input: str | None) -> ControlClient | None:
+        """The control connection :meth:`run` sends ``args`` over from this thread, or None
+        (a process: no connection, or this is its loop's thread, which must not wait on it)."""
+        channel = self._usable_channel(args, input)
+        if channel is None or channel.loop is None or channel.on_loop_thread():
+            return None
+        return channel
+
     def _run_unlisted(self, *args: str) -> str:
         """:meth:`run` for a command whose arguments may hold secrets (a tile's ``env``, its
         command): never in a process's argv, which every user of the machine (or host) can
@@ -178,10 +186,7 @@ class Tmux:
         stdin of ``tmux start-server ; source-file -`` (through ssh for a host).
         Arguments with a line break cannot be written so and go on the command line.
         """
-        channel = self._usable_channel(args, None)
-        if channel is not None and channel.loop is not None and not channel.on_loop_thread():
-            return self.run(*args)
-        if any("\n" in a or "\r" in a or "\0" in a for a in args):
+        if self._channel_from_here(args, None) is not None or not one_line(args):
             return self.run(*args)
         line, _ = command_line(args)
         return self.run("start-server", ";", "source-file", "-", input=line + "\n")
@@ -456,11 +461,16 @@ NESTING_COMMANDS = frozenset(
 of its own, which a caller cannot count in advance; they run as processes instead."""
 
 
+def one_line(args: tuple[str, ...] | list[str]) -> bool:
+    """Can ``args`` be written as one tmux command line? (No line break, no NUL.)"""
+    return not any("\n" in a or "\r" in a or "\0" in a for a in args)
+
+
 def quotable(args: tuple[str, ...] | list[str]) -> bool:
     """Can ``args`` go on one control-mode command line? (No line breaks, no NUL, no nesting.)"""
     return (
         bool(args)
-        and not any(("\n" in a or "\r" in a or "\0" in a) for a in args)
+        and one_line(args)
         and not any(a in NESTING_COMMANDS for a in args[:1])
         and not any(args[i + 1] in NESTING_COMMANDS for i, a in enumerate(args[:-1]) if a == ";")
     )
