@@ -32,6 +32,7 @@ import psutil
 import pytest
 from conftest import kill_tree, wait_until
 
+from madohub_nb.agents.profiles import PROFILES
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
@@ -51,10 +52,11 @@ PANE_HEIGHT = 50
 STARTUP_TIMEOUT_S = 60.0
 REPLY_TIMEOUT_S = 60.0
 
-CODEX_ENTER_DELAY_S = 0.8
+CODEX_ENTER_DELAY_S = PROFILES["codex"].pre_submit_delay_ms / 1000
+"""Codex swallows an Enter that follows typed text at once (a paste burst; REAL-AGENTS.md)."""
 CODEX_SUBMIT_TRIES = 3
 CODEX_SUBMIT_SEEN_S = 5.0
-"""Codex swallows an Enter that follows typed text at once (a paste burst; REAL-AGENTS.md)."""
+"""How often, and how long apart, the helper presses Enter while Codex's composer holds the text."""
 
 CLAUDE_QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
