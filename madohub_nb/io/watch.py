@@ -276,9 +276,6 @@ class OutputWatcher:
         self._silenced: set[tuple[str, str]] = set()  # (session, pane) of panes nobody watches
         self._mode_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[object]] = set()
-        self._to_apply: set[str] = set()
-        """Panes with an ``_apply`` scheduled and not yet begun: one is enough, it reads the
-        listeners' need when it runs."""
         self._poll_task: asyncio.Task[None] | None = None
 
     def stream(self, pane_id: str, session: str) -> PaneStream:
@@ -317,11 +314,9 @@ class OutputWatcher:
                         other.mode = "on"
                         other.ended = False
                 self._silenced = {s for s in self._silenced if s[0] != session}
-                to_tell = [other for other in self.streams.values() if other.session == session]
-            else:
-                to_tell = [stream]
-        for other in to_tell:  # only a new client's panes all need telling; else just this one
-            self._schedule(other)
+        for other in list(self.streams.values()):
+            if other.session == session:
+                self._schedule(other)
         return stream
 
     def client_pids(self) -> list[int]:
@@ -340,9 +335,8 @@ class OutputWatcher:
 
     # switching tmux's output per pane ------------------------------------------------
     def _schedule(self, stream: PaneStream) -> None:
-        if not self.output_control or self.closed or stream.pane_id in self._to_apply:
+        if not self.output_control or self.closed:
             return
-        self._to_apply.add(stream.pane_id)
         task = asyncio.get_running_loop().create_task(self._apply(stream))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -365,7 +359,6 @@ class OutputWatcher:
 
     async def _apply(self, stream: PaneStream) -> None:
         """Tell tmux to send ``stream``'s output or not, as its listeners need (in order)."""
-        self._to_apply.discard(stream.pane_id)
         if not self.output_control:
             return
         lock = self._mode_locks.setdefault(stream.pane_id, asyncio.Lock())
