@@ -50,9 +50,12 @@ bench: $(STAMP)
 docs: $(STAMP) system-deps
 	MADOHUB_DASHBOARD_PNG=$(CURDIR)/docs/dashboard.png MADOHUB_DOCS_SHOTS=$(CURDIR)/docs $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_browser.py
 
+# JupyterLab refuses to start as root (containers, CI) unless told: say so only for root.
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
 	$(PIP) install -q -e '.[lab]'
-	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb
+	$(VENV)/bin/jupyter lab $(LAB_ROOT) notebooks/quickstart.ipynb
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache
