@@ -182,10 +182,12 @@ class Tile:
 
     @property
     def profile(self) -> AgentProfile:
+        """The profile of the tile's agent kind: its markers, submit keys and delays."""
         return get_profile(self.agent)
 
     # facts from tmux ----------------------------------------------------
     def pane_info(self) -> PaneInfo | None:
+        """What tmux says about the pane now (pid, size, command, path); None once it is gone."""
         try:
             return self.tmux.pane_info(self.pane_id)
         except TmuxError:
@@ -401,6 +403,7 @@ class Tile:
         return extraction.extract(self)
 
     async def astate(self) -> TileState:
+        """:attr:`state`, read in a worker thread so the caller's event loop never waits on it."""
         return await asyncio.to_thread(lambda: self.state)
 
     # display ------------------------------------------------------------
