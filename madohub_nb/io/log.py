@@ -59,7 +59,7 @@ from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES
-from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
+from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
     CUT_MARKER,
     DELIVERY_MODES,
@@ -342,7 +342,8 @@ class RoundLog:
         self.read_only: Final = read_only
         self.in_memory: Final = str(path) == MEMORY
         self.path: Final = Path(MEMORY) if self.in_memory else self._resolve(path)
-        self._secrets: set[str] = set()
+        self.secrets: Final = SecretRegistry()
+        """What this log redacts; reading it takes no lock (see ``SecretRegistry``)."""
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
         self._closed = False
@@ -578,29 +579,26 @@ class RoundLog:
     # Writing -----------------------------------------------------------------
 
     def register_env_secrets(self) -> None:
-        """Redact the keys now in ``SECRET_ENV_VARS`` (the environment may change later)."""
-        for var in SECRET_ENV_VARS:
-            value = os.environ.get(var, "")
-            if len(value.strip()) >= MIN_SECRET_CHARS and value not in self._secrets:
-                with self._lock:
-                    self._secrets.add(value)
+        """Redact the keys now in ``SECRET_ENV_VARS`` (the environment may change later).
+
+        Never blocks: it takes no lock on the log (see ``SecretRegistry``).
+        """
+        self.secrets.add_env()
 
     def redact_text(self, text: str) -> str:
-        """``text`` with every registered secret (and key-like string) replaced: safe to show."""
-        self.register_env_secrets()
-        with self._lock:
-            secrets = tuple(self._secrets)
-        return scrub_secrets(text, secrets)
+        """``text`` with every registered secret (and key-like string) replaced: safe to show.
+
+        Never blocks: it reads the secrets' snapshot, not the file, so a view or the
+        engine loop redacting meanwhile never waits on an append held by a locked file.
+        """
+        return self.secrets.redact(text)
 
     def register_secret(self, secret: str) -> None:
-        """Redact ``secret`` (e.g. an API key) from every row appended from now on."""
-        if not isinstance(secret, str) or len(secret.strip()) < MIN_SECRET_CHARS:
-            raise MadohubValueError(
-                f"a secret to redact must be a string of at least {MIN_SECRET_CHARS} characters "
-                "(shorter ones would redact ordinary words)"
-            )
-        with self._lock:
-            self._secrets.add(secret)
+        """Redact ``secret`` (e.g. an API key) from every row appended from now on.
+
+        Never blocks on the log (a swap of the secrets' snapshot).
+        """
+        self.secrets.add(secret)
 
     def append(self, rec: RoundRecord) -> None:
         """Write one round and commit it before returning."""
@@ -738,7 +736,10 @@ class RoundLog:
         return rec
 
     def redact(self, rec: RoundRecord) -> RoundRecord:
-        """A copy of ``rec`` as the log stores it (secrets redacted): safe to show."""
+        """A copy of ``rec`` as the log stores it (secrets redacted): safe to show.
+
+        Never blocks: no lock on the log, no file I/O (safe on the engine loop).
+        """
         return self._scrubbed(rec)
 
     def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
@@ -748,8 +749,7 @@ class RoundLog:
         SQLite stores UTF-8, which cannot encode them.
         """
         self.register_env_secrets()
-        with self._lock:
-            secrets = tuple(self._secrets)
+        secrets = self.secrets.snapshot
         cap = self._max_field_chars
         changes: dict[str, Any] = {
             name: _capped(_storable(scrub_secrets(value, secrets)), cap)
