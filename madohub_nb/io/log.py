@@ -18,6 +18,15 @@ lock for one short transaction; reading ``df`` holds it while rows are fetched. 
 several processes) may share one file: WAL lets readers run beside the writer,
 and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
 
+Every method is safe from any thread. Blocking ones take the log's lock and touch
+the file, so they may wait for a reader of this log (``df``) and, for writes, up to
+``busy_timeout_ms`` for another process: ``append``, ``ensure_writable``, ``df``,
+``since``, ``tail``, ``get``, ``last_rowid``/``len``, ``plot``, ``close``. The engine
+loop must call them in a worker thread (``asyncio.to_thread``), never on the loop.
+Non-blocking ones take no lock on the log and do no I/O, so the loop and the views
+may call them directly: ``redact``, ``redact_text``, ``register_secret``,
+``register_env_secrets`` (the secrets are a ``SecretRegistry`` snapshot).
+
 Reading: ``df`` of a newly opened log reads every ``CHUNK_ROWS`` rounds from one
 column chunk (``log_chunks``), packed by the append that completed the block, and
 only the free text (``extracted``, ``prompt``) and the newest rounds row by row:
@@ -601,7 +610,12 @@ class RoundLog:
         self.secrets.add(secret)
 
     def append(self, rec: RoundRecord) -> None:
-        """Write one round and commit it before returning."""
+        """Write one round and commit it before returning.
+
+        Blocking (up to ``busy_timeout_ms`` on a file another process locked): call it
+        from a worker thread. Once its transaction began it is not undone by the
+        caller giving up: a cancelled ``to_thread`` still commits the round.
+        """
         stored = self._scrubbed(self._validated(rec))
         row = self._row(stored)
         with self._lock:
@@ -676,6 +690,8 @@ class RoundLog:
         than running unlogged. It takes the write lock and writes a round-sized
         blob that is rolled back (catching locks, read-only files and a full
         size cap), and checks the file system still has ``MIN_FREE_BYTES``.
+        Blocking (up to ``busy_timeout_ms``, and while a ``df`` of this log reads):
+        call it from a worker thread, e.g. ``await asyncio.to_thread(log.ensure_writable)``.
         """
         if not self.in_memory:
             try:
@@ -771,8 +787,6 @@ class RoundLog:
             "meta": meta,
         }
         return tuple(values[name] for name in ROUND_COLUMNS)
-
-    # Listening ---------------------------------------------------------------
 
     # Reading -----------------------------------------------------------------
 
