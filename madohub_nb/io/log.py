@@ -30,7 +30,10 @@ may call them directly: ``redact``, ``redact_text``, ``register_secret``,
 Reading: ``df`` of a newly opened log reads every ``CHUNK_ROWS`` rounds from one
 column chunk (``log_chunks``), packed by the append that completed the block, and
 only the free text (``extracted``, ``prompt``) and the newest rounds row by row:
-100,000 rounds in about 0.2 s, where a row-by-row read costs 0.9 s.
+100,000 rounds in about 0.2 s, where a row-by-row read costs 0.9 s. A log may come
+from anyone: chunks not sealed by this user, or whose rows changed since, are not
+read (the rows are), each row's meta is parsed alone, and a value of the wrong type
+in a row reads as missing (NaN, NaT) or as stored, never as an error.
 
 No secret reaches the file: every text field is scrubbed of API-key-like
 strings and of registered secrets before it is written (keys put in the
@@ -58,7 +61,7 @@ import sqlite3
 import stat
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -80,9 +83,13 @@ from ..settings import (
 from .log_chunks import (
     CHUNK_ROWS,
     CHUNK_TABLE_SQL,
+    CHUNK_TRIGGERS_SQL,
     ChunkError,
+    chunk_key,
     object_array,
+    open_chunk,
     pack_chunk,
+    seal_chunk,
     unpack_chunks,
 )
 
@@ -91,9 +98,10 @@ if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import tim
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
-(``log_chunks``) that make ``df`` fast. Older files are migrated."""
+(``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key, and dropped
+by any change to their rows. Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -218,6 +226,8 @@ _CHUNK_SELECT: Final = (
     "SELECT " + ", ".join(f'"{c}"' for c, _ in _CHUNK_COLUMNS) + " FROM rounds"
     " WHERE seq BETWEEN ? AND ? ORDER BY seq"
 )
+_TRIGGERS_AS_STORED: Final = tuple(t.replace(" IF NOT EXISTS", "") for t in CHUNK_TRIGGERS_SQL)
+"""The chunk triggers as ``sqlite_master`` keeps them; chunks are trusted only beside them."""
 _CATCH_UP_CHUNKS: Final = 8
 """Missing chunks an append packs at most (a log written by an older version catches up)."""
 _SCHEMA: Final = (
@@ -232,6 +242,7 @@ _SCHEMA: Final = (
     + ")",
     "CREATE TABLE write_probe (x BLOB)",  # ensure_writable writes here, then rolls back
     CHUNK_TABLE_SQL,
+    *CHUNK_TRIGGERS_SQL,
 )
 _INSERT: Final = (
     f"INSERT INTO rounds ({_COLUMN_SQL}) VALUES ({', '.join('?' for _ in ROUND_COLUMNS)})"
@@ -549,6 +560,10 @@ class RoundLog:
             for name in missing:
                 conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
             conn.execute(CHUNK_TABLE_SQL)
+            if version < 4:  # chunks of schema 3 are unsealed, and their rows may have changed
+                conn.execute("DELETE FROM frame_chunks")
+            for statement in CHUNK_TRIGGERS_SQL:
+                conn.execute(statement)
             packed = self._pack_chunks(conn, self.last_rowid, limit=None)
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
@@ -663,6 +678,9 @@ class RoundLog:
         """
         have = {row[0] for row in conn.execute("SELECT first_seq FROM frame_chunks")}
         starts = [s for s in range(1, upto - CHUNK_ROWS + 2, CHUNK_ROWS) if s not in have]
+        key = chunk_key(create=True) if starts else None
+        if key is None:
+            return 0  # no block to pack, or no key to seal one with: df reads rows
         written = 0
         for first in starts[:limit]:
             last = first + CHUNK_ROWS - 1
@@ -670,7 +688,7 @@ class RoundLog:
             try:
                 if len(rows) != CHUNK_ROWS:
                     raise ChunkError(f"{len(rows)} rows, not {CHUNK_ROWS}")
-                blob = pack_chunk(rows, _CHUNK_COLUMNS)
+                blob = seal_chunk(pack_chunk(rows, _CHUNK_COLUMNS), first, last, key)
             except ChunkError as exc:
                 logger.info(
                     "round log %s: rounds %d-%d stay unpacked (%s)", self.path, first, last, exc
@@ -851,8 +869,10 @@ class RoundLog:
         if not covered:
             return rounds_frame(rows)
         try:
-            packed = _chunk_frame([blob for _, blob in chunks], texts, covered)
-        except ChunkError as exc:
+            key = chunk_key(create=False)
+            bodies = [open_chunk(blob, last - CHUNK_ROWS + 1, last, key) for last, blob in chunks]
+            packed = _chunk_frame(bodies, texts, covered)
+        except Exception as exc:  # a chunk is a copy of rows: whatever is wrong, read the rows
             logger.warning(
                 "round log %s: column chunks unreadable (%s); reading rows", self.path, exc
             )
@@ -863,6 +883,11 @@ class RoundLog:
         """(last rowid, BLOB) of the chunks from rowid 1 on, up to the first block without one."""
         if not self._has_chunks:
             return []
+        triggers = {
+            sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'")
+        }
+        if not triggers.issuperset(_TRIGGERS_AS_STORED):
+            return []  # without them a row may have changed under its chunk unseen
         found: list[tuple[int, bytes]] = []
         for first, last, blob in conn.execute(
             "SELECT first_seq, last_seq, data FROM frame_chunks ORDER BY first_seq"
@@ -1025,18 +1050,48 @@ def _frame(columns: dict[str, Any]) -> pd.DataFrame:
         if name in _TIME_COLUMNS and getattr(values, "dtype", None) == "datetime64[us]":
             data[name] = pd.Series(values, copy=False).dt.tz_localize("UTC")
         elif name in _TIME_COLUMNS:
-            raw = pd.Series(values, dtype=object)
-            data[name] = pd.to_datetime(raw, format="ISO8601", utc=True).astype(TIME_DTYPE)
+            data[name] = _typed(values, _times, lambda v: _times(v, errors="coerce"))
         elif name in (*_FLOAT_COLUMNS, *COUNT_COLUMNS, *_MONEY_COLUMNS):
-            data[name] = pd.Series(values, dtype="float64")
+            data[name] = _typed(
+                values,
+                lambda v: pd.Series(v, dtype="float64"),
+                lambda v: pd.to_numeric(pd.Series(v, dtype=object), errors="coerce").astype(
+                    "float64"
+                ),
+            )
         elif name in _INT_COLUMNS:
-            data[name] = pd.Series(values, dtype="int64")
+            data[name] = _typed(
+                values,
+                lambda v: pd.Series(v, dtype="int64"),
+                lambda v: pd.Series(object_array(list(v)), dtype=object),
+            )
         elif name == "meta":
-            # One json.loads of the whole column: 100k calls would cost more than the rest.
-            data[name] = _object_series(json.loads(f"[{','.join(values)}]"))
+            # Each row's own text parsed alone: joined, one row's "{…},{…}" shifts the rest.
+            data[name] = _object_series(list(map(_meta_or_none, values)))
         else:
             data[name] = pd.Series(values, dtype=object, copy=False)
     return pd.DataFrame(data, columns=list(ROUND_COLUMNS), copy=False)
+
+
+def _typed(
+    values: Any,
+    convert: Callable[[Any], pd.Series],
+    otherwise: Callable[[Any], pd.Series],
+) -> pd.Series:
+    """``convert(values)``, the column's dtype; ``otherwise(values)`` when a row holds a value
+    of another type (another program's file): ``df`` never fails on one."""
+    try:
+        return convert(values)
+    except (ValueError, TypeError, OverflowError, ArithmeticError):
+        return otherwise(values)
+
+
+def _times(values: Any, errors: str = "raise") -> pd.Series:
+    """ISO 8601 text as UTC times (``errors="coerce"``: NaT where a row holds no time)."""
+    import pandas as pd
+
+    raw = pd.Series(values, dtype=object)
+    return pd.to_datetime(raw, format="ISO8601", utc=True, errors=errors).astype(TIME_DTYPE)  # type: ignore[call-overload]
 
 
 def _appended(frame: pd.DataFrame, more: pd.DataFrame) -> pd.DataFrame:
@@ -1082,12 +1137,28 @@ def _object_series(values: list[Any]) -> pd.Series:
     return pd.Series(object_array(values), dtype=object)
 
 
+_META_DECODER: Final = json.JSONDecoder()
+
+
+def _meta_or_none(text: object) -> dict[str, Any] | None:
+    """One row's meta: its JSON object, or None when the row holds anything else.
+
+    Rows this package writes always hold one JSON object; another program's may not,
+    and reading its log must not fail or show a value the row does not hold.
+    """
+    try:
+        value = _META_DECODER.decode(text)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _record(row: tuple[Any, ...]) -> RoundRecord:
     values = dict(zip(ROUND_COLUMNS, row, strict=True))
     for name in _TIME_COLUMNS:
         if values[name] is not None:
             values[name] = datetime.fromisoformat(values[name])
-    values["meta"] = json.loads(values["meta"])
+    values["meta"] = _meta_or_none(values["meta"]) or {}
     return RoundRecord(**values)
 
 
