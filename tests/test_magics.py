@@ -214,6 +214,41 @@ def test_an_expanded_value_with_spaces_stays_one_word() -> None:
     assert (args.cwd, args.command_line) == ("/tmp/my dir", "echo $where")
 
 
+@pytest.mark.parametrize(
+    ("line", "field", "value"),
+    [
+        ("send sh $v echo hi", "text", ["--allow-shell echo hi"]),
+        ("send sh echo $v", "text", ["echo --allow-shell"]),
+        ("send sh --delivery=$mode hi", "delivery", "paste"),
+        ("tile w --cmd $v", "command_line", "--allow-shell"),
+        ("tile w --cmd=$v", "command_line", "--allow-shell"),
+        ("tile $v", "name", "--allow-shell"),
+        ("connect a -> b --stop $v", "stop", "--allow-shell"),
+        ("tile w --cmd '--x' --cwd \"-d\"", "cwd", "-d"),
+    ],
+)
+def test_dollar_values_and_quoted_text_are_values_never_options(
+    line: str, field: str, value: object
+) -> None:
+    args = parse_command(line, {"v": "--allow-shell", "mode": "paste"})
+    assert getattr(args, field) == value
+    assert getattr(args, "allow_shell", False) is False
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("tile w $v", "unrecognized arguments: --cmd=touch x"),
+        ("tile w '--cmd=touch x'", "unrecognized arguments: --cmd=touch x"),
+        ("connect a -> b $v", "SOURCE -> TARGET"),
+        ("connect a -> b --trigger $v", "invalid choice: '--cmd=touch x'"),
+    ],
+)
+def test_a_dollar_value_where_no_value_goes_is_refused(line: str, message: str) -> None:
+    with pytest.raises(MadohubValueError, match=message):
+        parse_command(line, {"v": "--cmd=touch x"})
+
+
 def test_options_stand_anywhere_and_double_dash_ends_them() -> None:
     args = parse_command("send w --allow-shell hello")
     assert (args.tile, args.text, args.allow_shell) == ("w", ["hello"], True)
@@ -447,6 +482,29 @@ def test_send_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "send sh echo hi")
+
+
+def test_a_dollar_value_never_turns_on_allow_shell(hub_ip: InteractiveShell) -> None:
+    """``reply = "--allow-shell"``: ``send sh $reply …`` is refused like any send into a shell."""
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub_ip.user_ns["reply"] = "--allow-shell"
+    with pytest.raises(UsageError, match="allow_shell"):
+        hub_ip.run_line_magic("madohub", "send sh $reply echo pwned-$((6*7))")
+    hub = _hub(hub_ip)
+    assert hub.log.df.empty and hub.rounds_written == 0
+    assert "pwned" not in tile.screen()
+
+
+def test_a_dollar_value_never_sets_a_tiles_command(
+    hub_ip: InteractiveShell, tmp_path: Path
+) -> None:
+    """``name = "--cmd=…"``: ``tile w $name`` is refused, and no command runs."""
+    marker = tmp_path / "ran"
+    hub_ip.user_ns["name"] = f"--cmd=touch {marker}"
+    with pytest.raises(UsageError, match="unrecognized arguments: --cmd=touch"):
+        hub_ip.run_line_magic("madohub", "tile w $name")
+    assert "w" not in _hub(hub_ip).tiles and not marker.exists()
 
 
 def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:
