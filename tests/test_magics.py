@@ -28,10 +28,10 @@ from madohub_nb.notebook.magics import (
 # Parsing (no hub) ------------------------------------------------------------------
 
 
-def test_connect_accepts_spaced_and_joined_arrows_and_two_names() -> None:
-    for line in ("connect a -> b", "connect a->b", "connect a ->b", "connect a b"):
-        args = parse_command(line)
-        assert (args.source, args.target) == ("a", "b"), line
+@pytest.mark.parametrize("line", ["connect a -> b", "connect a->b", "connect a ->b", "connect a b"])
+def test_connect_accepts_spaced_and_joined_arrows_and_two_names(line: str) -> None:
+    args = parse_command(line)
+    assert (args.source, args.target) == ("a", "b"), line
 
 
 def test_connect_options_are_parsed_to_hub_keywords() -> None:
@@ -50,10 +50,10 @@ def test_connect_options_are_parsed_to_hub_keywords() -> None:
     assert args.allow_shell is True
 
 
-def test_connect_without_two_names_is_refused() -> None:
-    for line in ("connect a ->", "connect a", "connect a -> b -> c"):
-        with pytest.raises(MadohubValueError, match="SOURCE -> TARGET"):
-            parse_command(line)
+@pytest.mark.parametrize("line", ["connect a ->", "connect a", "connect a -> b -> c"])
+def test_connect_without_two_names_is_refused(line: str) -> None:
+    with pytest.raises(MadohubValueError, match="SOURCE -> TARGET"):
+        parse_command(line)
 
 
 def test_unknown_choice_names_what_is_allowed() -> None:
@@ -116,23 +116,17 @@ def test_tile_terminal_flags() -> None:
         parse_command("tile py --agent terminal --cmd cat --ready-quiet soon")
 
 
-def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (
-        "tile",
-        "connect",
-        "tiles",
-        "routes",
-        "pause",
-        "send",
-        "watch",
-        "dashboard",
-        "log",
-        "replay",
-        "template",
-    ):
-        with pytest.raises(HelpShown):
-            parse_command(f"{command} --help")
-        assert f"usage: %madohub {command}" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tile", "connect", "tiles", "routes", "pause", "send", "watch", "dashboard", "log",
+        "replay", "template",
+    ],
+)  # fmt: skip
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    with pytest.raises(HelpShown):
+        parse_command(f"{command} --help")
+    assert f"usage: %madohub {command}" in capsys.readouterr().out
     with pytest.raises(HelpShown):
         parse_command("")
     assert "COMMAND" in capsys.readouterr().out
