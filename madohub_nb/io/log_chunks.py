@@ -309,10 +309,8 @@ def _extra_fits(encoding: str, extra: object, rows: int) -> bool:
     """A text column's extra: the dictionary's values (text or None), or the rows that are None."""
     if encoding == "dict":
         return isinstance(extra, list) and all(v is None or type(v) is str for v in extra)
-    if encoding == "text":
-        return extra is None or (
-            isinstance(extra, list) and all(_whole(i) and i < rows for i in extra)
-        )
+    if encoding == "text":  # rows that are None: checked as an array in _text_column
+        return extra is None or isinstance(extra, list)
     return extra is None
 
 
@@ -330,13 +328,19 @@ def _text_column(pieces: list[tuple[int, Any, bytes]], np: Any) -> np.ndarray:
                 raise ChunkError("column chunk's text codes point past its values")
             parts.append(distinct[codes])
             continue
-        values = json.loads(data) if encoding == "json" else data.decode().split("\0")
-        if not isinstance(values, list) or not all(v is None or type(v) is str for v in values):
-            raise ChunkError("column chunk's text is not a list of text")
+        if encoding == "json":
+            values = json.loads(data)
+            if not isinstance(values, list) or not all(v is None or type(v) is str for v in values):
+                raise ChunkError("column chunk's text is not a list of text")
+        else:
+            values = data.decode().split("\0")
         part = object_array(values)
         if len(part) != rows:
             raise ChunkError(f"column chunk's text holds {len(part)} values, not {rows}")
         if encoding == "text" and extra:
-            part[np.asarray(extra, dtype=np.int64)] = None
+            nulls = np.asarray(extra)
+            if nulls.dtype.kind not in "iu" or int(nulls.min()) < 0 or int(nulls.max()) >= rows:
+                raise ChunkError("column chunk's missing rows are not rows of the chunk")
+            part[nulls] = None
         parts.append(part)
     return np.concatenate(parts) if parts else np.empty(0, dtype=object)
