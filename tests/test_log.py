@@ -715,3 +715,13 @@ def test_meta_values_that_are_not_json_are_stored_as_text_without_secrets(log: R
         "exc": "401 for key [redacted]",
         "7": [1, 2],
     }
+
+
+def test_rows_with_equal_meta_each_get_a_dict_of_their_own(log: RoundLog) -> None:
+    for n in range(3):
+        log.append(make_record(n + 1, meta={"k": 1, "paths": ["a"]} if n < 2 else {"k": 1}))
+    log.append(make_record(4, meta={"k": 1}))
+    metas = log.df["meta"].tolist()
+    assert metas == [{"k": 1, "paths": ["a"]}] * 2 + [{"k": 1}] * 2
+    assert metas[0] is not metas[1] and metas[0]["paths"] is not metas[1]["paths"]
+    assert metas[2] is not metas[3]
