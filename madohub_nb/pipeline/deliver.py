@@ -359,23 +359,24 @@ async def send_checked(tile: Tile, reader: Reader, commands: list[str]) -> str |
 
     The reader check is two small ``/proc`` reads (microseconds), done on the loop;
     the commands go over the hub's control connection when it has one (a fraction of
-    a millisecond, against a ``tmux`` process per line). On a remote host the check
-    is an ssh read: it runs in a worker thread, off the loop.
+    a millisecond, against a ``tmux`` process per line). Where it is a ``ps`` call or,
+    on a remote host, an ssh read, it runs in a worker thread, off the loop.
     """
-    if reader.read_stats is None:
+    if reader.quick:
         problem = check_reader(reader)
     else:
-        problem = await asyncio.to_thread(_check_remote_reader, reader)
+        problem = await asyncio.to_thread(_check_off_loop, reader)
     if problem is None and not await tile.tmux.asend_guarded(tile.pane_id, commands):
         problem = SYNCHRONIZED_PROBLEM
     return problem
 
 
-def _check_remote_reader(reader: Reader) -> str | None:
-    """:func:`check_reader` on a remote host; a host that stopped answering is a problem too."""
+def _check_off_loop(reader: Reader) -> str | None:
+    """:func:`check_reader` through ``ps`` or on a remote host; a host that stopped
+    answering, or a ``ps`` that cannot run, is a problem too."""
     try:
         return check_reader(reader)
-    except TmuxError as exc:
+    except (TmuxError, TileError) as exc:
         return str(exc)
 
 
