@@ -15,11 +15,13 @@ foreground process group, and its start time (to notice a reused pid).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from .process_table import ProcessTable, ProcStat, parse_stat, process_table
+from .profiles import is_command_reader
 
 __all__ = [
     "DEAD_STATES",
@@ -35,11 +37,42 @@ __all__ = [
     "parse_stat",
     "process_group",
     "read_stat",
+    "reads_commands",
 ]
 
 STOPPED_STATES: Final = frozenset("Tt")
 """``T`` stopped by a signal (SIGTSTP, SIGSTOP), ``t`` stopped by a tracer."""
 DEAD_STATES: Final = frozenset("ZXx")
+
+
+_VALUE_OPTIONS: Final = frozenset(
+    {"-o", "+o", "-O", "+O", "--rcfile", "--init-file", "-W", "-X", "-I", "-r", "--require"}
+)
+"""Options of shells and interpreters whose value is the next word, not a script."""
+_SHORT_OPTIONS: Final = re.compile(r"-[A-Za-z]+")
+
+
+def reads_commands(comm: str, argv: Sequence[str]) -> bool:
+    """True when a process runs what is typed as commands: a shell or an interpreter at
+    its prompt, by its own program name (``comm``) or ``argv[0]``.
+
+    A shell or interpreter given a script or a command (``bash x.sh``, ``node codex.js``,
+    ``python -m aider``, ``bash -c …``) runs that program instead, unless told to be
+    interactive (``-i``). An unreadable argv counts as a prompt.
+    """
+    if not (is_command_reader(comm) or (argv and is_command_reader(argv[0]))):
+        return False
+    skip = False
+    for arg in argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("-i", "--interactive") or (_SHORT_OPTIONS.fullmatch(arg) and "i" in arg):
+            return True
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith(("-", "+")):
+            return False  # a script, or the program given to -c / -e / -m
+    return True
 
 
 def read_stat(pid: int) -> ProcStat | None:
@@ -61,6 +94,11 @@ class Reader:
     table: ProcessTable = field(default_factory=process_table, compare=False, repr=False)
     """This machine's process table when it was pinned: its start time is in that table's
     units, so it is checked through the same one."""
+    comm: str = ""
+    """Its program's name when it was pinned."""
+    runs_commands: bool = False
+    """A shell or an interpreter at its prompt (:func:`reads_commands`): what is typed runs
+    as a command, so typing there needs the user's opt-in whatever the tile's profile."""
 
     @property
     def quick(self) -> bool:
@@ -82,14 +120,25 @@ def local_stats(pids: Iterable[int]) -> dict[int, ProcStat | None]:
 
 
 def expected_reader(
-    pane_pid: int, pid: int, what: str, read_stats: StatsReader | None = None
+    pane_pid: int,
+    pid: int,
+    what: str,
+    read_stats: StatsReader | None = None,
+    *,
+    argv: Sequence[str] = (),
 ) -> Reader | None:
-    """Pin ``pid`` as the reader of ``pane_pid``'s terminal; None when it is already gone."""
+    """Pin ``pid`` as the reader of ``pane_pid``'s terminal; None when it is already gone.
+
+    ``argv``: its command line, which tells a shell's prompt from a script it runs.
+    """
     table = process_table()
     st = (table.stats if read_stats is None else read_stats)([pid]).get(pid)
     if st is None or st.state in DEAD_STATES:
         return None
-    return Reader(pane_pid, pid, st.start_ticks, what, read_stats, table)
+    return Reader(
+        pane_pid, pid, st.start_ticks, what, read_stats, table,
+        comm=st.comm, runs_commands=reads_commands(st.comm, argv),
+    )  # fmt: skip
 
 
 def check_reader(reader: Reader) -> str | None:

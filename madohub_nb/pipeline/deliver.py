@@ -179,8 +179,14 @@ class Deliverer:
         legacy: bool = False,
         ready_timeout_s: float = READY_TIMEOUT_S,
         before_typing: Callable[[], None] | None = None,
+        allow_shell: bool = False,
     ) -> DeliveryResult:
-        """Type ``text`` into ``tile`` and submit it. Serialised per target pane."""
+        """Type ``text`` into ``tile`` and submit it. Serialised per target pane.
+
+        ``allow_shell``: the user's opt-in to typing where the reader is a shell or an
+        interpreter at its prompt; without it such a reader takes nothing, whatever the
+        tile's profile says (an agent profile may match a shell's name).
+        """
         visible, removed = remove_invisible(text)
         content = prepare_content(visible)
         if not content.strip():
@@ -207,6 +213,12 @@ class Deliverer:
             reader = await asyncio.to_thread(tile.reader)
             if not isinstance(reader, Reader):
                 raise DeliveryError(f"target {tile.name!r}: {reader}; nothing was typed")
+            if reader.runs_commands and not allow_shell:
+                raise DeliveryError(
+                    f"target {tile.name!r} ({tile.agent}): its reader, {reader.what}, is "
+                    f"{reader.comm!r}, a shell or interpreter that runs typed text as commands; "
+                    "nothing was typed. Pass allow_shell=True to type there anyway"
+                )
             tmux = tile.tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
