@@ -4,7 +4,7 @@ Two implementations behind one interface (:class:`ProcessTable`), chosen once:
 
 - :class:`ProcFs` reads ``/proc/<pid>/stat`` (Linux): two small file reads per
   check, a few microseconds each, safe on the engine loop;
-- :class:`PsTable` runs ``ps -o pid,pgid,tpgid,stat,tty,lstart,ucomm -p …`` once
+- :class:`PsTable` runs ``ps -o pid= -o pgid= … -o ucomm= -p …`` once
   for several pids, where there is no ``/proc`` (macOS, the BSDs): a process
   start per call, so checks run in a worker thread.
 
@@ -30,9 +30,12 @@ from ..errors import MadohubValueError, TileError
 TableName = Literal["proc", "ps"]
 TABLE_NAMES: Final[tuple[TableName, ...]] = ("proc", "ps")
 
-PS_FIELDS: Final = "pid=,pgid=,tpgid=,stat=,tty=,lstart=,ucomm="
-"""``ps -o`` fields, in the order :func:`parse_ps` reads them (``=``: no header). ``ucomm``
-(the accounting name) goes last since it may hold spaces; both procps and BSD ps know it."""
+PS_FIELDS: Final = ("pid", "pgid", "tpgid", "stat", "tty", "lstart", "ucomm")
+"""``ps -o`` fields, in the order :func:`parse_ps` reads them. ``ucomm`` (the accounting
+name) goes last since it may hold spaces; both procps and BSD ps know every one."""
+PS_ARGS: Final = ("ps", *(arg for name in PS_FIELDS for arg in ("-o", f"{name}=")))
+"""One ``-o name=`` per field (``=``: no header): BSD ps takes everything after a ``=``
+in one ``-o`` as that column's header."""
 PS_TIMEOUT_S: Final = 5.0
 _NO_TTY: Final = frozenset({"?", "??", "-", ""})
 _MONTHS: Final = {m: i for i, m in enumerate(calendar.month_abbr) if m}
@@ -126,7 +129,7 @@ class PsTable:
             return found
         try:
             done = subprocess.run(
-                ["ps", "-o", PS_FIELDS, "-p", ",".join(map(str, wanted))],
+                [*PS_ARGS, "-p", ",".join(map(str, wanted))],
                 capture_output=True,
                 timeout=PS_TIMEOUT_S,
                 env={**os.environ, "LC_ALL": "C", "TZ": "UTC"},
@@ -145,7 +148,7 @@ class PsTable:
 
 
 def parse_ps(raw: bytes) -> dict[int, ProcStat]:
-    """The lines of ``ps -o`` :data:`PS_FIELDS` (with ``LC_ALL=C TZ=UTC``), by pid."""
+    """The lines of :data:`PS_ARGS` (run with ``LC_ALL=C TZ=UTC``), by pid."""
     found: dict[int, ProcStat] = {}
     for line in raw.decode("utf-8", "replace").splitlines():
         words = line.split(None, 10)
