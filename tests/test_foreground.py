@@ -260,6 +260,23 @@ def test_a_reused_pid_is_not_the_reader_any_more() -> None:
     assert check_reader(stale) == "agent 'old' has exited"
 
 
+def test_a_reader_that_execs_a_shell_is_not_the_reader_any_more(hub: mh.Hub) -> None:
+    """``exec bash`` keeps the pid and the start time: its program name tells."""
+    script = "import os, sys; sys.stdin.readline(); os.execv('/bin/bash', ['bash', '--norc'])"
+    pane, pid = hub.tmux.new_pane(hub.session_name, f'{sys.executable} -c "{script}"')
+    wait_until(lambda: "-c" in psutil.Process(pid).cmdline(), 10, what="python started")
+    reader = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
+    assert isinstance(reader, Reader) and not reader.runs_commands
+    assert check_reader(reader) is None
+    hub.tmux.run("send-keys", "-t", pane, "Enter")
+    wait_until(lambda: getattr(read_stat(pid), "comm", "") == "bash", 10, what="exec bash")
+    assert check_reader(reader) == (
+        "agent 'x' now runs 'bash', which would run typed text as commands"
+    )
+    again = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
+    assert isinstance(again, Reader) and again.runs_commands  # pinned anew: a shell
+
+
 def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     pane = _bash_pane(hub, "sh")
     tile = hub.tile("sh", pane=pane)

@@ -144,15 +144,23 @@ def expected_reader(
 def check_reader(reader: Reader) -> str | None:
     """Why typing into the pane now would reach someone else, or None when it is safe.
 
-    Safe means: the reader still runs (same pid, same start time), is not
-    stopped or a zombie, sits on the pane's terminal, and its process group is
-    the terminal's foreground process group.
+    Safe means: the reader still runs (same pid, same start time), has not
+    become a shell or an interpreter (``exec bash`` keeps both), is not stopped
+    or a zombie, sits on the pane's terminal, and its process group is the
+    terminal's foreground process group.
     """
     read = reader.stats
     stats = read([reader.pid, reader.pane_pid])  # one read (one ps, one ssh call)
     st = stats.get(reader.pid)
     if st is None or st.start_ticks != reader.start_ticks or st.state in DEAD_STATES:
         return f"{reader.what} has exited"
+    if (
+        reader.comm
+        and not reader.runs_commands
+        and st.comm != reader.comm
+        and is_command_reader(st.comm)
+    ):
+        return f"{reader.what} now runs {st.comm!r}, which would run typed text as commands"
     if st.state in STOPPED_STATES:
         return f"{reader.what} is stopped (suspended, e.g. by Ctrl-Z / SIGTSTP)"
     pane = stats.get(reader.pane_pid)
