@@ -150,6 +150,9 @@ class RemoteTile(Tile):
     def _stats_reader(self) -> StatsReader:
         return self._reader_stats
 
+    def _argv(self, pid: int) -> list[str]:
+        return self.host.read_cmdline(pid)
+
     def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
         pane = self._stats(pane_pid).get(pane_pid)
         fg = pane.tpgid if pane is not None and pane.tty_nr and pane.tpgid > 0 else None

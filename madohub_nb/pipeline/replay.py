@@ -69,4 +69,5 @@ def replay_plan(
         screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
         replay_of=orig.round_id,
         meta={"target": orig.target},
+        allow_shell=route is not None and route.allow_shell,
     )

@@ -49,6 +49,8 @@ class RoundPlan:
     replay_of: str | None = None
     prompt: str | None = None
     """A prompt given up front (hand ``send``): skips the transform."""
+    allow_shell: bool = False
+    """The user opted in to typing into a shell or an interpreter (``allow_shell=True``)."""
     still_wanted: Callable[[], bool] | None = None
     """Asked just before typing: False (the route was stopped meanwhile) types nothing."""
     fired_mono: float = field(default_factory=time.monotonic)
@@ -234,6 +236,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             mode=plan.delivery,
             legacy=plan.dispatch == "legacy",
             before_typing=before_typing,
+            allow_shell=plan.allow_shell,
         )
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.
@@ -263,4 +266,5 @@ def hand_send_plan(target: Tile, text: object, *, delivery: str, allow_shell: bo
     return RoundPlan(
         route_id="send", source="", target=target, round=0, max_rounds=0, trigger="manual",
         spec=None, dispatch="madoagent", delivery=delivery, extraction=None, prompt=text,
+        allow_shell=allow_shell,
     )  # fmt: skip

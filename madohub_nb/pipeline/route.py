@@ -377,6 +377,7 @@ class Route:
             stop_keyword=self.guard.stop_keyword,
             exhausted=exhausted,
             still_wanted=lambda: self.state != "stopped",
+            allow_shell=self.allow_shell,
         )
         self._in_round = True
         try:

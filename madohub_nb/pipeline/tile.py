@@ -259,13 +259,15 @@ class Tile:
                 return f"the shell is not the terminal's foreground process ({who} is)"
             what = "the shell" if shell else "the program"
             label = f"{what} {leader.comm!r} (pid {leader.pid}{where})"
-            found = expected_reader(info.pid, leader.pid, label, read)
+            found = expected_reader(info.pid, leader.pid, label, read, argv=self._argv(leader.pid))
             return found if found is not None else f"{what} has exited"
         proc = self._reading_agent()
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
         what = f"agent {self.agent!r} (pid {proc.pid}{where})"
-        found = expected_reader(info.pid, proc.pid, what, read)
+        # Its own program decides whether typed text runs as commands (a bash that a
+        # profile's process token matched is still a shell): Reader.runs_commands.
+        found = expected_reader(info.pid, proc.pid, what, read, argv=self._argv(proc.pid))
         return found if found is not None else f"{what} has exited"
 
     # where the reader is read (a remote tile reads them on its host) --------------------
@@ -279,6 +281,13 @@ class Tile:
     def _stats_reader(self) -> StatsReader | None:
         """How the reader's ``/proc`` stats are read; None: this machine's ``read_stat``."""
         return None
+
+    def _argv(self, pid: int) -> list[str]:
+        """A process's command line ([] when it is gone or not ours to read)."""
+        try:
+            return psutil.Process(pid).cmdline()
+        except psutil.Error:
+            return []
 
     def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
         fg = foreground_pgrp(pane_pid)
