@@ -82,9 +82,10 @@ if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import tim
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
-(``log_chunks``) that make ``df`` fast. Older files are migrated."""
+(``log_chunks``) that make ``df`` fast; 4: the AI transform's cache columns
+(``ai_cache_read_tokens``, ``ai_cache_write_tokens``). Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -145,6 +146,8 @@ class RoundRecord:
     ai_model: str | None = None
     ai_input_tokens: int | None = None
     ai_output_tokens: int | None = None
+    ai_cache_read_tokens: int | None = None
+    ai_cache_write_tokens: int | None = None
     cost_usd: float | None = None
     """Source turn plus transform, from the price table; None when a model has no price."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +167,8 @@ COUNT_COLUMNS: Final = (
     "tool_calls",
     "ai_input_tokens",
     "ai_output_tokens",
+    "ai_cache_read_tokens",
+    "ai_cache_write_tokens",
 )
 """Token and call counts: INTEGER in the file, float64 in ``df`` (missing: NaN)."""
 _MONEY_COLUMNS: Final = ("cost_usd",)
@@ -539,6 +544,8 @@ class RoundLog:
             for name in missing:
                 conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
             conn.execute(CHUNK_TABLE_SQL)
+            if missing:  # chunks packed before hold no such columns: pack them again
+                conn.execute("DELETE FROM frame_chunks")
             packed = self._pack_chunks(conn, self.last_rowid, limit=None)
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)

@@ -43,14 +43,16 @@ def replay_plan(
         raise MadohubValueError(
             f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
         )
+    # The live route's settings, else those its round recorded (the route ended or was dropped).
+    allow_shell = route.allow_shell if route else orig.meta.get("allow_shell") is True
+    max_rounds = route.max_rounds if route else _count(orig.meta.get("max_rounds"))
     if deliver and target is not None and target.profile.executes_input:
-        if route is None or not route.allow_shell:
+        if not allow_shell:
             raise MadohubValueError(
                 f"{target.name!r} is a {target.agent}: a delivered replay runs there as a command; "
                 "only rounds of a route made with allow_shell=True are replayed into it"
             )
     screen_tail = orig.meta.get("screen_tail")
-    max_rounds = route.max_rounds if route else int(orig.meta.get("max_rounds", MAX_ROUNDS_DEFAULT))
     return RoundPlan(
         route_id=orig.route_id,
         source=orig.source,
@@ -68,5 +70,13 @@ def replay_plan(
         ),
         screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
         replay_of=orig.round_id,
+        allow_shell=allow_shell,
         meta={"target": orig.target},
     )
+
+
+def _count(value: object) -> int:
+    """A recorded ``max_rounds``; rows from before it was recorded take the default."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return MAX_ROUNDS_DEFAULT

@@ -45,6 +45,8 @@ class RoundPlan:
     extract_ms: float | None = None
     screen_tail: list[str] | None = None
     stop_keyword: str | None = None
+    allow_shell: bool = False
+    """The route may type into a shell; recorded so a replay of its rounds keeps it."""
     exhausted: bool = False
     replay_of: str | None = None
     prompt: str | None = None
@@ -118,11 +120,13 @@ def round_cost_usd(
             )
         )
     if rec.ai_model is not None:
-        parts.append(
-            _tokens_cost(
-                rec.ai_model, {"input": rec.ai_input_tokens, "output": rec.ai_output_tokens}, prices
-            )
-        )
+        counts = {"input": rec.ai_input_tokens, "output": rec.ai_output_tokens}
+        # Cache counts are priced when the API reported them (it does not for uncached calls).
+        if rec.ai_cache_read_tokens is not None:
+            counts["cache_read"] = rec.ai_cache_read_tokens
+        if rec.ai_cache_write_tokens is not None:
+            counts["cache_write"] = rec.ai_cache_write_tokens
+        parts.append(_tokens_cost(rec.ai_model, counts, prices))
     return sum(parts) if parts else None
 
 
@@ -154,6 +158,9 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         session_id=hub.session_id,
         meta=dict(plan.meta),
     )
+    if plan.spec is not None:  # what a replay needs once the route is gone (see replay.py)
+        rec.meta.setdefault("max_rounds", plan.max_rounds)
+        rec.meta.setdefault("allow_shell", plan.allow_shell)
     if plan.screen_tail is not None:
         rec.meta["screen_tail"] = plan.screen_tail[-SCREEN_TAIL_LINES:]
     if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
@@ -209,6 +216,8 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             rec.ai_model = made.usage.model
             rec.ai_input_tokens = made.usage.input_tokens
             rec.ai_output_tokens = made.usage.output_tokens
+            rec.ai_cache_read_tokens = made.usage.cache_read_tokens
+            rec.ai_cache_write_tokens = made.usage.cache_write_tokens
     if plan.dispatch == "shadow":
         rec.status = "shadow"
         return

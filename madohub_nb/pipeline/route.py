@@ -262,7 +262,7 @@ class Route:
                 spoke = listener.take_activity() if got else None
                 heard = bool(data) or spoke is not None  # (an on-idle listener gets no bytes)
                 if stream.pane_exited and not heard and await asyncio.to_thread(_pane_gone, source):
-                    # Pushed by the pane process's pidfd (watchers.py): no polling needed.
+                    # Pushed by the pane process's pidfd (io/watch.py): no polling needed.
                     self.last_error = f"source {source.name!r} exited (its pane is gone)"
                     self._set_state("stopped")
                     return
@@ -370,6 +370,7 @@ class Route:
             extract_ms=round(extract_ms, 3),
             screen_tail=screen_tail,
             stop_keyword=self.guard.stop_keyword,
+            allow_shell=self.allow_shell,
             exhausted=exhausted,
             still_wanted=lambda: self.state != "stopped",
         )
