@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, RoundStatus
 from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
 from ..settings import (
     CUT_MARKER,
@@ -119,7 +119,7 @@ class RoundRecord:
     extraction_path: str | None = None
     prompt: str | None = None
     delivered_at: datetime | None = None
-    status: str
+    status: RoundStatus
     error: str | None = None
     extract_ms: float | None = None
     transform_ms: float | None = None

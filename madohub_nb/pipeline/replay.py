@@ -12,8 +12,8 @@ from pathlib import Path
 from ..errors import MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
-from ..settings import AI_TRANSFORMS, MAX_ROUNDS_DEFAULT
-from .round import RoundPlan
+from ..settings import MAX_ROUNDS_DEFAULT, TARGET_WAIT_S
+from .round import DISPATCHES, RoundPlan
 from .route import Route
 from .tile import Tile
 from .transforms import make_transform_spec, require_ai_key
@@ -30,12 +30,13 @@ def replay_plan(
     target: Tile | None,
     delivery: str,
     api_key: str | None,
+    target_wait_s: float = TARGET_WAIT_S,
 ) -> RoundPlan:
     """The plan that replays ``orig``; raises a teaching error for what cannot be replayed."""
     name = transform or (orig.transform if orig.transform != "none" else "prompt-wrap")
     tmpl = template if template is not None else (orig.template if name == orig.transform else None)
     spec = make_transform_spec(name, tmpl, model)
-    if name in AI_TRANSFORMS:
+    if spec.is_ai:
         require_ai_key(name, api_key)
     if orig.extracted is None:
         raise MadohubValueError(f"round {orig.round_id} has no extracted output to replay")
@@ -61,7 +62,7 @@ def replay_plan(
         max_rounds=max_rounds,
         trigger="replay",
         spec=spec,
-        dispatch="madoagent" if deliver else "shadow",
+        dispatch=DISPATCHES["madoagent" if deliver else "shadow"],
         delivery=delivery,
         extraction=Extraction(
             orig.extracted,
@@ -71,6 +72,7 @@ def replay_plan(
         screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
         replay_of=orig.round_id,
         allow_shell=allow_shell,
+        target_wait_s=target_wait_s,
         meta={"target": orig.target},
     )
 
