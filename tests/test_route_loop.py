@@ -10,7 +10,7 @@ real tmux with stand-in agents in test_routing.py and test_replay_and_ai.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +109,7 @@ class MemoryContext:
     """A RouteContext (and the RoundServices of its rounds) held in memory, on a test clock."""
 
     session_id = "loop"
-    prices = PRICES_USD_PER_MTOK
+    prices: Mapping[str, Mapping[str, float]] = PRICES_USD_PER_MTOK
     target_wait_s = 5.0
 
     def __init__(self, script: Script, idle_delay_ms: int = 1000) -> None:
@@ -164,10 +164,10 @@ class MemoryContext:
         return self.stream
 
     async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
-        return self._latest(self.script.answers, None)  # type: ignore[no-any-return]
+        return self._latest(self.script.answers, None)
 
     async def state(self, tile: Tile) -> TileState:
-        return self._latest(self.script.states, "idle")  # type: ignore[no-any-return]
+        return self._latest(self.script.states, "idle")
 
     async def pane_gone(self, tile: Tile) -> bool:
         return False
@@ -329,7 +329,7 @@ def test_on_keyword_routes_the_answer_when_there_is_one() -> None:
     ],
 )
 def test_always_streams_every_chunk(
-    output: list[tuple[float, str]], rounds: list[str], fired_at_s: list[float]
+    output: list[tuple[float, str | bytes]], rounds: list[str], fired_at_s: list[float]
 ) -> None:
     ctx, _ = run_route(
         Script(output=output), trigger="always", transform="raw", template=None, cooldown_ms=3000
