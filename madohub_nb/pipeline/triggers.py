@@ -36,6 +36,9 @@ FIRED_KEYS_KEPT = 1000
 KEYWORD_WINDOW_CHARS = 4096
 """Output kept for keyword matching across chunk boundaries."""
 
+IDLE_TRIGGERS = ("on-idle", "on-complete")
+"""The triggers that wait for a finished turn: completion evidence, then silence."""
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -199,7 +202,7 @@ def check_completion_pattern(
     """Compile a route's ``completion_pattern`` (on-idle/on-complete only); one-line errors."""
     if completion_pattern is None:
         return None
-    if trigger not in ("on-idle", "on-complete"):
+    if trigger not in IDLE_TRIGGERS:
         raise MadohubValueError(
             f"completion_pattern= is used by triggers 'on-idle' and 'on-complete', not {trigger!r}"
         )
@@ -405,7 +408,7 @@ def make_detector(
 ) -> TurnDetector:
     """The detector of a trigger named as the API names it (checked by :func:`check_trigger`)."""
     check_trigger(trigger, pattern)
-    if trigger in ("on-idle", "on-complete"):
+    if trigger in IDLE_TRIGGERS:
         return IdleDetector(trigger, idle_delay_ms, completion_pattern)
     if trigger == "on-keyword":
         return KeywordDetector(pattern or "")
