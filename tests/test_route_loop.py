@@ -160,7 +160,7 @@ class MemoryContext:
         return found
 
     # RouteContext
-    async def output(self, tile: Tile) -> MemoryStream:
+    async def watch(self, tile: Tile) -> MemoryStream:
         return self.stream
 
     async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:

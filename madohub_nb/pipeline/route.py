@@ -22,7 +22,7 @@ from ..errors import MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
-from ..model import HubEvent, RouteState, TileState
+from ..model import HubEvent, RoundStatus, RouteState, TileState
 from ..render import html_for_route
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .extract import extract
@@ -105,8 +105,8 @@ class RouteContext(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Wait on that clock (a cooldown)."""
 
-    async def output(self, tile: Tile) -> OutputStream:
-        """The pushed output of ``tile``'s pane."""
+    async def watch(self, tile: Tile) -> OutputStream:
+        """The pushed output of ``tile``'s pane (as :meth:`RouteServices.watch`)."""
 
     async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
         """``tile``'s last answer: its agent's own record when ``transcript``, else its screen."""
@@ -162,7 +162,7 @@ class ServicesContext:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    async def output(self, tile: Tile) -> OutputStream:
+    async def watch(self, tile: Tile) -> OutputStream:
         return await self._services.watch(tile)
 
     async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
@@ -233,7 +233,7 @@ class Route:
         self.target_wait_s: float | None = None
         """How long each round waits for the target to be ready; None: the hub's setting."""
         self.state: RouteState = "active"
-        self.last_status: str | None = None
+        self.last_status: RoundStatus | None = None
         self.last_round_id: str | None = None
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -394,7 +394,7 @@ class Route:
 
     async def _listen(self) -> OutputStream:
         """(Re)open the source's output and listen to it until it has settled."""
-        stream = await self._context.output(self.source_tile)
+        stream = await self._context.watch(self.source_tile)
         if self._listener is not None:
             self._listener.close()
         self._listener = stream.listen(pollable=self.detector.pollable)
