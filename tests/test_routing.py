@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SkippedTurns, log_rows, repaint, start_standin, user_prompts, wait_until
+from conftest import (
+    BASH,
+    SkippedTurns,
+    log_rows,
+    repaint,
+    start_standin,
+    user_prompts,
+    wait_until,
+)
 
 import madohub_nb as mh
 from madohub_nb.pipeline.extract import transcript_path
@@ -259,3 +267,48 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     r = live
     gc.collect()
     assert gone() is None
+
+
+def test_a_shell_tile_running_a_plain_program_takes_input_when_quiet(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    """``agent="shell"`` with a command that is no shell (``cat > file``): tmux's ``sh -c``
+    never shows a prompt, so the tile is ready as a terminal tile is, once quiet."""
+    out = tmp_path / "typed.txt"
+    cat = hub.tile("cat", agent="shell", command=f"cat > {out}")
+    src = hub.tile("src", agent="shell", command=BASH)
+    wait_until(lambda: cat.state == "idle", 10, what="cat idle when quiet")
+    wait_until(lambda: src.state == "idle", 10, what="src idle")
+    route = hub.connect(
+        "src", "cat", trigger="on-keyword", pattern=r"SHIP-\d+", allow_shell=True, cooldown_ms=1000
+    )
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("src", "echo SHIP-$((40+2))", allow_shell=True).result(30)
+    wait_until(lambda: route.last_status, 30, what="the route's round")
+    (row,) = log_rows(hub, route.id)
+    assert row["status"] == "delivered", row["error"]
+    wait_until(lambda: out.exists() and "SHIP-42" in out.read_text(), 10, what="cat wrote it")
+
+
+def test_a_round_into_a_target_that_never_gets_ready_ends_as_an_error_row(hub: mh.Hub) -> None:
+    """A target that never becomes ready (it prints without pause) is waited for at most the
+    route's target_wait_s; then the round is an error row saying what it waited for."""
+    ticker = hub.tile(
+        "ticker", agent="shell", command="sh -c 'while :; do echo tick; sleep 0.2; done'"
+    )
+    src = hub.tile("src", agent="shell", command=BASH)
+    wait_until(lambda: src.state == "idle", 10, what="src idle")
+    route = hub.connect(
+        "src", "ticker", trigger="on-keyword", pattern=r"SHIP-\d+", allow_shell=True,
+        cooldown_ms=1000,
+    )  # fmt: skip
+    route.target_wait_s = 2.0
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("src", "echo SHIP-$((40+2))", allow_shell=True).result(30)
+    wait_until(lambda: route.last_status, 30, what="the route's round to end")
+    (row,) = log_rows(hub, route.id)
+    assert row["status"] == "error"
+    assert "'ticker' was not idle after 2 s (state: busy); nothing was typed" in row["error"]
+    assert 2000 <= row["deliver_ms"] < 20_000
+    assert "SHIP-42" not in ticker.history()
+    assert ticker.state == "busy" and route.state == "active"

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, RoundStatus
 from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
     CUT_MARKER,
@@ -101,8 +101,9 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
-(``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key, and dropped
-by any change to their rows. Older files are migrated."""
+(``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key and dropped
+by any change to their rows, and the AI transform's cache columns (``ai_cache_read_tokens``,
+``ai_cache_write_tokens``). Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -136,7 +137,7 @@ class RoundRecord:
     extraction_path: str | None = None
     prompt: str | None = None
     delivered_at: datetime | None = None
-    status: str
+    status: RoundStatus
     error: str | None = None
     extract_ms: float | None = None
     transform_ms: float | None = None
@@ -163,6 +164,8 @@ class RoundRecord:
     ai_model: str | None = None
     ai_input_tokens: int | None = None
     ai_output_tokens: int | None = None
+    ai_cache_read_tokens: int | None = None
+    ai_cache_write_tokens: int | None = None
     cost_usd: float | None = None
     """Source turn plus transform, from the price table; None when a model has no price."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -182,6 +185,8 @@ COUNT_COLUMNS: Final = (
     "tool_calls",
     "ai_input_tokens",
     "ai_output_tokens",
+    "ai_cache_read_tokens",
+    "ai_cache_write_tokens",
 )
 """Token and call counts: INTEGER in the file, float64 in ``df`` (missing: NaN)."""
 _MONEY_COLUMNS: Final = ("cost_usd",)
@@ -561,7 +566,7 @@ class RoundLog:
             for name in missing:
                 conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
             conn.execute(CHUNK_TABLE_SQL)
-            if version < 4:  # chunks of schema 3 are unsealed, and their rows may have changed
+            if version < 4 or missing:  # schema 3's chunks are unsealed and lack columns
                 conn.execute("DELETE FROM frame_chunks")
             for statement in CHUNK_TRIGGERS_SQL:
                 conn.execute(statement)

@@ -343,8 +343,29 @@ class Tile:
 
     def _program_state(self, info: PaneInfo) -> TileState:
         profile = foreground_profile(self.profile, info.current_command)
+        if profile is self.profile and profile.foreground_kind and self._shell_runs_program(info):
+            profile = get_profile(profile.foreground_kind)  # ``sh -c 'cat > f'``: no prompt
         self._active_profile = profile
         return self._screen_state(profile, info.current_command)
+
+    def _shell_runs_program(self, info: PaneInfo) -> bool:
+        """The foreground shell runs a program in the shell's own process group: a ``sh -c``
+        (how tmux starts a pane's command) or a script, which never shows a prompt.
+
+        An interactive shell runs each command in a group of its own (and tmux names
+        that program); a shell without job control keeps its children in its group.
+        """
+        if self._stats_reader() is not None:  # a tile on another machine: not read here
+            return False
+        fg = foreground_pgrp(info.pid)
+        if fg is None:
+            return False
+        try:
+            children = psutil.Process(fg).children()
+        except psutil.Error:
+            return False
+        stats = (read_stat(child.pid) for child in children)
+        return any(st is not None and st.pgrp == fg and not is_shell_name(st.comm) for st in stats)
 
     def _screen_state(self, profile: AgentProfile, current_command: str | None = None) -> TileState:
         """By the profile's screen markers, or, for a program without them, by quiet time."""
