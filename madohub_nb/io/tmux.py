@@ -39,6 +39,7 @@ from typing import Protocol
 
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
+from .launch import launch_buffer_name, launcher, with_exec
 
 PANE_ID_RE = re.compile(r"^%\d+$")
 SOCKET_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
@@ -112,6 +113,8 @@ class Tmux:
         self._channel: ControlClient | None = None
         self.channel_commands = 0
         """Commands answered over the control connection (the rest ran as processes)."""
+        self._launch_buffers: dict[str, str] = {}
+        """The buffer that carried each new pane's command (its shell deletes it on reading)."""
 
     def argv(self, *args: str) -> list[str]:
         """The full command line for a tmux command on this server."""
@@ -191,10 +194,10 @@ class Tmux:
         read, and which the tmux server a client starts keeps as its own for its lifetime.
 
         Over the control connection when it takes the command, else as text on the
-        stdin of ``tmux start-server ; source-file -`` (through ssh for a host).
-        Arguments with a line break cannot be written so and go on the command line.
+        stdin of ``tmux start-server ; source-file -`` (through ssh for a host); line
+        breaks are written as escapes (:func:`command_line`), so nothing goes in argv.
         """
-        if self._channel_from_here(args, None) is not None or not one_line(args):
+        if self._channel_from_here(args, None) is not None:
             return self.run(*args)
         line, _ = command_line(args)
         return self.run("start-server", ";", "source-file", "-", input=line + "\n")
@@ -267,7 +270,8 @@ class Tmux:
         """Start ``command`` in a new window of ``session`` (created if needed).
 
         Returns the new pane's id and pid. Each tile gets a window of its own so
-        that panes keep a stable size.
+        that panes keep a stable size. The command reaches the pane's shell through a
+        buffer of its own, never in argv (see :mod:`madohub_nb.io.launch`).
         """
         opts: list[str] = ["-P", "-F", "#{pane_id} #{pane_pid}"]
         if cwd:
@@ -276,11 +280,18 @@ class Tmux:
             opts += ["-e", f"{key}={value}"]
         if window_name:
             opts += ["-n", window_name]
-        cmd = [command] if command else []
+        cmd: list[str] = []
+        carry: list[str] = []  # the command, into its buffer, before the pane starts
+        buffer = None
+        if command:
+            buffer = launch_buffer_name()
+            carry = ["set-buffer", "-b", buffer, "--", with_exec(command), ";"]
+            cmd = [launcher(buffer)]
         if not self.has_session(session):
             # The options go in the same tmux call, so that they apply before a command that
             # exits at once is reaped: its pane then stays, dead, with its exit status.
             out = self._run_unlisted(
+                *carry,
                 "new-session",
                 "-d",
                 "-s",
@@ -323,16 +334,24 @@ class Tmux:
                 "focus-events",
                 "on",
             )
-            return _pane_and_pid(out)
-        out = self._run_unlisted("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
-        pane_id, pid = _pane_and_pid(out)
-        self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
+            pane_id, pid = _pane_and_pid(out)
+        else:
+            out = self._run_unlisted(*carry, "new-window", "-d", "-t", f"{session}:", *opts, *cmd)
+            pane_id, pid = _pane_and_pid(out)
+            self.run(
+                "resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False
+            )
+        if buffer is not None:
+            self._launch_buffers[pane_id] = buffer
         return pane_id, pid
 
     def kill_session(self, name: str) -> None:
         self.run("kill-session", "-t", f"={name}", check=False)
 
     def kill_pane(self, pane_id: str) -> None:
+        buffer = self._launch_buffers.pop(pane_id, None)
+        if buffer is not None:  # (its shell never read it if it could not start)
+            self.run("delete-buffer", "-b", buffer, check=False)
         self.run("kill-pane", "-t", pane_id, check=False)
 
     # panes --------------------------------------------------------------
@@ -546,7 +565,9 @@ def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
 
     A lone ``;`` argument separates commands, as on tmux's own command line.
     Inside single quotes tmux takes every character literally (``;``, ``$``,
-    ``~``, ``#{…}``, backslashes); a quote is written ``'\\''``.
+    ``~``, ``#{…}``, backslashes); a quote is written ``'\\''``. A control
+    character (a line break) is written as an octal escape in double quotes
+    (``'a'"\\012"'b'``), so that any argument fits on one line.
     """
     words = []
     commands = 1
@@ -555,8 +576,17 @@ def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
             words.append(";")
             commands += 1
         else:
-            words.append("'" + arg.replace("'", "'\\''") + "'")
+            quoted = "'" + arg.replace("'", "'\\''") + "'"
+            words.append(_CONTROL_RE.sub(_escaped_controls, quoted))
     return " ".join(words), commands
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def _escaped_controls(m: re.Match[str]) -> str:
+    """A run of control characters inside single quotes: close them, escape, reopen."""
+    return "'\"" + "".join(f"\\{ord(c):03o}" for c in m.group()) + "\"'"
 
 
 _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
