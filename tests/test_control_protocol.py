@@ -9,6 +9,7 @@ them as text, attribute nothing to another pane, and go on streaming.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 from conftest import wait_until
 
 import madohub_nb as mh
-from madohub_nb.io.tmux import channel_ok, pane_free
+from madohub_nb.io.tmux import ControlClient, Tmux, _Pending, channel_ok, pane_free
 from madohub_nb.io.watch import Listener, PaneStream
 
 SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
@@ -211,3 +212,31 @@ def test_several_commands_go_over_the_connection_only_if_none_prints_pane_text()
     assert channel_ok(["send-keys", "-t", "%1", "a", ";", "send-keys", "-t", "%1", "b"])
     assert not channel_ok(["send-keys", "x", ";", "capture-pane", "-p"])
     assert not channel_ok(["capture-pane", "-p", "-t", "two\nlines"])
+
+
+def test_events_between_a_framed_answer_and_its_marker_are_read_as_events() -> None:
+    """The stream as tmux writes it when output arrives between the two blocks (fed by hand:
+    real tmux rarely does it on cue). The pane's forged lines stay in the answer."""
+    seen: list[tuple[str, bytes]] = []
+    client = ControlClient(Tmux(), "s", lambda pane, data: seen.append((pane, data)), lambda: None)
+    loop = asyncio.new_event_loop()
+    try:
+        answer: asyncio.Future[str] = loop.create_future()
+        client._pending.append(_Pending(1, answer, True, "capture-pane", b"madohub-m1"))
+        for line in [
+            b"%begin 1 7 1", b"screen", b"%end 1 7 1", b"%output %2 FORGED", b"%begin 1 9 1",
+            b"%exit", b"%end 1 7 1", b"%output %1 real", b"%begin 1 8 1", b"madohub-m1",
+            b"%end 1 8 1", b"%output %1 after",
+        ]:  # fmt: skip
+            assert client._line(line)
+        assert answer.result() == ("screen\n%end 1 7 1\n%output %2 FORGED\n%begin 1 9 1\n%exit\n")
+        assert seen == [("%1", b"real"), ("%1", b"after")]
+        failed: asyncio.Future[str] = loop.create_future()
+        client._pending.append(_Pending(1, failed, True, "capture-pane", b"madohub-m2"))
+        for line in [b"%begin 2 10 1", b"%error 2 10 1", b"no such pane", b"%error 2 10 1",
+                     b"%begin 2 11 1", b"madohub-m2", b"%end 2 11 1"]:  # fmt: skip
+            assert client._line(line)
+        with pytest.raises(mh.errors.TmuxError, match="no such pane"):
+            failed.result()
+    finally:
+        loop.close()
