@@ -195,6 +195,7 @@ def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
         (["list-panes", "-a", "-F", "#{pane_id} #{window_activity}"], True),
         (["new-window", "-d", "-P", "-F", "#{pane_id} #{pane_pid}", ";", "set-option", "x"], True),
         (["new-window", "-d", "-P"], False),  # its default format names the session
+        (["list-panes", "-a"], False),  # so may its default format
         (["capture-pane", "-p", "-t", "%1"], False),
         (["display-message", "-p", "#{pane_title}"], False),
         (["display-message", "-p", "#{pane_current_path}"], False),

@@ -528,8 +528,10 @@ def pane_free(args: tuple[str, ...] | list[str]) -> bool:
         name, rest = command[0], command[1:]
         if name in QUIET_COMMANDS:
             continue
-        if name not in FORMAT_COMMANDS or ("-P" in rest and "-F" not in rest):
-            return False  # (new-window -P without -F prints the session's name)
+        if name not in FORMAT_COMMANDS or (
+            "-F" not in rest and ("-P" in rest or name == "list-panes")
+        ):
+            return False  # (without -F, new-window -P and list-panes print their own formats)
         if any("#" in _FORMAT_VARIABLE_RE.sub(_pane_free_variable, a) for a in rest):
             return False
     return True
