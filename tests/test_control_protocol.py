@@ -62,7 +62,7 @@ else:  # the title, and a working directory whose name holds line breaks
     os.chdir(base)
     lines = forged(n + 1, 12, t)
     for i in range(0, len(lines), 6):
-        name = "\n" + "\n".join(lines[i : i + 6]).replace("/", "|") + "\n"
+        name = "\n" + "\n".join(lines[i : i + 6]).replace("/", "|") + "\t\t\n"
         os.mkdir(name)
         os.chdir(name)
     print("cwd ready")
@@ -92,6 +92,14 @@ def _tmux_capture(socket: str, pane_id: str) -> str:
     ).stdout  # fmt: skip
 
 
+def _tmux_format(socket: str, pane_id: str, format: str) -> str:
+    """One format of the pane as a tmux process prints it (its answer, without the newline)."""
+    return subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "-t", pane_id, format],
+        capture_output=True, text=True, check=True,
+    ).stdout.removesuffix("\n")  # fmt: skip
+
+
 def _attack(hub: mh.Hub, tmp_path: Path, where: str) -> tuple[mh.Tile, Listener, mh.Route, Path]:
     """A victim shell streamed to a listener and a keyword route, and a forger, armed."""
     victim = hub.tile("victim", agent="shell", command=SHELL_CMD)
@@ -109,10 +117,12 @@ def _attack(hub: mh.Hub, tmp_path: Path, where: str) -> tuple[mh.Tile, Listener,
     go, armed = tmp_path / "go", tmp_path / "armed"
     work = tmp_path / "work"
     work.mkdir()
+    # In the path case its command name, too, holds tabs and a protocol line (bash's exec -a).
+    name = "exec -a $'forg\\ter\\t%end 0 0 1' " if where == "path" else ""
     forger = hub.tile(
         "forger", agent="terminal", cwd=work,
-        command=f"{sys.executable} {script} {victim.pane_id} {hub.session_name} {go} {armed} "
-        f"{where}",
+        command=f"{name}{sys.executable} {script} {victim.pane_id} {hub.session_name} {go} "
+        f"{armed} {where}",
     )  # fmt: skip
     forger.ready.result(10)
     time.sleep(0.3)  # let the hub's start-up commands (output switches) settle
@@ -156,8 +166,8 @@ def test_protocol_lines_printed_on_screen_are_read_as_the_screen(
     _still_streams(hub, victim, listener, route)
 
 
-def test_protocol_lines_in_a_title_and_a_working_directory_are_read_as_text(
-    hub: mh.Hub, tmp_path: Path
+def test_protocol_lines_in_a_title_a_path_and_a_command_name_are_read_as_text(
+    hub: mh.Hub, tmux_socket: str, tmp_path: Path
 ) -> None:
     forger, listener, route, armed = _attack(hub, tmp_path, "path")
     victim = hub.tiles["victim"]
@@ -168,6 +178,9 @@ def test_protocol_lines_in_a_title_and_a_working_directory_are_read_as_text(
     wait_until(lambda: "cwd ready" in forger.screen(), 10, what="the forger's cwd")
     info = hub.tmux.pane_info(forger.pane_id)
     assert info is not None and info.current_path == cwd and info.title == title.rstrip("\n")
+    name = _tmux_format(tmux_socket, forger.pane_id, "#{pane_current_command}")
+    assert "\t" in name and info.current_command == name
+    assert (info.width, info.height, info.dead) == (200, 50, False)
     path = hub.tmux.run("display-message", "-p", "-t", forger.pane_id, "#{pane_current_path}")
     assert path == cwd + "\n"
     _still_streams(hub, victim, listener, route)

@@ -48,21 +48,14 @@ SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 _PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
 
-_PANE_FORMAT = "\t".join(
-    [
-        "#{pane_id}",
-        "#{pane_pid}",
-        "#{pane_dead}",
-        "#{pane_current_command}",
-        "#{session_name}",
-        "#{pane_in_mode}",
-        "#{pane_width}",
-        "#{pane_height}",
-        "#{pane_current_path}",
-        "#{pane_dead_status}",
-        "#{pane_title}",  # last: a title may hold a tab
-    ]
-)
+_PANE_FIELDS = (
+    "#{pane_id}", "#{pane_pid}", "#{pane_dead}", "#{pane_current_command}", "#{session_name}",
+    "#{pane_in_mode}", "#{pane_width}", "#{pane_height}", "#{pane_current_path}",
+    "#{pane_dead_status}", "#{pane_title}",
+)  # fmt: skip
+"""What :meth:`Tmux.pane_info` asks for. A pane chooses its command name, path and title,
+and any of them may hold tabs or line breaks: the fields are joined by a separator made
+for each call, which the pane cannot know."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +75,9 @@ class PaneInfo:
     title: str = ""
 
 
-def _parse_pane_info(line: str) -> PaneInfo | None:
-    parts = line.split("\t", 10)
-    if len(parts) != 11 or not parts[1].isdigit():
+def _parse_pane_info(answer: str, separator: str) -> PaneInfo | None:
+    parts = answer.split(separator)
+    if len(parts) != len(_PANE_FIELDS) or not parts[1].isdigit():
         return None
     return PaneInfo(
         pane_id=parts[0],
@@ -93,8 +86,8 @@ def _parse_pane_info(line: str) -> PaneInfo | None:
         current_command=parts[3],
         session=parts[4],
         in_mode=parts[5] == "1",
-        width=int(parts[6] or 0),
-        height=int(parts[7] or 0),
+        width=int(parts[6]) if parts[6].isdigit() else 0,
+        height=int(parts[7]) if parts[7].isdigit() else 0,
         current_path=parts[8],
         dead_status=int(parts[9]) if parts[9].lstrip("-").isdigit() else None,
         title=parts[10],
@@ -357,11 +350,14 @@ class Tmux:
     # panes --------------------------------------------------------------
     def pane_info(self, target: str) -> PaneInfo | None:
         """Facts about a pane (by ``%N`` id or ``session:window.pane`` target); None if gone."""
-        out = self.run("display-message", "-p", "-t", target, _PANE_FORMAT, check=False)
-        line = out.rstrip("\r\n")
-        if not line.strip():
+        separator = f"|{uuid.uuid4().hex}|"
+        out = self.run(
+            "display-message", "-p", "-t", target, separator.join(_PANE_FIELDS), check=False
+        )
+        answer = out.removesuffix("\n")  # (a title holds no line break)
+        if not answer.strip():
             return None
-        info = _parse_pane_info(line)
+        info = _parse_pane_info(answer, separator)
         if info is None or (PANE_ID_RE.match(target) and info.pane_id != target):
             # display-message falls back to the current pane for unknown ids.
             return None
