@@ -237,16 +237,16 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
             ),
         )
     if agent == "opencode":
-        config_dir = f"{d}/opencode"
-        path = f"{config_dir}/plugins/madohub.js"
+        path = f"{d}/opencode/madohub.js"
         return HookSetup(
             agent,
             (STOP, NOTIFICATION),
-            env={"OPENCODE_CONFIG_DIR": config_dir},
+            env={"OPENCODE_CONFIG_CONTENT": json.dumps({"plugin": [f"file://{path}"]})},
             files={path: _script(OPENCODE_PLUGIN, base)},
             how=(
-                "OPENCODE_CONFIG_DIR adds a config folder (searched like .opencode/); its "
-                "plugins/madohub.js runs the hook command on session.idle"
+                "OPENCODE_CONFIG_CONTENT (inline config, merged over the user's) lists the "
+                "hub's plugin file, which runs the hook command on session.idle; no config "
+                "folder is added (OpenCode installs @opencode-ai/plugin into each one it loads)"
             ),
         )
     if agent == "pi":

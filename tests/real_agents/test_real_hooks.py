@@ -1,13 +1,15 @@
-"""Real Claude Code calls the hub's hook command from its pane, and the channel hears it.
+"""Real agents call the hub's hook command from their panes, and the channel hears them.
 
-The hub-style ``--settings`` of ``agents/hooks.py`` (Stop, Notification, SessionStart
-command hooks running ``io/hookcall.py``) on the real CLI in a real tmux pane, offline
-against the fake Anthropic API: one prompt, and the channel gets that pane's ``Stop``
-with the turn's answer. The user's own settings file is never written.
+The hub-style setups of ``agents/hooks.py`` on the real CLIs in real tmux panes, offline
+against the fake Anthropic API: Claude Code's ``--settings`` (Stop, Notification,
+SessionStart command hooks running ``io/hookcall.py``) and Pi's ``-e`` extension
+(``agent_end``). One prompt each, and the channel gets that pane's end of turn with the
+turn's answer. The user's own settings files are never written.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import subprocess
@@ -18,11 +20,14 @@ from pathlib import Path
 import pytest
 
 from madohub_nb.agents.hooks import hook_setup
+from madohub_nb.agents.profiles import PROFILES, screen_state
 from madohub_nb.engine import Engine
 from madohub_nb.io.hookcall import command_argv
 from madohub_nb.io.hooks import HookChannel, HookEvent
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
+from . import install
 from .conftest import (
     DEFAULT_API_KEY,
     LEAKY_ENV,
@@ -34,6 +39,12 @@ from .conftest import (
     claude_env,
     claude_is_idle,
     write_claude_config,
+)
+from .test_real_routing import (
+    OPENCODE_QUIET_ENV,
+    OPENCODE_VERSION,
+    OPENCODE_WIDTH,
+    write_opencode_config,
 )
 
 pytestmark = pytest.mark.real_agents
@@ -55,10 +66,17 @@ def channel() -> Iterator[tuple[HookChannel, queue.Queue[HookEvent]]]:
         engine.close()
 
 
-def start_claude_with_hooks(
-    socket: str, exe: Path, args: tuple[str, ...], cwd: Path, home: Path, env: dict[str, str]
+def start_with_hooks(
+    socket: str,
+    exe: Path,
+    args: tuple[str, ...],
+    cwd: Path,
+    home: Path,
+    env: dict[str, str],
+    kind: str = "claude",
+    version: str = VERSION,
 ) -> RealPane:
-    """Claude in a new tmux session, keeping the ``$TMUX_PANE`` tmux gives the pane.
+    """An agent in a new tmux session, keeping the ``$TMUX_PANE`` tmux gives the pane.
 
     (``conftest.start_agent_pane`` unsets ``TMUX_PANE`` with the caller's leaky
     variables; a hook needs the pane's own.)
@@ -81,7 +99,27 @@ def start_claude_with_hooks(
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     pane_id, pane_pid = out.stdout.split()
-    return RealPane("claude", VERSION, socket, name, pane_id, int(pane_pid), cwd, home, env)
+    return RealPane(kind, version, socket, name, pane_id, int(pane_pid), cwd, home, env)
+
+
+def wait_for_stop(
+    hooks: HookChannel, events: queue.Queue[HookEvent], pane: RealPane
+) -> list[HookEvent]:
+    """Every event up to and including the first ``stop`` (fails after REPLY_TIMEOUT_S)."""
+    seen: list[HookEvent] = []
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
+    while not any(e.kind == "stop" for e in seen):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            pytest.fail(
+                f"no stop hook within {REPLY_TIMEOUT_S}s; got {seen}, "
+                f"counts {dict(hooks.counts)}\n--- screen ---\n{pane.screen()}"
+            )
+        try:
+            seen.append(events.get(timeout=remaining))
+        except queue.Empty:
+            continue
+    return seen
 
 
 def test_real_claude_stop_hook_reaches_the_channel_with_its_answer(
@@ -101,24 +139,12 @@ def test_real_claude_stop_hook_reaches_the_channel_with_its_answer(
     setup = hook_setup("claude", command_argv(), str(tmp_path / "private"))
     assert setup is not None and not setup.files and not setup.env
     env = {**claude_env(home, fake_anthropic.base_url), **hooks.env(token)}
-    pane = start_claude_with_hooks(tmux_socket, exe, setup.args, cwd, home, env)
+    pane = start_with_hooks(tmux_socket, exe, setup.args, cwd, home, env)
     hooks.bind(token, pane.pane_id)  # before Claude is up (~1 s); an earlier hook is refused
     try:
         pane.wait_screen(claude_is_idle, STARTUP_TIMEOUT_S, what="Claude Code's idle screen")
         pane.submit(PROMPT)
-        seen: list[HookEvent] = []
-        deadline = time.monotonic() + REPLY_TIMEOUT_S
-        while not any(e.kind == "stop" for e in seen):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                pytest.fail(
-                    f"no Stop hook within {REPLY_TIMEOUT_S}s; got {seen}, "
-                    f"refused {dict(hooks.counts)}\n--- screen ---\n{pane.screen()}"
-                )
-            try:
-                seen.append(events.get(timeout=remaining))
-            except queue.Empty:
-                continue
+        seen = wait_for_stop(hooks, events, pane)
         (stop,) = [e for e in seen if e.kind == "stop"]
         assert (stop.pane, stop.agent, stop.token) == (pane.pane_id, "claude", token)
         assert stop.payload["hook_event_name"] == "Stop"
@@ -131,5 +157,181 @@ def test_real_claude_stop_hook_reaches_the_channel_with_its_answer(
         assert (start.pane, start.session_id) == (pane.pane_id, stop.session_id)
         assert hooks.counts["accepted"] == len(seen) and sum(hooks.counts.values()) == len(seen)
         assert not (home / ".claude" / "settings.json").exists(), "the user's settings were written"
+    finally:
+        pane.stop()
+
+
+PI_VERSION = "0.73.1"
+
+
+def pi_executable(agent_bin: Callable[[str, str], Path]) -> Path:
+    """Pi from the agent cache (pinned by install.py once Pi joins the tier, issue 23.3)."""
+    if "pi" in install.AGENT_PACKAGES:
+        return agent_bin("pi", PI_VERSION)
+    exe = install.agent_cache_dir() / f"pi-{PI_VERSION}" / "node_modules" / ".bin" / "pi"
+    if not exe.exists():
+        pytest.fail(
+            f"Pi {PI_VERSION} is not in the agent cache ({exe}); install "
+            f"@mariozechner/pi-coding-agent@{PI_VERSION} there with npm",
+            pytrace=False,
+        )
+    return exe
+
+
+def test_real_pi_agent_end_extension_reaches_the_channel_with_its_answer(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    hooks, events = channel
+    exe = pi_executable(agent_bin)
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    models = {
+        "providers": {
+            "fake": {
+                "baseUrl": fake_anthropic.base_url,
+                "api": "anthropic-messages",
+                "apiKey": DEFAULT_API_KEY,
+                "models": [{"id": "fake-model", "contextWindow": 128000, "maxTokens": 4096}],
+            }
+        }
+    }
+    agent_dir = home / ".pi" / "agent"
+    agent_dir.mkdir(parents=True)
+    (agent_dir / "models.json").write_text(json.dumps(models))
+    token = hooks.register(None, "pi")
+    setup = hook_setup("pi", command_argv(), str(tmp_path / "private"))
+    assert setup is not None
+    for path, text in setup.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    env = {"HOME": str(home), "PI_OFFLINE": "1", **hooks.env(token)}
+    args = ("--provider", "fake", "--model", "fake-model", *setup.args, PROMPT)
+    pane = start_with_hooks(tmux_socket, exe, args, cwd, home, env, "pi", PI_VERSION)
+    hooks.bind(token, pane.pane_id)
+    try:
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "pi")
+        assert stop.payload["hook_event_name"] == "agent_end"
+        assert stop.answer == default_answer(PROMPT)
+        record = stop.transcript_path
+        assert record and Path(record).is_file() and Path(record).is_relative_to(agent_dir)
+        assert not (agent_dir / "extensions").exists(), "the user's extensions were written"
+    finally:
+        pane.stop()
+
+
+QWEN_VERSION = "0.24.4"
+
+
+def test_real_qwen_stop_hook_from_the_system_defaults_layer_reaches_the_channel(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """Qwen Code's Claude-style ``Stop`` hook, from the hub's QWEN_CODE_SYSTEM_DEFAULTS_PATH."""
+    hooks, events = channel
+    exe = agent_bin("qwen", QWEN_VERSION)
+    user_settings = home / ".qwen" / "settings.json"
+    user_settings.parent.mkdir(parents=True)
+    user = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "ui": {"hideTips": True},
+    }
+    user_settings.write_text(json.dumps(user))
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    token = hooks.register(None, "qwen")
+    setup = hook_setup("qwen", command_argv(), str(tmp_path / "private"))
+    assert setup is not None
+    for path, text in setup.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    env = {
+        "HOME": str(home),
+        "OPENAI_API_KEY": "sk-fake-qwen",
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_MODEL": "fake-model",
+        **setup.env,
+        **hooks.env(token),
+    }
+    pane = start_with_hooks(tmux_socket, exe, setup.args, cwd, home, env, "qwen", QWEN_VERSION)
+    hooks.bind(token, pane.pane_id)
+    try:
+        profile = PROFILES["qwen"]
+        pane.wait_screen(
+            lambda s: screen_state(profile, s) == "idle", STARTUP_TIMEOUT_S, what="Qwen idle"
+        )
+        pane.type(PROMPT)
+        pane.press("Enter")
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "qwen")
+        assert stop.payload["hook_event_name"] == "Stop"
+        assert stop.answer == default_answer(PROMPT)
+        # Qwen rewrites its own settings ($version, acknowledgements); no hook lands there.
+        assert "hooks" not in json.loads(user_settings.read_text())
+    finally:
+        pane.stop()
+
+
+def test_real_opencode_session_idle_plugin_reaches_the_channel(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """OpenCode's ``session.idle`` through the hub's plugin, named in OPENCODE_CONFIG_CONTENT.
+
+    OpenCode 1.18.33 still installs ``@opencode-ai/plugin`` into the HOME's config folder
+    at start (issue 23.6, as for every OpenCode test of the tier until it is installed
+    with the rest); the hub's plugin needs no package and adds no folder to install into.
+    """
+    hooks, events = channel
+    exe = agent_bin("opencode", OPENCODE_VERSION)
+    config = write_opencode_config(home, fake_openai.base_url)
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    token = hooks.register(None, "opencode")
+    setup = hook_setup("opencode", command_argv(), str(tmp_path / "private"))
+    assert setup is not None
+    for path, text in setup.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    env = {
+        "HOME": str(home),
+        **OPENCODE_QUIET_ENV,
+        **setup.env,
+        **hooks.env(token),
+    }
+    pane = start_with_hooks(
+        tmux_socket, exe, setup.args, cwd, home, env, "opencode", OPENCODE_VERSION
+    )
+    hooks.bind(token, pane.pane_id)
+    try:
+        pane.tmux("resize-window", "-t", pane.pane_id, "-x", str(OPENCODE_WIDTH))
+        pane.wait_screen(lambda s: "Ask anything" in s, STARTUP_TIMEOUT_S, what="OpenCode home")
+        pane.type(PROMPT)
+        time.sleep(PROFILES["opencode"].pre_submit_delay_ms / 1000)
+        pane.press("Enter")
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "opencode")
+        assert stop.payload["hook_event_name"] == "session.idle"
+        assert stop.session_id and stop.session_id.startswith("ses")
+        assert "plugin" not in json.loads(config.read_text())  # OpenCode may rewrite it itself
+        assert not (home / ".config" / "opencode" / "plugins").exists()
     finally:
         pane.stop()
