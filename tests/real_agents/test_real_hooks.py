@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from madohub_nb.agents.hooks import hook_setup
 from madohub_nb.agents.profiles import PROFILES, screen_state
@@ -164,15 +165,18 @@ def test_real_claude_stop_hook_reaches_the_channel_with_its_answer(
 PI_VERSION = "0.73.1"
 
 
-def pi_executable(agent_bin: Callable[[str, str], Path]) -> Path:
-    """Pi from the agent cache (pinned by install.py once Pi joins the tier, issue 23.3)."""
-    if "pi" in install.AGENT_PACKAGES:
-        return agent_bin("pi", PI_VERSION)
-    exe = install.agent_cache_dir() / f"pi-{PI_VERSION}" / "node_modules" / ".bin" / "pi"
+def cached_executable(
+    agent_bin: Callable[[str, str], Path], name: str, version: str, package: str
+) -> Path:
+    """An agent the tier pins from issue 23.3 on: from install.py once it knows it, else
+    from the agent cache where that install puts it."""
+    if name in install.AGENT_PACKAGES:
+        return agent_bin(name, version)
+    exe = install.agent_cache_dir() / f"{name}-{version}" / "node_modules" / ".bin" / name
     if not exe.exists():
         pytest.fail(
-            f"Pi {PI_VERSION} is not in the agent cache ({exe}); install "
-            f"@mariozechner/pi-coding-agent@{PI_VERSION} there with npm",
+            f"{name} {version} is not in the agent cache ({exe}); install "
+            f"{package}@{version} there with npm",
             pytrace=False,
         )
     return exe
@@ -187,7 +191,7 @@ def test_real_pi_agent_end_extension_reaches_the_channel_with_its_answer(
     channel: tuple[HookChannel, queue.Queue[HookEvent]],
 ) -> None:
     hooks, events = channel
-    exe = pi_executable(agent_bin)
+    exe = cached_executable(agent_bin, "pi", PI_VERSION, "@mariozechner/pi-coding-agent")
     cwd = Path(os.path.realpath(tmp_path / "proj"))
     cwd.mkdir()
     models = {
@@ -333,5 +337,59 @@ def test_real_opencode_session_idle_plugin_reaches_the_channel(
         assert stop.session_id and stop.session_id.startswith("ses")
         assert "plugin" not in json.loads(config.read_text())  # OpenCode may rewrite it itself
         assert not (home / ".config" / "opencode" / "plugins").exists()
+    finally:
+        pane.stop()
+
+
+COPILOT_VERSION = "1.0.102"
+
+
+def test_real_copilot_agent_stop_hook_from_a_private_home_reaches_the_channel(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """Copilot CLI's ``agentStop``, from ``hooks/`` of the private COPILOT_HOME the hub sets."""
+    hooks, events = channel
+    exe = cached_executable(agent_bin, "copilot", COPILOT_VERSION, "@github/copilot")
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    token = hooks.register(None, "copilot")
+    setup = hook_setup("copilot", command_argv(), str(tmp_path / "private"))
+    assert setup is not None and setup.private_home
+    for path, text in setup.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    copilot_home = Path(setup.env["COPILOT_HOME"])
+    # What answering its folder-trust dialog with "2. Yes, and remember" writes.
+    (copilot_home / "config.json").write_text(json.dumps({"trustedFolders": [str(cwd)]}))
+    env = {
+        "HOME": str(home),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": fake_openai.base_url,
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_API_KEY": DEFAULT_API_KEY,
+        "COPILOT_MODEL": "gpt-4.1",
+        **setup.env,
+        **hooks.env(token),
+    }
+    args = (*setup.args, "-i", PROMPT)
+    pane = start_with_hooks(tmux_socket, exe, args, cwd, home, env, "copilot", COPILOT_VERSION)
+    hooks.bind(token, pane.pane_id)
+    try:
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "copilot")
+        assert stop.payload["stopReason"] == "end_turn"
+        assert stop.answer is None  # agentStop carries no text: its events.jsonl does
+        record = stop.transcript_path
+        assert record and Path(record).is_relative_to(copilot_home)
+        # Observed: agentStop can run before Copilot has written events.jsonl at all.
+        wait_until(lambda: Path(record).is_file(), 15, what="Copilot's events.jsonl")
+        assert stop.session_id and stop.session_id in record
+        assert not (home / ".copilot" / "hooks").exists()
     finally:
         pane.stop()
