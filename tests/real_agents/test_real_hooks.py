@@ -1,10 +1,12 @@
 """Real agents call the hub's hook command from their panes, and the channel hears them.
 
 The hub-style setups of ``agents/hooks.py`` on the real CLIs in real tmux panes, offline
-against the fake Anthropic API: Claude Code's ``--settings`` (Stop, Notification,
-SessionStart command hooks running ``io/hookcall.py``) and Pi's ``-e`` extension
-(``agent_end``). One prompt each, and the channel gets that pane's end of turn with the
-turn's answer. The user's own settings files are never written.
+against the local fake APIs: Claude Code's ``--settings`` (Stop, Notification,
+SessionStart command hooks running ``io/hookcall.py``), Codex's ``-c notify``, Pi's
+``-e`` extension (``agent_end``), Qwen Code's system-defaults hooks, OpenCode's plugin
+and Copilot CLI's hooks in a private COPILOT_HOME. One prompt each, and the channel gets
+that pane's end of turn (with the turn's answer where the agent gives it). The user's
+own settings files get no hook.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
 from . import install
 from .conftest import (
+    CODEX_VERSION,
     DEFAULT_API_KEY,
     LEAKY_ENV,
     PANE_HEIGHT,
@@ -39,7 +42,11 @@ from .conftest import (
     RealPane,
     claude_env,
     claude_is_idle,
+    codex_env,
+    codex_is_idle,
+    end_codex_daemons,
     write_claude_config,
+    write_codex_config,
 )
 from .test_real_routing import (
     OPENCODE_QUIET_ENV,
@@ -393,3 +400,44 @@ def test_real_copilot_agent_stop_hook_from_a_private_home_reaches_the_channel(
         assert not (home / ".copilot" / "hooks").exists()
     finally:
         pane.stop()
+
+
+def test_real_codex_notify_reaches_the_channel_with_its_answer(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """Codex's ``notify`` from the hub's ``-c notify=[...]``: its JSON as the last argument."""
+    hooks, events = channel
+    exe = agent_bin("codex", CODEX_VERSION)
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    codex_home = home / ".codex"
+    config = write_codex_config(codex_home, [cwd], fake_openai.base_url, daemon=False)
+    token = hooks.register(None, "codex")
+    setup = hook_setup("codex", command_argv(), str(tmp_path / "private"))
+    assert setup is not None
+    env = {**codex_env(home, codex_home), **hooks.env(token)}
+    pane = start_with_hooks(tmux_socket, exe, setup.args, cwd, home, env, "codex", CODEX_VERSION)
+    pane.codex_home = codex_home
+    hooks.bind(token, pane.pane_id)
+    try:
+        pane.wait_screen(codex_is_idle, STARTUP_TIMEOUT_S, what="Codex's idle screen")
+        pane.submit(PROMPT)
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "codex")
+        assert stop.payload["type"] == "agent-turn-complete"
+        assert stop.answer == default_answer(PROMPT)
+        assert stop.session_id and stop.turn_id
+        after = config.read_text()  # Codex rewrites it itself (its [tui] state)
+        notify = [
+            line for line in after.splitlines() if line.replace(" ", "").startswith("notify=")
+        ]
+        assert not notify, f"a notify landed in the user's config.toml:\n{after}"
+    finally:
+        pane.stop()
+        end_codex_daemons(codex_home)
