@@ -2,9 +2,10 @@
 
 Pure data and functions (no I/O): the hub passes the result on the agent's command
 line, in the pane's environment, or in files it writes into a private folder of its
-own, so a user's own settings files are never touched. Sources: REAL-AGENTS.md (Claude
-Code, Codex, Gemini CLI, Copilot CLI, Pi observed here), the agents' own documentation
-for the rest (OpenCode's plugin events, Qwen Code's hooks).
+own, so a user's own settings files are never touched. Each setup was run here with
+the real agent in tmux, offline (tests/real_agents/test_real_hooks.py): Claude Code
+2.1.332, Codex 0.171.0, Gemini CLI 0.61.0, Qwen Code 0.24.4, Copilot CLI 1.0.102,
+OpenCode 1.18.33 and Pi 0.73.1.
 
 The hook command is an argv prefix (``io/hookcall.py``'s :func:`command_argv`); each
 hook appends one of :data:`HOOK_KINDS`.
@@ -37,7 +38,10 @@ class HookSetup:
     (beside the token and socket variables); ``files`` maps absolute paths (inside the
     private folder passed in) to their text, for the hub to write before the agent
     starts. ``private_home`` says the setup replaces the agent's own config home
-    (Copilot), which also hides the user's login there.
+    (Copilot), which also hides the user's login there. ``secure_dir`` says the agent
+    refuses the files unless no folder above them is writable by group or others
+    (Gemini CLI 0.61.0 skips such a settings file: "Parent directory '/tmp' is
+    insecure"), so the private folder must not be under ``/tmp``.
     """
 
     agent: str
@@ -46,6 +50,7 @@ class HookSetup:
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
     private_home: bool = False
+    secure_dir: bool = False
     how: str = ""
 
 
@@ -196,6 +201,7 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
             HOOK_KINDS,
             env={"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": path},
             files={path: json.dumps({"hooks": hooks}, indent=2)},
+            secure_dir=True,
             how=(
                 "Gemini CLI reads its system-defaults layer (the lowest, under the user's "
                 "settings) from GEMINI_CLI_SYSTEM_DEFAULTS_PATH: the hub's file holds the hooks"

@@ -3,7 +3,7 @@
 The hub-style setups of ``agents/hooks.py`` on the real CLIs in real tmux panes, offline
 against the local fake APIs: Claude Code's ``--settings`` (Stop, Notification,
 SessionStart command hooks running ``io/hookcall.py``), Codex's ``-c notify``, Pi's
-``-e`` extension (``agent_end``), Qwen Code's system-defaults hooks, OpenCode's plugin
+``-e`` extension (``agent_end``), Gemini CLI's and Qwen Code's system-defaults hooks, OpenCode's plugin
 and Copilot CLI's hooks in a private COPILOT_HOME. One prompt each, and the channel gets
 that pane's end of turn (with the turn's answer where the agent gives it). The user's
 own settings files get no hook.
@@ -14,9 +14,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -441,3 +445,117 @@ def test_real_codex_notify_reaches_the_channel_with_its_answer(
     finally:
         pane.stop()
         end_codex_daemons(codex_home)
+
+
+GEMINI_VERSION = "0.61.0"
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+class _GeminiStream(BaseHTTPRequestHandler):
+    """``POST …:streamGenerateContent?alt=sse``: one SSE chunk with ``default_answer``.
+
+    Enough of Gemini's API for one turn (REAL-AGENTS.md); the tier's own Gemini fake
+    (issue 23.3) can take its place.
+    """
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if ":streamGenerateContent" not in self.path:
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        parts = [p for c in body.get("contents", []) for p in c.get("parts", []) if "text" in p]
+        text = default_answer(parts[-1]["text"] if parts else "")
+        chunk = {
+            "candidates": [
+                {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP"}
+            ],
+            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2},
+        }
+        data = f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def gemini_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GeminiStream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def secure_private_dir() -> Iterator[Path]:
+    """A private folder with no group- or other-writable folder above it (not /tmp)."""
+    base = install.DEFAULT_CACHE_DIR.parent  # the real ~/.cache/madohub_nb, not the test HOME
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="hooks-test-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_real_gemini_after_agent_hook_from_the_system_defaults_layer_reaches_the_channel(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    gemini_api: str,
+    secure_private_dir: Path,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """Gemini CLI's ``AfterAgent`` from the hub's GEMINI_CLI_SYSTEM_DEFAULTS_PATH file."""
+    hooks, events = channel
+    exe = cached_executable(agent_bin, "gemini", GEMINI_VERSION, "@google/gemini-cli")
+    user_settings = home / ".gemini" / "settings.json"
+    user_settings.parent.mkdir(parents=True)
+    user = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+    user_settings.write_text(json.dumps(user))
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    token = hooks.register(None, "gemini")
+    setup = hook_setup("gemini", command_argv(), str(secure_private_dir))
+    assert setup is not None and setup.secure_dir
+    for path, text in setup.files.items():
+        Path(path).write_text(text)
+    env = {
+        "HOME": str(home),
+        "GOOGLE_GEMINI_BASE_URL": gemini_api,
+        "GEMINI_API_KEY": DEFAULT_API_KEY,
+        **setup.env,
+        **hooks.env(token),
+    }
+    args = (*setup.args, "--model", GEMINI_MODEL, "-i", PROMPT)
+    pane = start_with_hooks(tmux_socket, exe, args, cwd, home, env, "gemini", GEMINI_VERSION)
+    hooks.bind(token, pane.pane_id)
+    try:
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "gemini")
+        assert stop.payload["hook_event_name"] == "AfterAgent"
+        assert stop.payload["prompt"] == PROMPT
+        assert stop.answer is None  # prompt_response is not trusted; the chat file is
+        record = stop.transcript_path
+        assert record and Path(record).is_relative_to(home / ".gemini")
+        assert "hooks" not in json.loads(user_settings.read_text())
+    finally:
+        pane.stop()
