@@ -11,6 +11,7 @@ own settings files get no hook.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -169,6 +170,46 @@ def test_real_claude_stop_hook_reaches_the_channel_with_its_answer(
         assert (start.pane, start.session_id) == (pane.pane_id, stop.session_id)
         assert hooks.counts["accepted"] == len(seen) and sum(hooks.counts.values()) == len(seen)
         assert not (home / ".claude" / "settings.json").exists(), "the user's settings were written"
+    finally:
+        pane.stop()
+
+
+def test_real_claude_permission_prompt_comes_as_a_notification_with_its_message(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+    channel: tuple[HookChannel, queue.Queue[HookEvent]],
+) -> None:
+    """In ``default`` permission mode a Bash call asks first: the Notification hook says so."""
+    hooks, events = channel
+    exe = agent_bin("claude", VERSION)
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    write_claude_config(home, cwd, DEFAULT_API_KEY, VERSION)
+    token = hooks.register(None, "claude")
+    setup = hook_setup("claude", command_argv(), str(tmp_path / "private"))
+    assert setup is not None
+    env = {**claude_env(home, fake_anthropic.base_url), **hooks.env(token)}
+    args = (*setup.args, "--permission-mode", "default")
+    pane = start_with_hooks(tmux_socket, exe, args, cwd, home, env)
+    hooks.bind(token, pane.pane_id)
+    try:
+        pane.wait_screen(claude_is_idle, STARTUP_TIMEOUT_S, what="Claude Code's idle screen")
+        pane.submit("run it [[bash touch made]]")
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
+        note = None
+        while note is None and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                event = events.get(timeout=1)
+                note = event if event.kind == "notification" else None
+        assert note is not None, f"no Notification hook; counts {dict(hooks.counts)}"
+        assert note.pane == pane.pane_id
+        assert note.payload["notification_type"] == "permission_prompt"
+        assert note.message == "Claude needs your permission"
+        assert note.answer is None
+        assert not (cwd / "made").exists()  # it asked; nobody answered
     finally:
         pane.stop()
 
