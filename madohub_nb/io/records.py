@@ -102,23 +102,26 @@ def iter_lines_backwards(
     stats: ReadStats | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     max_line_bytes: int = MAX_LINE_BYTES,
+    floor: int = 0,
 ) -> Iterator[bytes]:
     """Yield the lines of ``file`` (without ``\\n``) from the last to the first.
 
     Reads chunks from ``end`` (default: the file's size) towards the start, so
     a caller that stops early pays only for the tail. A line without a start in
     the current chunk grows the read size (doubling up to MAX_CHUNK_BYTES); a
-    line over ``max_line_bytes`` is read through and dropped.
+    line over ``max_line_bytes`` is read through and dropped. Nothing before
+    byte ``floor`` is read: the line cut there is dropped (a reader's budget).
     """
     if end is None:
         end = file.seek(0, os.SEEK_END)
+    floor = max(0, min(floor, end))
     pos = end
     size = chunk_bytes
     pending: list[bytes] = []  # pieces of the line being assembled, newest piece first
     pending_len = 0
     oversized = False
-    while pos > 0:
-        n = min(size, pos)
+    while pos > floor:
+        n = min(size, pos - floor)
         pos -= n
         file.seek(pos)
         data = _read_exactly(file, n)
@@ -139,7 +142,7 @@ def iter_lines_backwards(
         for line in reversed(parts[1:-1]):
             yield _counted(line, stats)
         pending, pending_len, oversized = [parts[0]], len(parts[0]), False
-    if pending and not oversized:
+    if pending and not oversized and floor == 0:
         yield _counted(b"".join(reversed(pending)), stats)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import MadohubValueError
 from ..model import ExtractionMethod
+from .agent_records import SESSION_FORMATS, detect_format, read_record, record_turn_finished
 from .records import (  # re-exported: these were defined here first
     CHUNK_BYTES,
     MAX_CHUNK_BYTES,
@@ -71,16 +72,22 @@ def _is_rollout(rec: dict[str, Any]) -> bool:
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None, usage: bool = False
 ) -> Extraction | None:
-    """The last assistant answer in a Claude transcript or Codex rollout, or None.
+    """The last assistant answer in a Claude transcript, a Codex rollout or another agent's record.
 
-    The format is told from the records themselves. A missing, unreadable,
-    empty or non-JSON file gives None; only a path of the wrong type raises.
+    The format is told from the records themselves; Gemini CLI, Qwen Code,
+    Copilot CLI, Pi and Aider records and OpenCode's database are read by
+    ``madohub_nb.io.agent_records`` (method ``session``, usage always filled).
+    A missing, unreadable, empty or unrecognised file gives None; only a path
+    of the wrong type raises.
     With ``usage=True`` the same backwards pass goes on to the start of the
     answer's turn and fills ``Extraction.usage``; unreadable usage never costs
     the answer.
     """
     p = _check_path(path)
     stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return read_record(p, fmt=fmt, stats=stats)  # another agent's own record
     f = _open_regular(p)
     if f is None:
         return None
@@ -710,6 +717,9 @@ def turn_finished(path: str | os.PathLike[str], *, stats: ReadStats | None = Non
     """
     p = _check_path(path)
     stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return record_turn_finished(p, fmt=fmt, stats=stats)
     f = _open_regular(p)
     if f is None:
         return None
