@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..records import Extraction, ReadStats, TurnUsage, check_path
@@ -49,35 +50,35 @@ def _is_note(line: str) -> bool:
     return (line.startswith("> ") or line == ">") and line.endswith("  ")
 
 
-def _tail(path: Path, stats: ReadStats, budget: int) -> tuple[list[str], int, bool] | None:
-    """The lines after the last prompt (oldest first), that prompt's offset, and whether one was found.
+def _segments(path: Path, stats: ReadStats, budget: int) -> Iterator[tuple[list[str], int]]:
+    """The lines after each prompt (oldest first) with that prompt's byte offset, newest first.
 
+    The lines before the first prompt (a session's header) come with offset -1.
     A last line without its newline (being written) is left out.
     """
     with opened(path) as f:
         if f is None:
-            return None
+            return
         size = f.seek(0, 2)
         if size == 0:
-            return [], 0, False
+            return
         f.seek(size - 1)
         complete_end = f.read(1) == b"\n"
         lines: list[str] = []
         consumed = 0
-        seen_prompt = False
         for i, raw in enumerate(lines_newest_first(f, stats, budget)):
             consumed += len(raw) + 1
             if i == 0 and not complete_end:
                 continue
             line = raw.decode("utf-8", "replace").rstrip("\r")
-            if _is_prompt(line):
-                seen_prompt = True
-                break
-            if line.startswith(SESSION_START):
-                break
+            if _is_prompt(line) or line.startswith(SESSION_START):
+                lines.reverse()
+                yield lines, (size - consumed + 1 if _is_prompt(line) else -1)
+                lines = []
+                continue
             lines.append(line)
     lines.reverse()
-    return lines, size - consumed + 1, seen_prompt
+    yield lines, -1
 
 
 def _blocks(lines: list[str]) -> list[list[str]]:
@@ -156,16 +157,18 @@ def _model(path: Path, stats: ReadStats) -> str | None:
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None
 ) -> Extraction | None:
-    """The last answer after the last prompt in an Aider chat history, lines kept exactly."""
+    """The last answer in an Aider chat history (the newest prompt's, else an earlier one's).
+
+    Lines are kept exactly; the answer's usage is the ``Tokens:`` lines after its prompt.
+    """
     p = check_path(path)
     stats = stats if stats is not None else ReadStats()
     try:
-        got = _tail(p, stats, ANSWER_SCAN_BYTES)
-        if got is None:
-            return None
-        lines, offset, seen_prompt = got
-        blocks = _blocks(lines)
-        if not seen_prompt or not blocks:
+        for lines, offset in _segments(p, stats, ANSWER_SCAN_BYTES):
+            blocks = _blocks(lines)
+            if offset >= 0 and blocks:
+                break
+        else:
             return None
         usage = _usage(lines, _model(p, stats))
     except OSError:

@@ -99,6 +99,8 @@ def turn_finished(path: str | os.PathLike[str], *, stats: ReadStats | None = Non
                 if kind == "assistant.turn_end":
                     ended = True
                 elif kind == "assistant.message":
+                    if not isinstance(_data(rec).get("content", ""), str):
+                        continue  # malformed: not a message
                     requests = _data(rec).get("toolRequests")
                     return ended and not (isinstance(requests, list) and requests)
                 elif kind in _BUSY_EVENTS or kind.startswith("tool."):

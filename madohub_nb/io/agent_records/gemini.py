@@ -102,6 +102,8 @@ def _verdict(rec: dict[str, Any]) -> bool | None:
     for msg in _messages(rec):
         kind = msg.get("type")
         if kind == "gemini":
+            if not isinstance(msg.get("content", ""), (str, list)):
+                continue  # malformed: not a message
             calls = msg.get("toolCalls")
             return not (isinstance(calls, list) and calls)
         if kind == "user":

@@ -39,7 +39,7 @@ FROM (
     WHERE json_extract(data, '$.role') = 'assistant' {session}
     ORDER BY {order} LIMIT {limit}
 ) AS m
-LEFT JOIN part AS p ON p.message_id = m.id
+LEFT JOIN part AS p ON p.message_id = m.id AND json_extract(p.data, '$.type') = 'text'
 ORDER BY m.id DESC, p.id
 """
 _STATE_SQL = "SELECT data FROM message {where} ORDER BY {order} LIMIT 1"
