@@ -31,6 +31,9 @@ _COUNT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(k|M)?\s+(sent|received|cache write|
 _MODEL = re.compile(r"^> Model: (\S+)")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
+MODEL_SCAN_BYTES = 1024 * 1024
+"""How far back the ``> Model:`` line of the session is sought (beyond it the model is None)."""
+
 
 def looks_like(line: str) -> bool:
     """Whether a line is one only an Aider chat history has."""
@@ -139,19 +142,27 @@ def _usage(lines: list[str], model: str | None) -> TurnUsage:
 
 
 def _model(path: Path, stats: ReadStats) -> str | None:
-    """The model named at the start of the newest session (``> Model: …``), within the tail."""
+    """The model named by the newest ``> Model: …`` line within MODEL_SCAN_BYTES of the tail.
+
+    Aider names it once, at a session's start (and after ``/model``): in a
+    session longer than the window the model stays unknown (None).
+    """
     with opened(path) as f:
         if f is None:
             return None
-        model = None
-        for raw in lines_newest_first(f, stats, ANSWER_SCAN_BYTES):
-            line = raw.decode("utf-8", "replace")
-            match = _MODEL.match(line)
-            if match:
-                model = match.group(1)
-            if line.startswith(SESSION_START):
-                return model
-    return model
+        size = f.seek(0, 2)
+        start = max(0, size - MODEL_SCAN_BYTES)
+        f.seek(start)
+        window = f.read(size - start)
+    stats.bytes_read += len(window)
+    at = window.rfind(b"\n> Model: ")
+    if at < 0 and start == 0 and window.startswith(b"> Model: "):
+        at = -1
+    elif at < 0:
+        return None
+    line = window[at + 1 :].split(b"\n", 1)[0].decode("utf-8", "replace")
+    match = _MODEL.match(line)
+    return match.group(1) if match else None
 
 
 def read_last_response(
