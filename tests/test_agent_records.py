@@ -476,3 +476,26 @@ def test_aider_keeps_headings_quotes_and_code_and_drops_its_own_notes(tmp_path: 
     assert aider.turn_finished(path) is False
     got = aider.read_last_response(path)  # nothing answered the newest prompt yet
     assert got is not None and got.text == "\n".join(answer)
+
+
+# ----------------------------------------------------------------- usage makes cost_usd
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_usage_of_each_record_prices_a_round(name: str) -> None:
+    from madohub_nb.io.log import RoundRecord
+    from madohub_nb.io.transcripts import USAGE_FIELDS
+    from madohub_nb.pipeline.round import round_cost_usd
+
+    got = read(EXPECTED[name]["format"], HERE / name)
+    assert got is not None and got.usage is not None
+    fields = {f: getattr(got.usage, f) for f in USAGE_FIELDS}
+    rec = RoundRecord(route_id="r", source="a", target="b", round=1, trigger="on-idle",
+                      transform="raw", dispatch="madoagent", status="delivered",
+                      extracted=got.text, extraction_method=got.method, **fields)  # fmt: skip
+    model = EXPECTED[name]["model"]
+    prices = {model: {"input": 1.0, "output": 10.0, "cache_read": 0.1, "cache_write": 1.25}}
+    u = got.usage
+    want = (u.input_tokens * 1.0 + u.output_tokens * 10.0) / 1_000_000  # no cache in these turns
+    assert round_cost_usd(rec, prices) == pytest.approx(want)
+    assert want > 0
