@@ -334,6 +334,36 @@ def test_opencode_reads_one_session_and_says_when_its_turn_is_not_over(tmp_path:
     assert opencode.read_last_response(path) == got  # the answer stays the last one
 
 
+def test_opencode_panes_sharing_one_database_each_get_their_own_session(tmp_path: Path) -> None:
+    path = opencode_copy(tmp_path)
+    mine = "/tmp/ar/home-opencode/proj"  # where the fixture's OpenCode ran
+    assert opencode.session_for_directory(path, mine) == "ses_dcd448da0ffedjdIBuS5DYweKY"
+    assert opencode.session_for_directory(path, "/elsewhere") is None
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "INSERT INTO session (id, project_id, slug, directory, title, version, time_created,"
+        " time_updated) VALUES ('ses_zz', 'p', 's', '/other/pane', 't', '1', 1, 9999999999999)"
+    )
+    conn.execute(
+        "INSERT INTO message VALUES ('msg_zzzz', 'ses_zz', 9999999999999, 9999999999999, ?)",
+        (json.dumps({"role": "assistant", "parentID": "x"}),),
+    )
+    conn.execute(
+        "INSERT INTO part VALUES ('prt_zzzz', 'msg_zzzz', 'ses_zz', 1, 1, ?)",
+        (json.dumps({"type": "text", "text": "the other pane's answer"}),),
+    )
+    conn.commit()
+    conn.close()
+    newest = opencode.read_last_response(path)
+    assert newest is not None and newest.text == "the other pane's answer"
+    got = ar.read_record(path, cwd=mine)
+    assert got is not None and got.text == LONG_ANSWER
+    assert ar.record_turn_finished(path, cwd=mine) is True
+    assert opencode.turn_finished(path) is False  # the other pane's message is not completed
+    assert opencode.read_last_response(path, directory="/elsewhere") is None
+    assert opencode.turn_finished(path, directory="/elsewhere") is None
+
+
 def test_opencode_answers_come_from_indexed_queries() -> None:
     conn = sqlite3.connect(HERE / FIXTURE_OF["opencode"])
     try:

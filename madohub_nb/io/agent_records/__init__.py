@@ -58,7 +58,7 @@ def detect_format(
     """Which agent's record ``path`` is, from its content (its name is not looked at).
 
     An SQLite file is OpenCode's; otherwise the newest lines (at most 1 MB or
-    50 of them) are matched against each format. None: empty, unreadable, a
+    200 of them) are matched against each format. None: empty, unreadable, a
     FIFO, or nothing recognised.
     """
     p = check_path(path)
@@ -99,11 +99,13 @@ def read_record(
     *,
     fmt: str | None = None,
     session_id: str | None = None,
+    cwd: str | None = None,
     stats: ReadStats | None = None,
 ) -> Extraction | None:
     """The last answer in any agent record this package reads (format told, or ``fmt``).
 
-    ``session_id`` narrows OpenCode's database to one session. None: no
+    ``session_id`` narrows OpenCode's database to one session, ``cwd`` to the
+    newest session run there (other records hold one session each). None: no
     answer, an unreadable file, or a format this package does not read.
     """
     p = check_path(path)
@@ -111,7 +113,7 @@ def read_record(
         _check_format(fmt)
     found = fmt or detect_format(p, stats=stats)
     if found == "opencode":
-        return opencode.read_last_response(p, session_id=session_id)
+        return opencode.read_last_response(p, session_id=session_id, directory=cwd)
     if found == "gemini":
         return gemini.read_last_response(p, stats=stats)
     if found == "qwen":
@@ -130,6 +132,7 @@ def record_turn_finished(
     *,
     fmt: str | None = None,
     session_id: str | None = None,
+    cwd: str | None = None,
     stats: ReadStats | None = None,
 ) -> bool | None:
     """The record's end-of-turn evidence (True / False / None), for the ``transcript`` signal."""
@@ -138,7 +141,7 @@ def record_turn_finished(
         _check_format(fmt)
     found = fmt or detect_format(p, stats=stats)
     if found == "opencode":
-        return opencode.turn_finished(p, session_id=session_id)
+        return opencode.turn_finished(p, session_id=session_id, directory=cwd)
     readers = {
         "gemini": gemini.turn_finished,
         "qwen": qwen.turn_finished,

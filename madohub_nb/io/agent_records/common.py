@@ -29,7 +29,7 @@ ANSWER_SCAN_BYTES = 64 * 1024 * 1024
 TURN_SCAN_BYTES = 8 * 1024 * 1024
 """How much of a record's tail the end-of-turn check looks through before saying "unknown"."""
 DETECT_SCAN_BYTES = 1024 * 1024
-DETECT_SCAN_LINES = 50
+DETECT_SCAN_LINES = 200
 """How much of a file's tail tells its format."""
 
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")

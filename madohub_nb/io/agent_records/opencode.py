@@ -43,6 +43,10 @@ LEFT JOIN part AS p ON p.message_id = m.id AND json_extract(p.data, '$.type') = 
 ORDER BY m.id DESC, p.id
 """
 _STATE_SQL = "SELECT data FROM message {where} ORDER BY {order} LIMIT 1"
+_SESSION_SQL = (
+    "SELECT id FROM session WHERE directory = ? AND parent_id IS NULL "
+    "ORDER BY time_updated DESC, id DESC LIMIT 1"
+)
 
 
 def looks_like(head: bytes) -> bool:
@@ -83,18 +87,51 @@ def _json(text: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _session_of(conn: sqlite3.Connection, directory: str) -> str | None:
+    """The newest top-level session OpenCode ran in ``directory`` (its session table is small)."""
+    row = conn.execute(_SESSION_SQL, (directory,)).fetchone()
+    return row[0] if row is not None and isinstance(row[0], str) else None
+
+
+def session_for_directory(path: str | os.PathLike[str], directory: str) -> str | None:
+    """The id (``ses_…``) of the newest top-level session run in ``directory``, or None.
+
+    One OpenCode database serves every OpenCode of a user: a tile's answer is
+    its own session's, found by the pane's working directory.
+    """
+    conn = _connect(check_path(path))
+    if conn is None:
+        return None
+    try:
+        with conn:
+            return _session_of(conn, directory)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 def read_last_response(
-    path: str | os.PathLike[str], *, session_id: str | None = None
+    path: str | os.PathLike[str], *, session_id: str | None = None, directory: str | None = None
 ) -> Extraction | None:
     """The text parts of the newest assistant message that has text, with its turn's usage.
 
-    ``session_id`` (``ses_…``) narrows it to one session; without it the
-    newest message of any session is taken. A missing, locked, half-written
-    or foreign file gives None.
+    ``session_id`` (``ses_…``) narrows it to one session, ``directory`` to the
+    newest session run there; with neither, the newest message of any session
+    is taken. A missing, locked, half-written or foreign file gives None.
     """
     p = check_path(path)
     conn = _connect(p)
     if conn is None:
+        return None
+    try:
+        if session_id is None and directory is not None:
+            session_id = _session_of(conn, directory)
+            if session_id is None:
+                conn.close()
+                return None
+    except sqlite3.Error:
+        conn.close()
         return None
     where, order, params = _session_filter(session_id)
     sql = _ANSWER_SQL.format(session=where, order=order, limit=NEWEST_MESSAGES)
@@ -162,19 +199,26 @@ def _usage(answer: dict[str, Any], fetched: list[dict[str, Any]]) -> TurnUsage:
     )
 
 
-def turn_finished(path: str | os.PathLike[str], *, session_id: str | None = None) -> bool | None:
+def turn_finished(
+    path: str | os.PathLike[str], *, session_id: str | None = None, directory: str | None = None
+) -> bool | None:
     """True when the newest message is a completed assistant message that did not stop for tools.
 
     False: a prompt, or an answer still being written or calling tools. None:
     no message, or the database cannot be read (locked, missing, foreign).
+    ``session_id`` and ``directory`` narrow it as in ``read_last_response``.
     """
     conn = _connect(check_path(path))
     if conn is None:
         return None
-    where, order, params = _session_filter(session_id)
-    sql = _STATE_SQL.format(where=where.replace("AND", "WHERE", 1), order=order)
     try:
         with conn:
+            if session_id is None and directory is not None:
+                session_id = _session_of(conn, directory)
+                if session_id is None:
+                    return None
+            where, order, params = _session_filter(session_id)
+            sql = _STATE_SQL.format(where=where.replace("AND", "WHERE", 1), order=order)
             row = conn.execute(sql, params).fetchone()
     except sqlite3.Error:
         return None
