@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
+from contextlib import closing
 from pathlib import Path
 
 from ..records import Extraction, ReadStats, TurnUsage, check_path
@@ -53,7 +54,9 @@ def _is_note(line: str) -> bool:
     return (line.startswith("> ") or line == ">") and line.endswith("  ")
 
 
-def _segments(path: Path, stats: ReadStats, budget: int) -> Iterator[tuple[list[str], int]]:
+def _segments(
+    path: Path, stats: ReadStats, budget: int
+) -> Generator[tuple[list[str], int], None, None]:
     """The lines after each prompt (oldest first) with that prompt's byte offset, newest first.
 
     The lines before the first prompt (a session's header) come with offset -1.
@@ -175,12 +178,13 @@ def read_last_response(
     p = check_path(path)
     stats = stats if stats is not None else ReadStats()
     try:
-        for lines, offset in _segments(p, stats, ANSWER_SCAN_BYTES):
-            blocks = _blocks(lines)
-            if offset >= 0 and blocks:
-                break
-        else:
-            return None
+        with closing(_segments(p, stats, ANSWER_SCAN_BYTES)) as segments:
+            for lines, offset in segments:
+                blocks = _blocks(lines)
+                if offset >= 0 and blocks:
+                    break
+            else:
+                return None
         usage = _usage(lines, _model(p, stats))
     except OSError:
         return None
