@@ -529,3 +529,22 @@ def test_the_usage_of_each_record_prices_a_round(name: str) -> None:
     want = (u.input_tokens * 1.0 + u.output_tokens * 10.0) / 1_000_000  # no cache in these turns
     assert round_cost_usd(rec, prices) == pytest.approx(want)
     assert want > 0
+
+
+def test_the_backwards_reader_stops_at_its_floor_and_drops_the_line_cut_there(
+    tmp_path: Path,
+) -> None:
+    from madohub_nb.io.records import iter_lines_backwards
+
+    path = tmp_path / "lines"
+    path.write_bytes(b"first line\nsecond\nthird\n")
+    with path.open("rb") as f:
+        assert list(iter_lines_backwards(f)) == [b"", b"third", b"second", b"first line"]
+        stats = ReadStats()
+        # floor 3 cuts "first line": it is not yielded, and nothing before byte 3 is read.
+        assert list(iter_lines_backwards(f, stats=stats, floor=3)) == [b"", b"third", b"second"]
+        assert stats.bytes_read == path.stat().st_size - 3
+        # A line starting right at the floor cannot be told from a cut one: dropped too.
+        assert list(iter_lines_backwards(f, floor=11)) == [b"", b"third"]
+        assert list(iter_lines_backwards(f, floor=10)) == [b"", b"third", b"second"]
+        assert list(iter_lines_backwards(f, floor=100)) == []
