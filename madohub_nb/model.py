@@ -26,8 +26,9 @@ RouteState = Literal["active", "paused", "stopped", "exhausted"]
 RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
 
-ExtractionMethod = Literal["jsonl", "rollout", "terminal"]
-"""How a round's source output was read: Claude's transcript, Codex's rollout, the screen."""
+ExtractionMethod = Literal["jsonl", "rollout", "session", "terminal"]
+"""How a round's source output was read: Claude's transcript, Codex's rollout, another agent's
+own session record (Gemini, Qwen, Copilot, OpenCode, Pi, Aider), the screen."""
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
 
 EventKind = Literal[

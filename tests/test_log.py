@@ -654,7 +654,7 @@ def test_df_of_a_file_replaced_under_the_log_is_read_afresh(tmp_path: Path) -> N
         ({"status": "done"}, "unknown round status 'done'; allowed: delivered"),
         ({"fired_at": datetime(2025, 1, 1)}, "timezone-aware"),
         ({"round": -1}, "whole number >= 0"),
-        ({"extraction_method": "ocr"}, "allowed: jsonl, rollout, terminal"),
+        ({"extraction_method": "ocr"}, "allowed: jsonl, rollout, session, terminal"),
         ({"delivery_mode": "carrier-pigeon"}, "allowed: typed, paste"),
         ({"latency_ms": "fast"}, "milliseconds"),
         ({"round_id": ""}, "round_id must be a non-empty string"),

@@ -317,7 +317,7 @@ def test_multi_megabyte_single_lines_are_read_whole(tmp_path: Path) -> None:
 
 
 def test_extraction_refuses_an_unknown_method() -> None:
-    with pytest.raises(MadohubValueError, match="jsonl, rollout, terminal"):
+    with pytest.raises(MadohubValueError, match="jsonl, rollout, session, terminal"):
         Extraction(text="x", method="screen", path=None)
 
 

@@ -9,24 +9,31 @@ for a 10 kB file and a 300 MB one. Pure file reading, no tmux, no clock.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from ..errors import MadohubValueError
-from ..model import EXTRACTION_METHODS, ExtractionMethod
+from ..model import ExtractionMethod
+from .agent_records import SESSION_FORMATS, detect_format, read_record, record_turn_finished
+from .records import (  # re-exported: these were defined here first
+    CHUNK_BYTES,
+    MAX_CHUNK_BYTES,
+    MAX_LINE_BYTES,  # noqa: F401
+    USAGE_FIELDS,  # noqa: F401
+    Extraction,
+    ReadStats,
+    TurnUsage,
+    iter_lines_backwards,
+)
+from .records import check_path as _check_path
+from .records import json_records as _records
+from .records import open_regular as _open_regular
 
-CHUNK_BYTES = 64 * 1024
-"""First read size of the backwards reader; doubled while a line has no start yet."""
-MAX_CHUNK_BYTES = 8 * 1024 * 1024
-MAX_LINE_BYTES = 64 * 1024 * 1024
-"""A longer line is skipped (read through, never held in memory)."""
 MAX_SCAN_BYTES = 256 * 1024 * 1024
 """read_last_response gives up after this much of a file without an answer."""
 MESSAGE_SPAN_BYTES = 16 * 1024 * 1024
@@ -54,186 +61,6 @@ _INTERRUPTED_PREFIX = "[Request interrupted by user"
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
 
 
-@dataclass(frozen=True)
-class TurnUsage:
-    """What the turn that produced an answer cost, as the agent wrote it down.
-
-    The turn is every main-thread API message since the prompt that started it.
-    Tokens are summed over its API messages (each counted once); ``input_tokens``
-    leaves out cached input, which is in ``cache_read_tokens``. A field is None
-    when it could not be read: missing or malformed on some message, or (tokens
-    and tool calls) when the turn's start lies beyond the read window
-    (``complete`` False).
-    """
-
-    model: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    turn_ms: float | None = None
-    tool_calls: int | None = None
-    api_calls: int | None = None
-    complete: bool = False
-
-
-USAGE_FIELDS = (
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "turn_ms",
-    "tool_calls",
-)
-"""The TurnUsage fields that are also round log columns."""
-
-
-@dataclass(frozen=True)
-class Extraction:
-    """A source agent's last answer and how it was obtained.
-
-    ``message_id`` identifies the turn/message it came from, so a trigger can
-    tell a new answer from the one it already routed. ``usage`` is what that
-    turn cost (``read_last_response(..., usage=True)``); it takes no part in
-    comparisons.
-    """
-
-    text: str
-    method: ExtractionMethod
-    path: Path | None
-    message_id: str | None = None
-    usage: TurnUsage | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.method not in EXTRACTION_METHODS:
-            raise MadohubValueError(
-                f"unknown extraction method {self.method!r}; allowed: {', '.join(EXTRACTION_METHODS)}"
-            )
-
-
-@dataclass
-class ReadStats:
-    """What a backwards read cost: bytes read from disk and lines produced."""
-
-    bytes_read: int = 0
-    lines: int = 0
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def iter_lines_backwards(
-    file: BinaryIO,
-    end: int | None = None,
-    *,
-    stats: ReadStats | None = None,
-    chunk_bytes: int = CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES,
-) -> Iterator[bytes]:
-    """Yield the lines of ``file`` (without ``\\n``) from the last to the first.
-
-    Reads chunks from ``end`` (default: the file's size) towards the start, so
-    a caller that stops early pays only for the tail. A line without a start in
-    the current chunk grows the read size (doubling up to MAX_CHUNK_BYTES); a
-    line over ``max_line_bytes`` is read through and dropped.
-    """
-    if end is None:
-        end = file.seek(0, os.SEEK_END)
-    pos = end
-    size = chunk_bytes
-    pending: list[bytes] = []  # pieces of the line being assembled, newest piece first
-    pending_len = 0
-    oversized = False
-    while pos > 0:
-        n = min(size, pos)
-        pos -= n
-        file.seek(pos)
-        data = _read_exactly(file, n)
-        if stats is not None:
-            stats.bytes_read += len(data)
-        parts = data.split(b"\n")
-        if len(parts) == 1:
-            if not oversized:
-                pending.append(data)
-                pending_len += len(data)
-                if pending_len > max_line_bytes:
-                    oversized, pending, pending_len = True, [], 0
-            size = min(size * 2, MAX_CHUNK_BYTES)
-            continue
-        size = chunk_bytes
-        if not oversized:
-            yield _counted(parts[-1] + b"".join(reversed(pending)), stats)
-        for line in reversed(parts[1:-1]):
-            yield _counted(line, stats)
-        pending, pending_len, oversized = [parts[0]], len(parts[0]), False
-    if pending and not oversized:
-        yield _counted(b"".join(reversed(pending)), stats)
-
-
-def _counted(line: bytes, stats: ReadStats | None) -> bytes:
-    if stats is not None:
-        stats.lines += 1
-    return line
-
-
-def _read_exactly(file: BinaryIO, n: int) -> bytes:
-    """Read ``n`` bytes (fewer only at end of file; unbuffered reads may come short)."""
-    out = file.read(n)
-    while len(out) < n:
-        more = file.read(n - len(out))
-        if not more:
-            break
-        out += more
-    return out
-
-
-def _check_path(path: object, what: str = "path") -> Path:
-    """``path`` as a Path, ``~`` expanded; anything but a str or a str-valued PathLike is refused."""
-    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
-    if not isinstance(text, str):
-        raise MadohubValueError(
-            f"{what} must be a str or os.PathLike, got {type(path).__name__} {path!r}"
-        )
-    return Path(text).expanduser()
-
-
-def _open_regular(path: Path) -> BinaryIO | None:
-    """Open ``path`` for reading if it is a readable regular file, else None.
-
-    O_NONBLOCK keeps a FIFO from blocking the open; it changes nothing for files.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        return os.fdopen(fd, "rb", buffering=0)
-    except OSError:
-        os.close(fd)
-        return None
-
-
-def _records(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """JSON objects among ``lines``; anything that does not parse is skipped.
-
-    The newest line may be half-written while the agent appends to it.
-    """
-    for raw in lines:
-        line = raw.strip()
-        if not line.startswith(b"{"):
-            continue
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(rec, dict):
-            yield rec
-
-
 def _is_rollout(rec: dict[str, Any]) -> bool:
     """Codex rollout lines are ``{timestamp, type, payload}``; Claude's are not."""
     return "payload" in rec and "timestamp" in rec and "type" in rec and "message" not in rec
@@ -245,16 +72,22 @@ def _is_rollout(rec: dict[str, Any]) -> bool:
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None, usage: bool = False
 ) -> Extraction | None:
-    """The last assistant answer in a Claude transcript or Codex rollout, or None.
+    """The last assistant answer in a Claude transcript, a Codex rollout or another agent's record.
 
-    The format is told from the records themselves. A missing, unreadable,
-    empty or non-JSON file gives None; only a path of the wrong type raises.
+    The format is told from the records themselves; Gemini CLI, Qwen Code,
+    Copilot CLI, Pi and Aider records and OpenCode's database are read by
+    ``madohub_nb.io.agent_records`` (method ``session``, usage always filled).
+    A missing, unreadable, empty or unrecognised file gives None; only a path
+    of the wrong type raises.
     With ``usage=True`` the same backwards pass goes on to the start of the
     answer's turn and fills ``Extraction.usage``; unreadable usage never costs
     the answer.
     """
     p = _check_path(path)
     stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return read_record(p, fmt=fmt, stats=stats)  # another agent's own record
     f = _open_regular(p)
     if f is None:
         return None
@@ -884,6 +717,9 @@ def turn_finished(path: str | os.PathLike[str], *, stats: ReadStats | None = Non
     """
     p = _check_path(path)
     stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return record_turn_finished(p, fmt=fmt, stats=stats)
     f = _open_regular(p)
     if f is None:
         return None
