@@ -196,7 +196,8 @@ def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
         hub.tmux.run("capture-pane", "-p", "-t", "%9999")
     assert hub.tmux.capture(tile.pane_id).startswith("$")
     assert hub.tmux.run("display-message", "-p", "#{pane_title}x", check=False).endswith("x\n")
-    assert hub.tmux.channel_commands == before + 2  # (a refused one is not counted)
+    # Both went over the control connection (the tile's own reads may add more meanwhile).
+    assert hub.tmux.channel_commands >= before + 2
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,9 @@ def test_a_reader_that_execs_a_shell_is_not_the_reader_any_more(hub: mh.Hub) -> 
     """``exec bash`` keeps the pid and the start time: its program name tells."""
     script = "import os, sys; sys.stdin.readline(); os.execv('/bin/bash', ['bash', '--norc'])"
     pane, pid = hub.tmux.new_pane(hub.session_name, f'{sys.executable} -c "{script}"')
-    wait_until(lambda: "-c" in psutil.Process(pid).cmdline(), 10, what="python started")
+    # (the pane's shell first reads its command, then execs python: wait for python itself)
+    started = lambda: any("execv" in a for a in psutil.Process(pid).cmdline())  # noqa: E731
+    wait_until(started, 10, what="python started")
     reader = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
     assert isinstance(reader, Reader) and not reader.runs_commands
     assert check_reader(reader) is None
@@ -285,7 +287,8 @@ def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     _type_at_prompt(hub, pane, "sleep 300")
     pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
     wait_until(lambda: psutil.Process(pid).children(), 10, what="sleep running")
-    assert check_reader(reader) is not None  # sleep holds the terminal now
+    # sleep holds the terminal once bash has given it the foreground (just after the fork)
+    wait_until(lambda: check_reader(reader) is not None, 10, what="sleep in the foreground")
     # A shell tile running a program acts as a terminal tile (issue 12): the program reads.
     now = tile.reader()
     assert isinstance(now, Reader) and "the program 'sleep'" in now.what
