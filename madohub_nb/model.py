@@ -29,7 +29,14 @@ ExtractionMethod = Literal["jsonl", "rollout", "terminal"]
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
 
 EventKind = Literal[
-    "tile_output", "tile_state", "tile_added", "route_state", "route_added", "round", "turn_skipped"
+    "tile_output",
+    "tile_state",
+    "tile_added",
+    "route_state",
+    "route_added",
+    "round",
+    "turn_skipped",
+    "host_state",
 ]
 EVENT_KINDS: Final[tuple[str, ...]] = get_args(EventKind)
 
@@ -41,7 +48,8 @@ class HubEvent:
     ``tile_output`` (tile name, ``data`` = bytes count), ``tile_state`` (name, state),
     ``tile_added`` (name, ``data`` = the tile), ``route_state`` / ``route_added``
     (route id, state, ``data`` = the route), ``round`` (route id, status, ``data`` = the record),
-    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``).
+    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``),
+    ``host_state`` (host name, ``reachable`` or ``unreachable``, ``data`` = why, or None).
     """
 
     kind: EventKind

@@ -18,20 +18,20 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .agents.detect import detect_kind, kind_from_command
+from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus, HubFuture
 from .errors import LogError, MadohubError, MadohubValueError, TileError, TmuxError
 from .io.log import RoundLog, RoundRecord
+from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import check_host, parse_ssh_command
 from .io.tmux import Tmux, check_socket_name
 from .io.watch import OutputWatcher, PaneStream
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
-from .pipeline.hosts import HostLink
+from .pipeline.hosts import HostLink, HostState
 from .pipeline.keys import check_keys, press_keys
-from .pipeline.remote_tile import RemoteTile
 from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 from .pipeline.transforms import AIClientConfig, resolve_api_key
@@ -93,6 +93,8 @@ class Runtime:
         self.events = EventBus()
         self.engine = Engine()
         self.watcher = OutputWatcher(self.tmux, on_output=self._on_output)
+        self.machine = LocalMachine(self.tmux, self.watcher)
+        """This machine (its tmux server and output watcher)."""
         self.ssh_command = ssh_command
         self.remote_socket_name = check_socket_name(remote_socket_name)
         """The tmux socket (``tmux -L``) used on remote hosts; None: their default server."""
@@ -101,7 +103,9 @@ class Runtime:
         self._hosts_lock = threading.Lock()
         self.deliverer = Deliverer()
         self.tiles: dict[str, Tile] = {}
-        self._names_by_pane: dict[str, str] = {}
+        self._names_by_pane: dict[PaneRef, str] = {}
+        self._held: dict[str, list[Route]] = {}
+        """Routes held while their tiles' host is unreachable, by host."""
         self.routes: list[Route] = []
         self.routes_dropped = 0
         """Ended routes no longer in ``routes`` (beyond ``ENDED_ROUTES_KEPT``)."""
@@ -180,7 +184,7 @@ class Runtime:
             if link is None:
                 link = HostLink(
                     host, parse_ssh_command(self.ssh_command), self.remote_socket_name,
-                    self._on_remote_output, lambda: self.routes,
+                    self._on_remote_output, self._host_state,
                 )  # fmt: skip
                 link.probe()  # a one-line error within about 10 s for a bad or dead host
                 self.hosts = {**self.hosts, host: link}
@@ -201,7 +205,7 @@ class Runtime:
         """A new pane running ``command``; its start-up is checked on the engine thread."""
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        tmux = self.host_link(host).tmux if host is not None else self.tmux
+        tmux = self._machine(host).tmux
         with self._spawn_lock:  # the first pane also makes the session: one at a time
             if self.closed:  # (close() raced this call; make no pane it would not kill)
                 raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
@@ -217,21 +221,17 @@ class Runtime:
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
         _copy_outcome(started, tile)
         if tile.error is not None:  # its pane is gone: stop streaming it
-            self.call_soon(self._watcher_of(tile).forget, tile.pane_id)
+            self.call_soon(tile.machine.watcher.forget, tile.pane_id)
 
     def adopt_tile(self, name: str, pane: str, agent: str | None, host: str | None = None) -> Tile:
         """An existing pane; its agent is detected from its process tree unless given."""
-        tmux = self.host_link(host).tmux if host is not None else self.tmux
-        info = tmux.resolve_pane(pane)
+        info = self._machine(host).tmux.resolve_pane(pane)
         if info.dead:
             raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
-        if host is not None:
-            probe = self._make_tile(
-                name, info.pane_id, agent or "shell", info.session, False, None, host
-            )
-            kind = agent or probe.detect_kind(info)
-        else:
-            kind = agent or detect_kind(info.pid, info.current_command)
+        probe = self._make_tile(
+            name, info.pane_id, agent or "shell", info.session, False, None, host
+        )
+        kind = agent or probe.detect_kind(info)
         if kind not in known_kinds():
             raise TileError(
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
@@ -245,26 +245,25 @@ class Runtime:
         self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
         host: str | None,
     ) -> Tile:  # fmt: skip
-        link = self.hosts[host] if host is not None else None
-        watcher = link.watcher if link is not None else self.watcher
-        kwargs: dict[str, Any] = dict(
+        machine: Machine = self.hosts[host].machine if host is not None else self.machine
+        watcher = machine.watcher
+        return Tile(
+            name, pane_id, kind, machine,
             session=session, created=created, claude_home=self.claude_home_setting,
             on_state=self.tile_state_changed, pane_pid=pid, redact=self.log.redact_text,
             last_output_mono=lambda: watcher.last_output_mono(pane_id),
         )  # fmt: skip
-        if link is None:
-            return Tile(name, pane_id, kind, self.tmux, **kwargs)
-        reachable = lambda: link.reachable  # noqa: E731
-        return RemoteTile(
-            name, pane_id, kind, link.tmux, host=link.ssh, reachable=reachable, **kwargs
-        )
+
+    def _machine(self, host: str | None) -> Machine:
+        """This machine, or ``host`` (its link made and checked on first use)."""
+        return self.host_link(host).machine if host is not None else self.machine
 
     def _add_tile(
         self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
         host: str | None = None,
     ) -> Tile:  # fmt: skip
         tile = self._make_tile(name, pane_id, kind, session, created, pid, host)
-        key = _pane_key(host, pane_id)
+        key = tile.ref
         with self.lock:
             clash = self._check_name_free(name, key, raise_=False)
             if clash is None:
@@ -283,7 +282,7 @@ class Runtime:
 
     def tile_named(self, name: str | Tile, role: str) -> Tile:
         """The tile called ``name`` (or ``name`` itself), or a teaching error naming the tiles."""
-        key = name.name if isinstance(name, Tile) else name
+        key = name if isinstance(name, str) else name.name
         tile = self.tiles.get(key)
         if tile is None:
             known = ", ".join(sorted(self.tiles)) or "none yet; make one with hub.tile(...)"
@@ -291,15 +290,15 @@ class Runtime:
         return tile
 
     def _check_name_free(
-        self, name: str, pane_id: str | None = None, raise_: bool = True
+        self, name: str, pane: PaneRef | None = None, raise_: bool = True
     ) -> str | None:
         problem = None
         if name in self.tiles and self.tiles[name].error is None:
             # (a tile whose command failed at start-up may be made again under its name)
             problem = f"a tile named {name!r} already exists; pick another name"
         for other in self.tiles.values():
-            if pane_id is not None and _key_of(other) == pane_id and other.error is None:
-                problem = f"pane {pane_id} is already the tile {other.name!r}"
+            if pane is not None and other.ref == pane and other.error is None:
+                problem = f"pane {pane} is already the tile {other.name!r}"
         if problem and raise_:
             raise MadohubValueError(problem)
         return problem
@@ -354,14 +353,7 @@ class Runtime:
 
     # what routes need --------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:
-        if isinstance(tile, RemoteTile):  # (no pidfd for a process on another host)
-            return await self.hosts[tile.host_name].watch(tile.pane_id, tile.session)
-        return await self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid)
-
-    def _watcher_of(self, tile: Tile) -> OutputWatcher:
-        if isinstance(tile, RemoteTile):
-            return self.hosts[tile.host_name].watcher
-        return self.watcher
+        return await tile.machine.watch(tile.pane_id, tile.session, tile.pane_pid)
 
     def emit(self, event: HubEvent) -> None:
         self.engine.call_soon(self.events.emit, event)
@@ -453,12 +445,35 @@ class Runtime:
         self.emit(HubEvent("tile_state", name, state))
 
     def _on_remote_output(self, host: str, pane_id: str, nbytes: int) -> None:
-        self._on_output(_pane_key(host, pane_id), nbytes)
+        self._output_of(PaneRef(host, pane_id), nbytes)
 
     def _on_output(self, pane_id: str, nbytes: int) -> None:
-        name = self._names_by_pane.get(pane_id)
+        self._output_of(PaneRef(None, pane_id), nbytes)
+
+    def _output_of(self, pane: PaneRef, nbytes: int) -> None:
+        name = self._names_by_pane.get(pane)
         if name is not None:
             self.events.emit(HubEvent("tile_output", name, data=nbytes))
+
+    def _host_state(self, host: str, state: HostState, why: str | None) -> None:
+        """A host went or came back (engine loop): its tiles' routes are held with ``why``
+        while it is unreachable, and resume (looking at their sources again) once it is back."""
+        self.events.emit(HubEvent("host_state", host, state, why))
+        if state == "unreachable":
+            held = self._held.setdefault(host, [])
+            for route in self.routes:
+                touches = any(
+                    t is not None and t.machine.name == host
+                    for t in (route.source_tile, route.target_tile)
+                )
+                if route.held and route in held:
+                    route.last_error = f"paused: {why}"
+                elif touches and route.state == "active":
+                    route.hold(f"paused: {why}")
+                    held.append(route)
+            return
+        for route in self._held.pop(host, []):
+            route.release()
 
     # life cycle --------------------------------------------------------------------
     async def _shutdown(self) -> None:
@@ -466,7 +481,7 @@ class Runtime:
             route.cancel()
         await asyncio.gather(*(r.wait_closed() for r in self.routes), return_exceptions=True)
         await self.watcher.close()
-        made = {getattr(t, "host_name", None) for t in self.tiles.values() if t.created}
+        made = {t.machine.name for t in self.tiles.values() if t.created}
         await asyncio.gather(
             *(link.close(self.session_name if name in made else None)
               for name, link in self.hosts.items()),
@@ -505,7 +520,7 @@ class Runtime:
         try:
             self.engine.run_sync(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except Exception:  # a dead tmux server or a stuck task: still end the thread below
-            if any(t.created and not isinstance(t, RemoteTile) for t in self.tiles.values()):
+            if any(t.created and t.machine.name is None for t in self.tiles.values()):
                 threading.Thread(
                     target=self.tmux.kill_session, args=(self.session_name,), daemon=True
                 ).start()
@@ -514,15 +529,6 @@ class Runtime:
     def _finish_close(self) -> None:
         self.engine.close(timeout_s=0.25)
         self.log.close()
-
-
-def _pane_key(host: str | None, pane_id: str) -> str:
-    """How a pane is known across hosts: ``%3`` here, ``box:%3`` on host ``box``."""
-    return pane_id if host is None else f"{host}:{pane_id}"
-
-
-def _key_of(tile: Tile) -> str:
-    return _pane_key(getattr(tile, "host_name", None), tile.pane_id)
 
 
 def _copy_outcome(started: concurrent.futures.Future[Tile], tile: Tile) -> None:

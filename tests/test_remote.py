@@ -23,8 +23,8 @@ from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
+from madohub_nb.io.machine import PaneRef
 from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost, parse_ssh_command
-from madohub_nb.pipeline.remote_tile import RemoteTile
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
     rhub: mh.Hub, tmux_socket: str, remote_socket: str, project: Path
 ) -> None:
     tile = start_standin(rhub, "far", cwd=project, host="box")
-    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert tile.ref == PaneRef("box", tile.pane_id) and tile.machine.name == "box"
     assert any(line.endswith(" far") for line in _panes(remote_socket))
     assert not any(line.endswith(" far") for line in _panes(tmux_socket))
     # Output comes over one control connection per host: an ssh process running tmux -C.
@@ -138,7 +138,7 @@ def test_adopting_a_pane_on_the_host_detects_its_agent(
     )  # fmt: skip
     pane = out.stdout.strip()
     tile = rhub.tile("adopted", pane=pane, host="box")
-    assert tile.agent == "claude" and isinstance(tile, RemoteTile)
+    assert tile.agent == "claude" and tile.machine.name == "box"
     wait_until(lambda: tile.state == "idle", 20, what="adopted idle")
 
 
@@ -265,7 +265,7 @@ def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open
 ) -> None:
     writer = start_standin(rhub, "writer", kind="codex", cwd=project, host="box")
     reviewer = start_standin(rhub, "reviewer", cwd=project)
-    assert isinstance(writer, RemoteTile) and writer.profile.extractor == "rollout"
+    assert writer.machine.name == "box" and writer.profile.extractor == "rollout"
     before = writer.last_response()  # no prompt yet: no rollout is open, the screen answers
     assert before is None or before.method == "terminal"
     route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
@@ -329,6 +329,30 @@ def test_typing_into_a_shell_on_the_host_checks_its_foreground_there(
     assert sh.state != "idle"
     rhub.keys("sh", "C-c").result(30)
     wait_until(lambda: "bash" in getattr(sh.reader(), "what", ""), 10, what="the shell back")
+
+
+def test_a_tile_view_of_a_shell_on_the_host_shows_new_output(
+    rhub: mh.Hub, remote_socket: str
+) -> None:
+    """The view follows the output of the pane's own machine (the host's watcher), as it
+    does for a pane here: it used to ask the local watcher and never redrew."""
+    from madohub_nb.notebook.widgets import TileView
+
+    sh = rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    wait_until(lambda: sh.state == "idle", 20, what="the remote shell's prompt")
+    view = TileView(rhub, "sh", min_interval_s=0.05)
+    try:
+        wait_until(lambda: view.redraws >= 1 and not view._drawing, 15, what="the first redraw")
+        # Typed on the host's tmux directly: no route or delivery of the hub listens to it.
+        subprocess.run(
+            ["tmux", "-L", remote_socket, "send-keys", "-t", sh.pane_id, "echo MARK-$((40+2))"]
+            + ["Enter"],
+            check=True,
+        )
+        wait_until(lambda: "MARK-42" in view.screen_value, 5, what="the new output in the view")
+        assert sh.pane_id not in rhub.watcher.streams  # no stray stream on this machine's tmux
+    finally:
+        view.close()
 
 
 def test_a_remote_shell_target_is_refused_without_allow_shell(rhub: mh.Hub) -> None:

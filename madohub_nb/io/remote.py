@@ -12,6 +12,7 @@ without its secrets (:func:`~madohub_nb.io.tmux.client_environment`), so no
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -20,12 +21,18 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
-from .tmux import client_environment
+from .machine import OpenFile, argv_from_bytes, environ_from_bytes
+from .tmux import Tmux, client_environment
+from .watch import OutputWatcher, PaneStream
+
+T = TypeVar("T")
 
 HOST_RE = re.compile(
     r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$"
@@ -256,19 +263,21 @@ class SshHost:
         return found
 
     def read_cmdline(self, pid: int) -> list[str]:
-        raw = self.read_head(f"/proc/{int(pid)}/cmdline", STAT_MAX_BYTES) or b""
-        return [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+        return argv_from_bytes(self.read_head(f"/proc/{int(pid)}/cmdline", STAT_MAX_BYTES) or b"")
 
     def read_environ(self, pid: int, names: Iterable[str]) -> dict[str, str]:
         """Only the named variables of a process's environment (the rest is dropped at once)."""
         raw = self.read_head(f"/proc/{int(pid)}/environ", 256 * 1024) or b""
-        keep = set(names)
-        out = {}
-        for item in raw.split(b"\0"):
-            key, sep, value = item.decode("utf-8", "replace").partition("=")
-            if sep and key in keep:
-                out[key] = value
-        return out
+        return environ_from_bytes(raw, names)
+
+    def find_first(self, folder: str, name: str) -> str | None:
+        """The first regular file ``<folder>/*/<name>`` on the host (one bounded read), or None."""
+        pattern = f"{shlex.quote(folder)}/*/{shlex.quote(name)}"
+        proc = self.run(
+            f'for f in {pattern}; do [ -f "$f" ] && printf \'%s\\n\' "$f" && break; done'
+        )
+        found = proc.stdout.decode("utf-8", "replace").partition("\n")[0]
+        return found if proc.returncode == 0 and found.startswith("/") else None
 
     def probe(self, socket_name: str | None) -> None:
         """Check the host answers and has tmux, within the connect timeout; one-line errors."""
@@ -286,6 +295,138 @@ class SshHost:
             raise TmuxError(
                 f"`tmux -V` failed on host {self.host!r} (status {proc.returncode}): {said}"
             )
+
+
+class SshMachine(SshHost):
+    """A remote host as a :class:`~madohub_nb.io.machine.Machine`: its tmux (commands over
+    the control connection), its output watcher, and every read bounded and over ssh.
+
+    Directory scans are not done here (no bounded read lists a folder of transcripts).
+    ``reachable`` is kept by the host's link (pipeline/hosts.py), which reconnects.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        ssh_command: Sequence[str] = ("ssh",),
+        socket_name: str | None = None,
+        on_output: Callable[[str, int], None] | None = None,
+        on_client_exit: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(host, ssh_command)
+        self.socket_name = socket_name
+        self._tmux = Tmux(socket_name, remote=self)
+        self._watcher = OutputWatcher(
+            self._tmux, on_output=on_output, on_client_exit=on_client_exit
+        )
+        self.reachable = True
+        """False from a dropped control connection until the host answers again."""
+        self.closing = False
+        """Set by close(): nothing waits for the host any more."""
+        self._back: asyncio.Event | None = None
+
+    def went_down(self) -> None:
+        """The control connection dropped: the host reads unreachable; watches wait (loop)."""
+        self.reachable = False
+        if self._back is None or self._back.is_set():
+            self._back = asyncio.Event()
+
+    def came_back(self) -> None:
+        """The host answers again: watches waiting for it go on (loop)."""
+        self.reachable = True
+        if self._back is not None:
+            self._back.set()
+
+    def stop_waiting(self) -> None:
+        """Closing: watches waiting for the host end their wait (loop)."""
+        self.closing = True
+        if self._back is not None:
+            self._back.set()
+
+    async def watch(self, pane_id: str, session: str, pane_pid: int | None = None) -> PaneStream:
+        """Stream a pane of this host, waiting for the host while it is unreachable.
+        (``pane_pid`` is not watched: a process on another host has no pidfd here.)"""
+        while not self.reachable and not self.closing:
+            back = self._back
+            if back is None:
+                break
+            await back.wait()
+        return await self._watcher.watch(pane_id, session)
+
+    @property
+    def name(self) -> str | None:
+        return self.host
+
+    @property
+    def tmux(self) -> Tmux:
+        return self._tmux
+
+    @property
+    def watcher(self) -> OutputWatcher:
+        return self._watcher
+
+    @property
+    def dir_scans(self) -> bool:
+        return False
+
+    def terminal_command(self, command: str) -> str:
+        ssh = " ".join(shlex.quote(w) for w in self.ssh)
+        return f"{ssh} -t {shlex.quote(self.host)} {shlex.quote(command)}"
+
+    def stats(self, pids: Iterable[int]) -> dict[int, ProcStat | None]:
+        return self.read_stats(pids)
+
+    def pane_processes(self, pane_pid: int) -> list[ProcStat]:
+        """The pane's own process and its terminal's foreground leader (two bounded reads;
+        a walk of the whole tree would read every process's argv over ssh)."""
+        pane = self.read_stats([pane_pid]).get(pane_pid)
+        if pane is None:
+            return []
+        found = [pane]
+        if pane.tpgid > 0 and pane.tpgid != pane.pid:
+            leader = self.read_stats([pane.tpgid]).get(pane.tpgid)
+            if leader is not None:
+                found.append(leader)
+        return found
+
+    def cmdline(self, pid: int) -> list[str]:
+        return self.read_cmdline(pid)
+
+    def environ(self, pid: int, names: Iterable[str]) -> dict[str, str]:
+        return self.read_environ(pid, names)
+
+    def cwd(self, pid: int) -> str | None:
+        return None
+
+    def started_at(self, pid: int) -> float | None:
+        return None
+
+    def open_files(self, pids: Iterable[int], name_glob: str) -> list[OpenFile]:
+        """Open files of the process tree (one bounded read), oldest by name first: a
+        rollout's name starts with its start time."""
+        found = self.read_open_files(pids, f"*/{name_glob}")
+        return [OpenFile(pid, path) for pid, path in sorted(found, key=lambda f: (f[1], f[0]))]
+
+    def find_file(self, folder: str, name: str) -> str | None:
+        return self.find_first(folder, name)
+
+    def with_file(self, path: str, parse: Callable[[Path], T]) -> T | None:
+        """``parse`` of the file's last :data:`TAIL_MAX_BYTES` (whole lines) copied into a
+        local temporary file."""
+        got = self.read_tail(shlex.quote(path))
+        if got is None:
+            return None
+        _, data, whole = got
+        if not whole:
+            data = data.partition(b"\n")[2]  # the first line is cut: drop it
+        fd, name = tempfile.mkstemp(prefix="madohub-tail-", suffix=".jsonl")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return parse(Path(name))
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
 
 def _last_line(data: bytes) -> str:
