@@ -113,7 +113,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 "listeners": sum(len(s.listeners) for s in hub.watcher.streams.values()),
                 "watched streams": len(hub.watcher.streams),
                 "event subscribers": len(hub.events._subscribers),
-                "ended routes dropped from hub.routes": hub._rt.routes_dropped,
+                "ended routes dropped from hub.routes": hub._rt.routes.routes_dropped,
                 "delivery locks": len(hub.deliverer._locks),
                 "rounds kept unlogged": len(hub.unlogged),
             }

@@ -75,6 +75,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext madohub_nb``: remove ``%madohub`` (the hub and its routes stay)."""
     from .notebook.magics import unload_ipython_extension as unload
 
     unload(ipython)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -26,6 +27,9 @@ T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 2.0
 """How long closing waits for the loop's tasks to finish before it leaves them."""
+
+_OWNER: contextvars.ContextVar[object] = contextvars.ContextVar("madohub_task_owner", default=None)
+"""Who a task belongs to; a task a task makes inherits its owner (the context is copied)."""
 
 
 class EventBus:
@@ -75,10 +79,18 @@ class HubFuture(concurrent.futures.Future[T]):
 
 
 class Engine:
-    """Owns the event loop that every watcher, route and round runs on, in its own thread."""
+    """Owns the event loop that every watcher, route and round runs on, in its own thread.
+
+    The engine owns every task on its loop: :meth:`spawn` gives a task an owner (a route,
+    a tile, the hub), and every task that task makes, at any depth and in any module,
+    belongs to the same owner (a task factory reads the owner from the context it
+    inherits). :meth:`cancel` ends one owner's tasks; :meth:`close` ends the rest.
+    """
 
     def __init__(self, name: str = "madohub-engine") -> None:
         self.loop = asyncio.new_event_loop()
+        self.loop.set_task_factory(self._task_factory)
+        self._owned: dict[object, set[asyncio.Task[Any]]] = {}
         self.closed = False
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -101,7 +113,40 @@ class Engine:
         """True when the caller runs on the engine's thread (a task, a listener, a callback)."""
         return threading.current_thread() is self._thread
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> HubFuture[T]:
+    # tasks and their owners ---------------------------------------------------------
+    def _task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        context = kwargs.get("context")
+        owner = context.get(_OWNER) if context is not None else _OWNER.get()
+        tasks = self._owned.setdefault(owner, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return task
+
+    def spawn(
+        self, coro: Coroutine[Any, Any, T], owner: object, name: str | None = None
+    ) -> asyncio.Task[T]:
+        """A task of ``owner`` running ``coro`` (engine thread only)."""
+        context = contextvars.copy_context()
+        context.run(_OWNER.set, owner)
+        return context.run(self.loop.create_task, coro, name=name)
+
+    def tasks_of(self, owner: object) -> set[asyncio.Task[Any]]:
+        """The unfinished tasks ``owner`` (and the tasks they made) runs now."""
+        return {t for t in self._owned.get(owner, ()) if not t.done()}
+
+    async def cancel(self, owner: object, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Cancel every task of ``owner`` and wait (up to ``timeout_s``) until they end."""
+        me = asyncio.current_task()
+        tasks = [t for t in self.tasks_of(owner) if t is not me]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+
+    def submit(self, coro: Coroutine[Any, Any, T], owner: object = None) -> HubFuture[T]:
         """Schedule ``coro`` on the engine loop from any thread; returns a Future at once."""
         if self.closed:
             coro.close()
@@ -109,19 +154,27 @@ class Engine:
                 "the hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
             )
         outer: HubFuture[T] = HubFuture(self)
-        inner = asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-        def copy(done: concurrent.futures.Future[T]) -> None:
-            if done.cancelled():
-                outer.cancel()
-            elif (exc := done.exception()) is not None:
-                outer.set_exception(exc)
-            else:
-                outer.set_result(done.result())
+        def start() -> None:
+            if outer.cancelled():
+                coro.close()
+                return
+            task = self.spawn(coro, owner)
+            task.add_done_callback(lambda t: _copy_task(t, outer))
+            outer.add_done_callback(lambda f: self._cancel_soon(task) if f.cancelled() else None)
 
-        inner.add_done_callback(copy)
-        outer.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
+        try:
+            self.loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop closed meanwhile
+            coro.close()
+            raise MadohubError(
+                "the hub is closed; make a new one with madohub_nb.Hub() or get_hub()"
+            ) from None
         return outer
+
+    def _cancel_soon(self, task: asyncio.Task[Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            self.loop.call_soon_threadsafe(task.cancel)
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the engine thread: now if already there, else soon (thread-safe)."""
@@ -148,7 +201,7 @@ class Engine:
 
         async def _cancel_all() -> None:
             me = asyncio.current_task()
-            tasks = [t for t in asyncio.all_tasks(self.loop) if t is not me]
+            tasks = [t for owned in list(self._owned.values()) for t in owned if t is not me]
             for t in tasks:
                 t.cancel()
             if tasks:
@@ -165,3 +218,16 @@ class Engine:
         self._thread.join(timeout_s)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+def _copy_task(task: asyncio.Task[T], into: concurrent.futures.Future[T]) -> None:
+    """A finished task's outcome into a thread-safe future (unless that was cancelled)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
+        if into.done():
+            return
+        if task.cancelled():
+            into.cancel()
+        elif (exc := task.exception()) is not None:
+            into.set_exception(exc)
+        else:
+            into.set_result(task.result())

@@ -9,13 +9,16 @@ time return a :class:`HubFuture`. The machinery lives in :class:`Runtime`.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
+from .hub_settings import SETTINGS, HubSettings, hub_signature, setting
 from .io.log import RoundRecord
+from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route
@@ -23,84 +26,87 @@ from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
 from .runtime import Runtime
-from .settings import (
-    AI_MAX_RETRIES,
-    AI_TIMEOUT_S,
-    COOLDOWN_MS_DEFAULT,
-    IDLE_DELAY_MS,
-    MAX_ROUNDS_DEFAULT,
-    check_choice,
-)
+from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
 
 
-def _forward(name: str, doc: str, writable: bool = True) -> Any:
-    """A hub attribute that is the runtime's (settings may be changed live)."""
+def _setting(name: str) -> Any:
+    """``hub.<name>``: a setting of the table, validated on every change (fixed ones read-only)."""
+    s = setting(name)
 
     def get(hub: Hub) -> Any:
-        return getattr(hub._rt, name)
+        return hub._rt.api_key if name == "api_key" else hub._rt.settings[name]
 
     def put(hub: Hub, value: Any) -> None:
-        setattr(hub._rt, name, value)
+        hub._rt.set_setting(name, value)
+
+    return property(get, put if s.live else None, doc=s.help)
+
+
+def _part(path: str, doc: str, writable: bool = False) -> Any:
+    """A read-only view of one of the runtime's parts (``tiles`` is ``runtime.tiles.tiles``)."""
+    names = path.split(".")
+
+    def get(hub: Hub) -> Any:
+        value: Any = hub._rt
+        for n in names:
+            value = getattr(value, n)
+        return value
+
+    def put(hub: Hub, value: Any) -> None:
+        hub._rt.replace_part(path, value)
 
     return property(get, put if writable else None, doc=doc)
 
 
 class Hub:
-    """Tiles, routes, the round log and the engine thread of one kernel (or script)."""
+    """Tiles, routes, the round log and the engine thread of one kernel (or script).
 
-    idle_delay_ms = _forward("idle_delay_ms", "Silence (ms) after completion before on-idle fires.")
-    api_key = _forward("api_key", "Anthropic key (setting, else ANTHROPIC_API_KEY); never logged.")
-    base_url = _forward("base_url", "Anthropic API base URL (None: the SDK's default).")
-    model = _forward("model", "Model of the AI transforms (None: the toolkit's default).")
-    claude_home = _forward("claude_home", "Claude config dir used when an agent's cannot be read.")
-    delivery = _forward("delivery", "Default delivery of routes and sends: typed or paste.")
-    ai_timeout_s = _forward("ai_timeout_s", "Per-attempt timeout (s) of one Anthropic request.")
-    ai_max_retries = _forward("ai_max_retries", "Retries of a failed Anthropic request.")
-    prices = _forward("prices", "USD per million tokens by model, for cost_usd (None: defaults).")
-    socket_name = _forward("socket_name", "The tmux socket (tmux -L); fixed.", writable=False)
-    tmux = _forward("tmux", "The tmux adapter.", writable=False)
-    log = _forward("log", "The round log; ``hub.log.df`` is a DataFrame of it.")
-    events = _forward("events", "Events for widgets and listeners.", writable=False)
-    engine = _forward("engine", "The engine thread and its loop.", writable=False)
-    watcher = _forward("watcher", "Pushed pane output.", writable=False)
-    deliverer = _forward("deliverer", "Types prompts into panes, one at a time per pane.")
-    tiles = _forward("tiles", "{name: Tile}", writable=False)
-    routes = _forward("routes", "[Route] in order made (256 newest ended)", writable=False)
-    unlogged = _forward("unlogged", "Rounds the log refused (kept, not lost).", writable=False)
-    rounds_written = _forward("rounds_written", "Rounds written to the log.", writable=False)
-    session_id = _forward("session_id", "This hub's id in the round log.", writable=False)
-    session_name = _forward("session_name", "The tmux session of its new panes.", writable=False)
-    keep_panes = _forward("keep_panes", "Leave the panes it made running at interpreter exit.")
-    ssh_command = _forward("ssh_command", "How hosts are reached: 'ssh', 'ssh -F cfg'.")
-    hosts = _forward("hosts", "{host: HostLink}: remote hosts in use.", writable=False)
+    Its settings are :data:`madohub_nb.hub_settings.SETTINGS`: each one is a keyword
+    of ``Hub(...)`` (the first seven also by position) and an attribute ``hub.<name>``.
+    """
 
-    def __init__(
-        self,
-        socket_name: str | None = None,
-        idle_delay_ms: int = IDLE_DELAY_MS,
-        log_path: str | os.PathLike[str] | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        model: str | None = None,
-        claude_home: str | os.PathLike[str] | None = None,
-        *,
-        delivery: str = "typed",
-        ai_timeout_s: float = AI_TIMEOUT_S,
-        ai_max_retries: int = AI_MAX_RETRIES,
-        prices: Mapping[str, Mapping[str, float]] | None = None,
-        keep_panes: bool = False,
-        ssh_command: str = "ssh",
-        remote_socket_name: str | None = None,
-    ) -> None:
-        self._rt = Runtime(
-            socket_name=socket_name, idle_delay_ms=idle_delay_ms, log_path=log_path,
-            api_key=api_key, base_url=base_url, model=model, claude_home=claude_home,
-            delivery=delivery, ai_timeout_s=ai_timeout_s, ai_max_retries=ai_max_retries,
-            prices=prices, keep_panes=keep_panes, ssh_command=ssh_command,
-            remote_socket_name=remote_socket_name,
-        )  # fmt: skip
-        self.log_path = str(self._rt.log.path)
-        self.closed = False
+    tiles = _part("tiles.tiles", "{name: Tile}")
+    routes = _part("routes.routes", "[Route] in order made (256 newest ended)")
+    log = _part("log", "The round log; ``hub.log.df`` is a DataFrame of it.", writable=True)
+    events = _part("events", "Events for widgets and listeners.")
+    unlogged = _part("recorder.unlogged", "Rounds the log refused (kept, not lost).")
+    rounds_written = _part("recorder.rounds_written", "Rounds written to the log.")
+    session_id = _part("session_id", "This hub's id in the round log.")
+    session_name = _part("session_name", "The tmux session of its new panes.")
+    hosts = _part("tiles.hosts", "{host: HostLink}: remote hosts in use.")
+    tmux = _part("tmux", "This machine's tmux (the hub's socket).")
+    engine = _part("engine", "The engine thread and its loop.")
+    watcher = _part("tiles.watcher", "Pushed pane output of this machine's tmux.")
+    deliverer = _part("deliverer", "Types prompts into panes, one at a time per pane.", True)
+
+    if TYPE_CHECKING:  # the settings' attributes, made from the table below the class
+        socket_name: str | None
+        idle_delay_ms: int
+        api_key: str | None
+        base_url: str | None
+        model: str | None
+        claude_home: str | None
+        delivery: str
+        ai_timeout_s: float
+        ai_max_retries: int
+        prices: Mapping[str, Mapping[str, float]]
+        keep_panes: bool
+        ssh_command: str
+        remote_socket_name: str | None
+
+    def __init__(self, *args: Any, **settings: Any) -> None:
+        self._rt = Runtime(HubSettings(*args, **settings))
+        self._close_lock = threading.Lock()
+
+    @property
+    def log_path(self) -> str:
+        """Where the round log is (the ``log_path`` setting, resolved)."""
+        return str(self._rt.log.path)
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` began: the hub takes no new tiles, routes or rounds."""
+        return self._rt.closed
 
     loop = property(lambda self: self._rt.engine.loop, doc="The engine thread's event loop.")
 
@@ -133,13 +139,13 @@ class Hub:
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
-            tile = self._rt.create_tile(name, agent, command, workdir, env, host)
+            tile = self._rt.tiles.create(name, agent, command, workdir, env, host)
         elif command is not None or cwd is not None or env:
             raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
         else:
             check_tile_name(name)
             ref = pane if host is not None else pane_reference(pane, self.socket_name)
-            tile = self._rt.adopt_tile(name, ref, agent, host)
+            tile = self._rt.tiles.adopt(name, ref, agent, host)
         tile.ready_quiet_ms, tile.ready_pattern, tile.completion_pattern = options
         return tile
 
@@ -163,18 +169,18 @@ class Hub:
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
         self._check_open()
-        src, dst = self._rt.tile_named(source, "source"), self._rt.tile_named(target, "target")
-        options = dict(
+        src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
+        options: dict[str, Any] = dict(
             trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
             cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
         )  # fmt: skip
-        return self._rt.add_route(lambda number: make_route(self._rt, number, src, dst, **options))
+        return self._rt.routes.add(lambda number: make_route(self._rt, number, src, dst, **options))
 
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
-        return self._rt.find_route(key)
+        return self._rt.routes.find(key)
 
     # hand delivery, replay, waiting ----------------------------------------------
     def send(
@@ -182,7 +188,7 @@ class Hub:
     ) -> HubFuture[RoundRecord]:
         """Type ``text`` into a tile by hand (logged as round 0 of route ``send``)."""
         self._check_open()
-        dst = self._rt.tile_named(tile, "target")
+        dst = self._rt.tiles.named(tile, "target")
         plan = hand_send_plan(
             dst, text, delivery=delivery or self.delivery, allow_shell=allow_shell
         )
@@ -201,8 +207,8 @@ class Hub:
         orig = self._rt.log.get(round_id)
         plan = replay_plan(
             orig, transform=transform, template=template, deliver=deliver, model=model,
-            route=next((r for r in self._rt.routes if r.id == orig.route_id), None),
-            target=self._rt.tiles.get(orig.target), delivery=self.delivery, api_key=self.api_key,
+            route=self._rt.routes.by_id(orig.route_id),
+            target=self._rt.tiles.tiles.get(orig.target), delivery=self.delivery, api_key=self.api_key,
         )  # fmt: skip
         return self._rt.engine.submit(run_round(self._rt, plan))
 
@@ -213,11 +219,12 @@ class Hub:
     def keys(self, tile: str | Tile, *keys: str) -> HubFuture[RoundRecord]:
         """Press keys in a tile (``hub.keys("writer", "Escape")``, ``"1"``, ``"C-c"``)."""
         self._check_open()
-        return self._rt.keys(tile, keys)
+        target, names = self._rt.tiles.named(tile, "target"), check_keys(keys)
+        return self._rt.engine.submit(press_keys(self._rt, target, names))
 
     def wait_rounds(self, n: int, timeout_s: float = 60.0) -> HubFuture[int]:
         """A future that resolves once this hub has finished ``n`` rounds in all."""
-        return self._rt.engine.submit(self._rt.wait_rounds(n, timeout_s))
+        return self._rt.engine.submit(self._rt.recorder.wait_rounds(n, timeout_s))
 
     def wait_rounds_sync(self, n: int, timeout_s: float = 60.0) -> int:
         """Block until ``n`` rounds have finished (not from the engine thread)."""
@@ -230,11 +237,10 @@ class Hub:
 
     def close(self) -> None:
         """Stop routes and watchers; kill the panes this hub created. Any thread; idempotent."""
-        with self._rt.lock:
+        with self._close_lock:
             if self.closed:
                 return
-            self.closed = True
-        self._rt.close()
+            self._rt.close()
 
     def __enter__(self) -> Hub:
         return self
@@ -247,3 +253,9 @@ class Hub:
 
     def _repr_html_(self) -> str:
         return html_for_hub(self)
+
+
+for _s in SETTINGS:
+    if _s.name not in vars(Hub):  # (log_path: the resolved path, a property of its own)
+        setattr(Hub, _s.name, _setting(_s.name))
+Hub.__init__.__signature__ = hub_signature()  # type: ignore[attr-defined]

@@ -28,6 +28,10 @@ LAYERS: dict[str, int] = {
     "madohub_nb.plot": 1,
     "madohub_nb.pipeline": 2,
     "madohub_nb.engine": 2,
+    "madohub_nb.hub_settings": 3,  # the settings table (its validators use io/)
+    "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
+    "madohub_nb.routes": 3,
+    "madohub_nb.recorder": 3,
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.notebook": 5,

@@ -32,8 +32,8 @@ ARTIFACTS = Path(os.environ.get("MADOHUB_ARTIFACTS", REPO / "tests" / "artifacts
 DASHBOARD_PNG_ENV = "MADOHUB_DASHBOARD_PNG"
 """Where to save the dashboard picture; unset, it goes to the test's temporary folder.
 
-``make docs`` sets it to ``docs/dashboard.png`` to refresh the README's picture; a plain
-test run leaves the tracked file (and ``git status``) alone.
+``make docs-shots`` sets it to ``docs/dashboard.png`` to refresh the picture of README.md and
+the docs site; a plain test run leaves the tracked file (and ``git status``) alone.
 """
 CHROMIUM_ARGS = (
     "--headless",
@@ -295,7 +295,7 @@ def test_quickstart_runs_in_jupyterlab_and_the_tile_view_goes_live(
         texts = page.evaluate("() => window.__madohub.texts")
         assert len(set(texts)) >= 3
 
-        # The dashboard shows logged rounds; take its picture for the README.
+        # The dashboard shows logged rounds; take its picture for README.md and the docs.
         dashboard = page.locator(".madohub-dashboard").first
         page.wait_for_selector(
             ".madohub-dashboard .madohub-rounds tr[data-round-id]", timeout=RUN_TIMEOUT_MS
@@ -434,7 +434,7 @@ def test_the_dashboard_keeps_changing_while_a_cell_blocks(
 # The timeline and the key buttons (issue 13) -------------------------------------------
 
 SHOTS = Path(os.environ["MADOHUB_DOCS_SHOTS"]) if os.environ.get("MADOHUB_DOCS_SHOTS") else None
-"""Set MADOHUB_DOCS_SHOTS=docs to keep this test's pictures for the docs (by hand, not in make test)."""
+"""``make docs-shots`` sets MADOHUB_DOCS_SHOTS=docs to keep this test's pictures for the docs site."""
 
 KEYS_CELLS = (
     """import os, tempfile, time

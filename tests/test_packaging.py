@@ -26,12 +26,33 @@ def test_license_is_an_spdx_expression_with_its_file_and_a_new_enough_setuptools
     assert "Typing :: Typed" in project["classifiers"]
 
 
+BADGE = re.compile(r"mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/")
+
+
 def test_project_urls_name_the_repository_of_the_binder_badge() -> None:
+    """The README's badge and the docs site's (its home and getting-started pages) agree."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    badge = re.search(r"mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/", (REPO / "README.md").read_text())
-    assert badge is not None
-    assert project["urls"]["Source"] == f"https://github.com/{badge.group(1)}"
+    for page in ("README.md", "docs/index.md", "docs/getting-started.md"):
+        badge = BADGE.search((REPO / page).read_text())
+        assert badge is not None, f"{page} has no Binder badge"
+        assert project["urls"]["Source"] == f"https://github.com/{badge.group(1)}", page
     assert all(url.startswith("https://") for url in project["urls"].values())
+
+
+README_MAX_LINES = 250
+"""The README is a landing page; the reference lives in the docs site (docs/, mkdocs.yml)."""
+
+
+def test_readme_is_a_landing_page_whose_links_reach_the_docs() -> None:
+    """Short, the two set-up commands in one block, and every local link names a file."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES
+    (setup,) = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+    assert [line.split("#")[0].strip() for line in setup.splitlines()] == ["make demo", "make test"]
+    assert "make test" in (REPO / ".ci" / "run").read_text()
+    links = [link for link in re.findall(r"\]\(([^)#]+)", text) if "://" not in link]
+    assert any(link.startswith("docs/") for link in links)
+    assert [link for link in links if not (REPO / link).is_file()] == []
 
 
 HEAVY_MODULES = ("pandas", "numpy", "matplotlib", "anthropic", "openai", "ipywidgets", "IPython")

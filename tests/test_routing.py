@@ -234,9 +234,9 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     import gc
     import weakref
 
-    from madohub_nb import runtime
+    from madohub_nb import routes
 
-    monkeypatch.setattr(runtime, "ENDED_ROUTES_KEPT", 2)
+    monkeypatch.setattr(routes, "ENDED_ROUTES_KEPT", 2)
     start_standin(hub, "writer", cwd=project)
     start_standin(hub, "reviewer", cwd=project)
     ended = [hub.connect("writer", "reviewer", dispatch="shadow", template="saw: {output}")]

@@ -21,8 +21,9 @@ Invariants, checked on the durable log and at every receiving end:
 - a round never fires twice for one turn (each answer routed once per route);
 - ``max_rounds`` is never exceeded, and at most one ``exhausted`` row per route;
 - every delivered row (routed and hand sends) is found at its target, in order,
-  as the test's own reference cleaner says it must arrive: the expected text
-  is computed here from the README's promises, not with the product's cleaner;
+  as the test's own reference cleaner says it must arrive: the expected text is
+  computed here from the promises of docs/concepts/promises.md, not with the product's
+  cleaner;
 - the prompt of each templated row is its template filled (by the test) with
   the row's extracted answer;
 - no control byte reaches a target (recorders see only text, LF, tab, submit);
@@ -121,7 +122,7 @@ def _hostile(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(HOSTILE_BITS) + rng.choice("abcxyz ") for _ in range(n))
 
 
-# --- the reference cleaner: what the README promises reaches a target -----------------------
+# --- the reference cleaner: what the docs promise reaches a target ---------------------------
 
 _CSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]")
 _STRING_SEQ = re.compile(
@@ -132,7 +133,7 @@ _PASTE_MARKER = re.compile(r"\[20[01]~")
 
 
 def reference_clean(text: str) -> str:
-    """The README's promise, written independently of the product.
+    """The promise of docs/concepts/promises.md, written independently of the product.
 
     Escape sequences (CSI 7- and 8-bit, OSC/DCS/APC/PM/SOS, two-byte escapes) go;
     bracketed-paste markers go with or without their ESC; CR (and CR LF) becomes a

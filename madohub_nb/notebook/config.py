@@ -10,122 +10,56 @@ live hub where they can and say so where they cannot.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from traitlets import Bool, Dict, Enum, Float, Int, TraitError, Unicode, observe, validate
+from traitlets import Bool, Dict, Float, Int, TraitError, TraitType, Unicode, observe, validate
 from traitlets.config import SingletonConfigurable
 
 from ..errors import MadohubValueError
-from ..settings import (
-    AI_MAX_RETRIES,
-    AI_TIMEOUT_S,
-    DELIVERY_MODES,
-    IDLE_DELAY_MS,
-    IDLE_DELAY_MS_RANGE,
-    PRICES_TAKEN,
-    check_prices,
-)
+from ..hub_settings import BY_NAME, FIXED, LIVE, SETTINGS, Setting
 
-if TYPE_CHECKING:
-    from traitlets import TraitType
-
-HUB_SETTINGS: Final = (
-    "socket_name",
-    "idle_delay_ms",
-    "log_path",
-    "api_key",
-    "base_url",
-    "model",
-    "claude_home",
-    "delivery",
-    "ai_timeout_s",
-    "ai_max_retries",
-    "prices",
-    "keep_panes",
-    "ssh_command",
-    "remote_socket_name",
-)
+HUB_SETTINGS: Final = tuple(s.name for s in SETTINGS)
 """The traits passed to ``Hub(...)`` as keywords, in its signature's order."""
 
-FIXED_SETTINGS: Final = ("socket_name", "log_path", "remote_socket_name")
+FIXED_SETTINGS: Final = FIXED
 """Settings fixed when the hub is made: a change waits for the next hub."""
 
-LIVE_SETTINGS: Final = tuple(name for name in HUB_SETTINGS if name not in FIXED_SETTINGS)
+LIVE_SETTINGS: Final = LIVE
 """Settings a running hub takes over at once (assigned as ``hub.<name>``)."""
+
+_TRAIT_TYPES: Final[dict[type, Any]] = {
+    int: Int,
+    float: Float,
+    str: Unicode,
+    bool: Bool,
+    dict: Dict,
+}
+
+
+def _trait(s: Setting) -> TraitType[Any, Any]:
+    """The ``MadoHub`` trait of one setting of the table."""
+    trait: TraitType[Any, Any] = _TRAIT_TYPES[s.kind](
+        default_value=s.default, allow_none=s.optional, help=s.help
+    )
+    return trait.tag(config=True)
 
 
 class MadoHub(SingletonConfigurable):
-    """Settings of the kernel's hub; one trait per ``Hub(...)`` keyword."""
+    """Settings of the kernel's hub; one trait per ``Hub(...)`` keyword (from the table)."""
 
-    socket_name = Unicode(
-        None,
-        allow_none=True,
-        help="tmux socket name (tmux -L NAME) for the tiles the hub creates; None: the default server.",
-    ).tag(config=True)
-    idle_delay_ms = Int(
-        IDLE_DELAY_MS,
-        help="Silence (ms) after an agent's completion marker before an on-idle route fires.",
-    ).tag(config=True)
-    log_path = Unicode(
-        None,
-        allow_none=True,
-        help="SQLite file of the round log; None: the toolkit's default location.",
-    ).tag(config=True)
-    api_key = Unicode(
-        None,
-        allow_none=True,
-        help="Anthropic API key for the AI transforms; None: ANTHROPIC_API_KEY from the environment.",
-    ).tag(config=True)
-    base_url = Unicode(
-        None, allow_none=True, help="Anthropic API base URL; None: the client's default."
-    ).tag(config=True)
-    model = Unicode(
-        None, allow_none=True, help="Model of the AI transforms; None: the toolkit's default."
-    ).tag(config=True)
-    claude_home = Unicode(
-        None,
-        allow_none=True,
-        help="Claude config directory used when an agent's own cannot be read; None: ~/.claude.",
-    ).tag(config=True)
-    delivery = Enum(
-        DELIVERY_MODES,
-        default_value="typed",
-        help="Default delivery of %madohub connect: typed line by line, or a bracketed paste.",
-    ).tag(config=True)
-    ai_timeout_s = Float(
-        AI_TIMEOUT_S, help="Per-attempt timeout (seconds) of one Anthropic API request."
-    ).tag(config=True)
-    ai_max_retries = Int(
-        AI_MAX_RETRIES, help="How often a failed Anthropic request is retried (0 to 10)."
-    ).tag(config=True)
+    locals().update({s.name: _trait(s) for s in SETTINGS})  # the class namespace: one trait each
 
-    prices = Dict(
-        default_value=None,
-        allow_none=True,
-        help=(
-            "Price table for each round's cost_usd: {model: {input, output, cache_read, "
-            "cache_write}} in USD per million tokens. None: madohub_nb.settings."
-            f"PRICES_USD_PER_MTOK (taken {PRICES_TAKEN}; check them). A model missing "
-            "from the table gets cost NaN."
-        ),
-    ).tag(config=True)
-
-    keep_panes = Bool(
-        False,
-        help="Leave the panes the hub created running when the kernel exits (default: end them). "
-        "Adopted panes are never ended.",
-    ).tag(config=True)
-
-    ssh_command = Unicode(
-        "ssh",
-        help="How remote hosts (%madohub tile NAME --host HOST) are reached: the ssh command "
-        "line, split as a shell would, e.g. 'ssh -F ~/.ssh/config.work'.",
-    ).tag(config=True)
-    remote_socket_name = Unicode(
-        None,
-        allow_none=True,
-        help="tmux socket name (tmux -L NAME) on remote hosts; None: their default server.",
-    ).tag(config=True)
+    @validate(*HUB_SETTINGS)
+    def _check_setting(self, proposal: dict[str, Any]) -> Any:
+        """Every value is checked by the setting's own validator, as ``Hub(...)`` checks it."""
+        name, value = proposal["trait"].name, proposal["value"]
+        if value is None and BY_NAME[name].optional:
+            return None
+        try:
+            BY_NAME[name].check(value)
+        except MadohubValueError as exc:
+            raise TraitError(f"MadoHub.{name}: {exc}") from None
+        return value
 
     def __repr__(self) -> str:
         parts = [f"{name}={self._shown(name)}" for name in HUB_SETTINGS]
@@ -168,14 +102,6 @@ class MadoHub(SingletonConfigurable):
             raise TraitError(str(exc)) from None
         return dict(proposal["value"])
 
-    @validate("idle_delay_ms")
-    def _check_idle_delay(self, proposal: dict[str, Any]) -> int:
-        value = int(proposal["value"])
-        low, high = IDLE_DELAY_MS_RANGE
-        if not low <= value <= high:
-            raise TraitError(f"MadoHub.idle_delay_ms must be from {low} to {high} ms, got {value}")
-        return value
-
     def hub_kwargs(self) -> dict[str, Any]:
         """The keywords ``Hub(...)`` is called with (every setting)."""
         return {name: getattr(self, name) for name in HUB_SETTINGS}
@@ -184,16 +110,6 @@ class MadoHub(SingletonConfigurable):
     def _changed(self, change: dict[str, Any]) -> None:
         for listener in list(_CHANGE_LISTENERS):
             listener(change["name"], change["old"], change["new"])
-
-    @validate("prices")
-    def _check_prices(self, proposal: dict[str, Any]) -> dict[str, Any] | None:
-        value = proposal["value"]
-        if value is None:
-            return None
-        try:
-            return check_prices(value)
-        except MadohubValueError as exc:
-            raise TraitError(f"MadoHub.prices: {exc}") from None
 
 
 SettingListener = Callable[[str, Any, Any], None]

@@ -197,8 +197,8 @@ class Deliverer:
             await self._started(tile)
             if not legacy:
                 await self.wait_ready(tile, ready_timeout_s)
-            if before_typing is not None:
-                before_typing()
+            if before_typing is not None:  # (it checks the log file: never on the loop)
+                await asyncio.to_thread(before_typing)
             info = await asyncio.to_thread(tile.pane_info)
             if info is None or info.dead:
                 raise DeliveryError(

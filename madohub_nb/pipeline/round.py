@@ -60,8 +60,10 @@ class RoundServices(Protocol):
 
     session_id: str
     deliverer: Deliverer
-    prices: Mapping[str, Mapping[str, float]]
-    """The price table (USD per million tokens) that makes ``cost_usd``."""
+
+    @property
+    def prices(self) -> Mapping[str, Mapping[str, float]]:
+        """The price table (USD per million tokens) that makes ``cost_usd``."""
 
     def ai_config(self, model: str | None = None) -> AIClientConfig:
         """The Anthropic client settings for an AI transform (key, base URL, model)."""

@@ -110,10 +110,12 @@ class Route:
     # the public face ------------------------------------------------------
     @property
     def source(self) -> str:
+        """The source tile's name."""
         return self.source_tile.name
 
     @property
     def target(self) -> str:
+        """The target tile's name."""
         return self.target_tile.name
 
     @property
@@ -123,10 +125,12 @@ class Route:
 
     @property
     def max_rounds(self) -> int:
+        """Rounds this route may fire before it is exhausted (1 to 20)."""
         return self.guard.max_rounds
 
     @property
     def transform(self) -> str:
+        """The name of the transform that turns each answer into the next prompt."""
         return self.spec.name
 
     @property
@@ -140,6 +144,7 @@ class Route:
             self._set_state("paused")
 
     def resume(self) -> None:
+        """Fire again on the next finished turn after :meth:`pause`."""
         if self.state == "paused":
             self._set_state("active")
 
@@ -391,6 +396,7 @@ class Route:
             self._task.cancel()
 
     async def wait_closed(self) -> None:
+        """Wait until the route's task has ended (after :meth:`stop` or the hub's close)."""
         if self._task is not None:
             try:
                 await self._task

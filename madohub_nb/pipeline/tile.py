@@ -209,10 +209,12 @@ class Tile:
 
     @property
     def profile(self) -> AgentProfile:
+        """The profile of the tile's agent kind: its markers, submit keys and delays."""
         return get_profile(self.agent)
 
     # facts from tmux ----------------------------------------------------
     def pane_info(self) -> PaneInfo | None:
+        """What tmux says about the pane now (pid, size, command, path); None once it is gone."""
         try:
             return self.tmux.pane_info(self.pane_id)
         except TmuxError:
@@ -366,6 +368,8 @@ class Tile:
         return claude_config_dir(self._environ(proc, CLAUDE_ENV), self._claude_home())
 
     def claude_session(self, proc: AgentProcess) -> ClaudeSession | None:
+        """Claude's ``sessions/<pid>.json`` on the tile's machine (its session id and live
+        status), or None when there is none (yet) or it cannot be read."""
         config = self.claude_config(proc)
         if config is None:
             return None
@@ -396,6 +400,7 @@ class Tile:
         return None
 
     def codex_home(self, proc: AgentProcess) -> Path | None:
+        """Codex's home on the tile's machine (its ``CODEX_HOME``, else ``HOME``/.codex)."""
         return codex_home(self._environ(proc, CODEX_ENV))
 
     # programs without markers: terminal tiles, a shell running a REPL or cat ------------
@@ -489,6 +494,7 @@ class Tile:
         return extraction.extract(self)
 
     async def astate(self) -> TileState:
+        """:attr:`state`, read in a worker thread so the caller's event loop never waits on it."""
         return await asyncio.to_thread(lambda: self.state)
 
     # display ------------------------------------------------------------
