@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from ..agents.foreground import ProcStat
 from ..errors import MadohubValueError, TmuxError
-from ..io.machine import OpenFile
+from ..io.machine import Machine, OpenFile
 from ..io.tmux import PaneInfo
 from ..io.watch import PaneStream
 from ..settings import AGENT_FILE_MAX_BYTES
@@ -397,3 +397,8 @@ class MemoryMachine:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name)
+
+
+def as_machine(machine: MemoryMachine) -> Machine:
+    """``machine`` typed as a :class:`~madohub_nb.io.machine.Machine` (mypy checks it is one)."""
+    return machine
