@@ -371,6 +371,10 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     reviewer = start_standin(rhub, "reviewer", cwd=project)
     route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10)
+    host_events: list[tuple[str, str]] = []
+    rhub.events.subscribe(
+        lambda e: host_events.append((e.name, e.state)) if e.kind == "host_state" else None
+    )
     # A 4 s turn; the link drops during it and stays down (the key is refused) until after
     # the turn has ended: the finished turn must be routed once the host is back.
     rhub.send("writer", "slow draft [[sleep 4]]").result(60)
@@ -394,6 +398,8 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     ]
     wait_until(lambda: _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"], 20)
     assert route.last_error is None and writer.state == "idle"
+    # The link said so as events (the route registry held and released the route on them).
+    assert host_events[0] == ("box", "unreachable") and host_events[-1] == ("box", "reachable")
     # Nothing is routed twice: a repaint after the reconnect is no new turn.
     rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "-l", "--", "x")
     rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "BSpace")
