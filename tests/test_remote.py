@@ -142,6 +142,42 @@ def test_adopting_a_pane_on_the_host_detects_its_agent(
     wait_until(lambda: tile.state == "idle", 20, what="adopted idle")
 
 
+def test_a_session_ending_on_the_host_exits_its_tiles_and_leaves_the_host_reachable(
+    rhub: mh.Hub, remote_socket: str, project: Path
+) -> None:
+    """Issue 22.2: the end of one tmux session on a host is not the host going away."""
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-s", "far", "-P", "-F",
+         "#{pane_id}", "env PS1='$ ' bash --norc"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    adopted = rhub.tile("adopted", pane=out.stdout.strip(), agent="shell", host="box")
+    made = start_standin(rhub, "made", cwd=project, host="box")  # the hub's own session
+    wait_until(lambda: adopted.state == "idle", 20, what="the adopted shell idle")
+    link = rhub.hosts["box"]
+    wait_until(lambda: len(link.watcher.client_pids()) == 2, 10, what="a client per session")
+    master = link.ssh._master
+    assert master is not None and master.poll() is None
+    route = rhub.connect("adopted", "made", trigger="on-keyword", pattern="DONE", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    states: list[tuple[str, str]] = []
+    rhub.events.subscribe(
+        lambda e: (
+            states.append((e.name, e.state)) if e.kind in ("tile_state", "host_state") else None
+        )
+    )
+    subprocess.run(["tmux", "-L", remote_socket, "kill-session", "-t", "far"], check=True)
+    wait_until(lambda: adopted.state == "exited", 10, what="the adopted tile exited")
+    time.sleep(3)  # time for any reconnect loop to show itself
+    assert link.reachable and link.reconnects == 0
+    assert made.state == "idle" and ("made", "unreachable") not in states
+    assert not any(kind == "box" for kind, _ in states)  # no host_state event at all
+    assert link.ssh._master is master and master.poll() is None  # the master never restarted
+    assert len(link.watcher.client_pids()) == 1  # the dead session is not watched again
+    wait_until(lambda: route.state == "stopped", 10, what="the route from the ended pane stopped")
+    assert "exited" in (route.last_error or "")
+
+
 def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
     rhub: mh.Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

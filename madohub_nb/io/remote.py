@@ -127,7 +127,10 @@ class SshHost:
     def start_master(self) -> bool:
         """Open one ssh connection that later commands share (``ssh -M -N``, our child, ended
         by pid in :meth:`stop_master`): a bounded read then costs milliseconds, not a new
-        ssh handshake. False (and commands connect on their own) when it cannot be made."""
+        ssh handshake. False (and commands connect on their own) when it cannot be made.
+        A master that still runs is kept: restarting it would end every client sharing it."""
+        if self.control_path is not None:
+            return True
         self.stop_master()
         folder = self._control_dir or tempfile.mkdtemp(prefix="mh-ssh-")
         self._control_dir = folder
@@ -324,18 +327,29 @@ class SshMachine(SshHost):
         self.closing = False
         """Set by close(): nothing waits for the host any more."""
         self._back: asyncio.Event | None = None
+        self._checking = False
+        self._gone_sessions: set[str] = set()
+
+    def checking(self) -> None:
+        """A control client ended and the link is finding out whether the host or only a
+        session went: watches wait meanwhile; tiles still read the host (loop)."""
+        self._checking = True
+        self._new_wait()
 
     def went_down(self) -> None:
-        """The control connection dropped: the host reads unreachable; watches wait (loop)."""
-        self.reachable = False
-        if self._back is None or self._back.is_set():
-            self._back = asyncio.Event()
+        """The host does not answer: it reads unreachable; watches wait for it (loop)."""
+        self.reachable, self._checking = False, False
+        self._new_wait()
 
     def came_back(self) -> None:
-        """The host answers again: watches waiting for it go on (loop)."""
-        self.reachable = True
+        """The host answers (again): watches waiting for it go on (loop)."""
+        self.reachable, self._checking = True, False
         if self._back is not None:
             self._back.set()
+
+    def _new_wait(self) -> None:
+        if self._back is None or self._back.is_set():
+            self._back = asyncio.Event()
 
     def stop_waiting(self) -> None:
         """Closing: watches waiting for the host end their wait (loop)."""
@@ -343,14 +357,40 @@ class SshMachine(SshHost):
         if self._back is not None:
             self._back.set()
 
+    def forget_session(self, session: str) -> None:
+        """``session`` ended on the host: its panes are no longer streamed, nor ever watched
+        again (a client attached to a session that is gone would exit at once, for ever)."""
+        self._gone_sessions.add(session)
+        for stream in list(self._watcher.streams.values()):
+            if stream.session == session:
+                self._watcher.forget(stream.pane_id)
+
+    def session_gone(self, session: str) -> bool:
+        return session in self._gone_sessions
+
+    def has_session(self, session: str) -> bool:
+        """Does ``session`` exist on the host's tmux (one bounded read)? A TmuxError when the
+        host cannot be reached."""
+        words = ["tmux", *(["-L", self.socket_name] if self.socket_name else [])]
+        words += ["has-session", "-t", f"={session}"]
+        proc = self.run(" ".join(shlex.quote(w) for w in words))
+        if proc.returncode == 255:
+            raise TmuxError(ssh_problem(self.host, proc.stderr))
+        return proc.returncode == 0
+
     async def watch(self, pane_id: str, session: str, pane_pid: int | None = None) -> PaneStream:
         """Stream a pane of this host, waiting for the host while it is unreachable.
         (``pane_pid`` is not watched: a process on another host has no pidfd here.)"""
-        while not self.reachable and not self.closing:
+        while (not self.reachable or self._checking) and not self.closing:
             back = self._back
             if back is None:
                 break
             await back.wait()
+        if session in self._gone_sessions:
+            raise TmuxError(
+                f"the tmux session {session!r} on host {self.host!r} has ended, and pane "
+                f"{pane_id} with it"
+            )
         return await self._watcher.watch(pane_id, session)
 
     @property

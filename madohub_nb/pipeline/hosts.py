@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Final, Literal
 
 from ..errors import MadohubError
 from ..io.remote import SshMachine
@@ -60,6 +60,7 @@ class HostLink:
         self.reconnects = 0
         """Times the control connection was made again after a drop."""
         self._task: asyncio.Task[None] | None = None
+        self._checks: set[asyncio.Task[None]] = set()
 
     @property
     def machine(self) -> SshMachine:
@@ -81,10 +82,44 @@ class HostLink:
             self.ssh.start_master()
 
     def _client_exited(self, session: str) -> None:
+        """A control client ended without the hub asking (engine loop): the host went, or
+        only that session did. The ssh master gone too says the host went; else one bounded
+        read tells (a session that ended is forgotten: its tiles read ``exited``)."""
         if self.closing or self.watcher.closed:
             return
+        if not self.reachable or self.ssh.control_path is None:
+            self._down(session, "its ssh connection closed")
+            return
+        self.ssh.checking()
+        self._spawn(self._after_exit(session), f"check {self.name} {session}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _after_exit(self, session: str) -> None:
+        try:
+            alive = await asyncio.to_thread(self.ssh.has_session, session)
+            if not alive:
+                self.ssh.forget_session(session)
+                self.ssh.came_back()
+                return
+            # The session is there but its client ended (killed by someone): watch it again.
+            await self._watch_session(session)
+        except (MadohubError, OSError) as exc:
+            self._down(session, f"{exc}")
+            return
+        self.ssh.came_back()
+
+    async def _watch_session(self, session: str) -> None:
+        for stream in [s for s in self.watcher.streams.values() if s.session == session]:
+            stream.ended = False
+            await self.watcher.watch(stream.pane_id, session)
+
+    def _down(self, session: str, why: str) -> None:
         self.ssh.went_down()
-        self.last_error = f"host {self.name!r} is unreachable (its ssh connection closed); retrying"
+        self.last_error = f"host {self.name!r} is unreachable ({why}); retrying"
         self._on_state(self.name, "unreachable", self.last_error)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
@@ -99,16 +134,17 @@ class HostLink:
                 attempt += 1
                 try:
                     await asyncio.to_thread(self.probe)
-                    panes = [s for s in self.watcher.streams.values() if s.session == session]
-                    for stream in panes:
-                        stream.ended = False
-                        await self.watcher.watch(stream.pane_id, session)
+                    alive = await asyncio.to_thread(self.ssh.has_session, session)
+                    if alive:
+                        await self._watch_session(session)
+                    else:  # the host is back, that session is not: forget it
+                        self.ssh.forget_session(session)
                 except (MadohubError, OSError) as exc:
                     self.last_error = f"host {self.name!r} is unreachable ({exc}); retrying"
                     self._on_state(self.name, "unreachable", self.last_error)
                     continue
-                if not self.watcher.client_pids():
-                    continue
+                if alive and not self.watcher.client_pids():
+                    continue  # its client did not stay: not back yet
                 self.last_error = None
                 self.reconnects += 1
                 self.ssh.came_back()
@@ -121,6 +157,8 @@ class HostLink:
     async def close(self, session: str | None) -> None:
         """Stop watching; end ``session`` (the panes the hub made) without waiting on a dead host."""
         self.ssh.stop_waiting()
+        for check in list(self._checks):
+            check.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
