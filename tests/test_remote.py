@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -176,6 +177,60 @@ def test_a_session_ending_on_the_host_exits_its_tiles_and_leaves_the_host_reacha
     assert len(link.watcher.client_pids()) == 1  # the dead session is not watched again
     wait_until(lambda: route.state == "stopped", 10, what="the route from the ended pane stopped")
     assert "exited" in (route.last_error or "")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.parametrize("keep_panes", [False, True])
+def test_the_ssh_master_ends_with_the_interpreter_without_close(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, keep_panes: bool
+) -> None:
+    """Issue 22.3: a hub that only adopted a pane on a host, in an interpreter that exits
+    without close(), leaves no ssh master (a reusable authenticated socket) behind."""
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "env PS1='$ ' bash --norc"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    ssh_command = sshd.ssh_command  # type: ignore[attr-defined]
+    script = f"""
+import madohub_nb as mh
+hub = mh.Hub(socket_name={tmux_socket!r}, ssh_command={ssh_command!r},
+             remote_socket_name={remote_socket!r}, log_path={str(tmp_path / "r.db")!r},
+             keep_panes={keep_panes!r})
+hub.tile("far", pane={out.stdout.strip()!r}, agent="shell", host="box").ready.result(30)
+ssh = hub.hosts["box"].ssh
+print(ssh._master.pid, ssh._control_dir, flush=True)
+"""
+    root = Path(mh.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    pid_text, folder = done.stdout.split()
+    try:
+        wait_until(lambda: not _running(int(pid_text)), 10, what="the ssh master ended")
+    finally:
+        if _running(int(pid_text)):
+            os.kill(int(pid_text), signal.SIGTERM)
+    assert not os.path.exists(folder)  # its socket folder is removed too
+
+
+def test_after_close_no_probe_starts_an_ssh_master_again(rhub: mh.Hub) -> None:
+    rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    link = rhub.hosts["box"]
+    folder = link.ssh._control_dir
+    assert folder is not None and os.path.isdir(folder)
+    rhub.close()
+    link.probe()  # what a reconnect does: the host answers, but no master is made
+    assert link.ssh.control_path is None and link.ssh._master is None
+    assert not os.path.exists(folder)
 
 
 def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(

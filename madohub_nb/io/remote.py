@@ -13,10 +13,12 @@ without its secrets (:func:`~madohub_nb.io.tmux.client_environment`), so no
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -114,6 +116,7 @@ class SshHost:
         self._master: subprocess.Popen[bytes] | None = None
         self._control_dir: str | None = None
         self._stopping = threading.Lock()
+        self._closed = False
 
     # one shared connection ---------------------------------------------------------------
     @property
@@ -128,10 +131,15 @@ class SshHost:
         """Open one ssh connection that later commands share (``ssh -M -N``, our child, ended
         by pid in :meth:`stop_master`): a bounded read then costs milliseconds, not a new
         ssh handshake. False (and commands connect on their own) when it cannot be made.
-        A master that still runs is kept: restarting it would end every client sharing it."""
+        A master that still runs is kept: restarting it would end every client sharing it.
+        After :meth:`close` none is made (a reconnect's probe may still run then). The
+        interpreter's exit ends it, whether or not the hub was closed."""
+        if self._closed:
+            return False
         if self.control_path is not None:
             return True
         self.stop_master()
+        atexit.register(self.close)
         folder = self._control_dir or tempfile.mkdtemp(prefix="mh-ssh-")
         self._control_dir = folder
         path = os.path.join(folder, "c")
@@ -152,6 +160,15 @@ class SshHost:
             time.sleep(0.01)
         self.stop_master()
         return False
+
+    def close(self) -> None:
+        """End our ssh master for good and remove its socket folder; no master is made again."""
+        self._closed = True
+        atexit.unregister(self.close)
+        self.stop_master()
+        folder, self._control_dir = self._control_dir, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def stop_master(self) -> None:
         """End our ssh master by pid. A second caller waits until the first has ended it."""

@@ -165,7 +165,7 @@ class HostLink:
                 await self._task
         await self.watcher.close()
         if session is None or not self.reachable:
-            self.ssh.stop_master()
+            self.ssh.close()
         else:
             # A thread of its own: a host that stopped answering must not hold close() up.
             done = threading.Event()
@@ -173,11 +173,11 @@ class HostLink:
             def kill() -> None:
                 with contextlib.suppress(MadohubError, OSError):
                     self.tmux.kill_session(session)
-                self.ssh.stop_master()
+                self.ssh.close()
                 done.set()
 
             threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
             if not await asyncio.to_thread(done.wait, CLOSE_WAIT_S):
                 # Slow or silent host: our ssh child ends now all the same (by pid), which
                 # also ends a kill still waiting on its shared connection.
-                await asyncio.to_thread(self.ssh.stop_master)
+                await asyncio.to_thread(self.ssh.close)
