@@ -233,6 +233,47 @@ def test_after_close_no_probe_starts_an_ssh_master_again(rhub: mh.Hub) -> None:
     assert not os.path.exists(folder)
 
 
+def _flaky_ssh(sshd: object, tmp_path: Path, when: str, then: str) -> tuple[str, Path]:
+    """An ssh_command that, while its flag file exists, answers remote commands matching the
+    shell pattern ``when`` by running ``then`` here instead (a host misbehaving on one read)."""
+    flag = tmp_path / "flaky-on"
+    wrapper = tmp_path / "flaky-ssh"
+    ssh_command = sshd.ssh_command  # type: ignore[attr-defined]
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$*" in {when}) if [ -e {flag} ]; then {then}; fi;; esac\n'
+        f'exec {ssh_command} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper), flag
+
+
+def test_a_failed_read_of_process_stats_on_the_host_is_not_an_exit(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, project: Path
+) -> None:
+    """Issue 22.11: a stats read the host did not answer reads unreachable, not exited (then
+    deliveries would fail with "has exited"), and the tile is itself again once it answers."""
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"/proc/"*"/stat "*', "exit 255")
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
+        ssh_command=ssh_command, remote_socket_name=remote_socket,
+    )  # fmt: skip
+    try:
+        tile = start_standin(hub, "far", cwd=project, host="box")
+        flag.touch()
+        seen = set()
+        for _ in range(5):
+            seen.add(tile.state)
+            time.sleep(0.1)
+        assert seen == {"unreachable"}
+        assert "did not answer" in str(tile.reader()) or "cannot reach" in str(tile.reader())
+        flag.unlink()
+        wait_until(lambda: tile.state == "idle", 10, what="the tile idle again")
+        rec = hub.send("far", "hello").result(60)
+        assert rec.status == "delivered", rec.error
+    finally:
+        hub.close()
+
+
 def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
     rhub: mh.Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

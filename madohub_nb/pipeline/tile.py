@@ -237,27 +237,25 @@ class Tile:
 
     # processes on the machine ----------------------------------------------------------
     def _stats(self, *pids: int) -> dict[int, ProcStat | None]:
-        """Stats for a state read: a host that does not answer reads as processes unknown."""
-        try:
-            return self.machine.stats(pids)
-        except TmuxError:
-            return dict.fromkeys(pids)
+        """Stats of processes on the tile's machine; a TmuxError when it did not answer (a
+        host): that says nothing about the processes, so nothing is concluded from it."""
+        return self.machine.stats(pids)
 
     def agent_process(self) -> AgentProcess | None:
         """The agent's own process (first match among the pane's processes), if running."""
-        proc = self._running_agent()
-        if proc is not None:
-            return proc
-        info = self.pane_info()
-        if info is None or info.dead or not self.profile.runs_as_process:
+        try:
+            proc = self._running_agent()
+            if proc is not None:
+                return proc
+            info = self.pane_info()
+            if info is None or info.dead or not self.profile.runs_as_process:
+                return None
+            return self._discover(info)
+        except TmuxError:  # a host that did not answer: not known now
             return None
-        return self._discover(info)
 
     def _discover(self, info: PaneInfo) -> AgentProcess | None:
-        try:
-            found = find_agent(self.machine, info.pid, self.agent)
-        except TmuxError:
-            return None
+        found = find_agent(self.machine, info.pid, self.agent)
         if found is not None:
             self._agent_proc, self._seen_agent = found, True
         return found
@@ -298,6 +296,12 @@ class Tile:
         info = self.pane_info()
         if info is None or info.dead:
             return "the pane has exited" if self.machine.reachable else "the host is unreachable"
+        try:
+            return self._reader(info)
+        except TmuxError as exc:  # the host did not answer: no reader can be pinned now
+            return f"its host did not answer ({exc})"
+
+    def _reader(self, info: PaneInfo) -> Reader | str:
         where = self._where()
         # This machine's stats are read on the loop (microseconds); another's in a thread.
         read: StatsReader | None = None if self.machine.name is None else self.machine.stats
@@ -314,7 +318,7 @@ class Tile:
             label = f"{what} {leader.comm!r} (pid {leader.pid}{where})"
             found = expected_reader(info.pid, leader.pid, label, read)
             return found if found is not None else f"{what} has exited"
-        proc = self.agent_process()
+        proc = self._running_agent() or self._discover(info)  # (a TmuxError: see reader)
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
         what = f"agent {self.agent!r} (pid {proc.pid}{where})"
@@ -338,6 +342,12 @@ class Tile:
     def _read_state(self) -> TileState:
         if not self.machine.reachable:
             return "unreachable"
+        try:
+            return self._read_machine_state()
+        except TmuxError:  # a read the host did not answer: not an exit (issue 22.11)
+            return "unreachable"
+
+    def _read_machine_state(self) -> TileState:
         profile = self.profile
         # A live agent process means a live pane: then no tmux call is needed but the screen.
         proc = self._running_agent() if profile.runs_as_process else None
