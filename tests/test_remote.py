@@ -627,6 +627,24 @@ def box(sshd: object) -> Iterator[SshHost]:
     host.stop_master()
 
 
+def test_a_host_streaming_without_end_into_a_bounded_read_is_cut_off(
+    sshd: object, tmp_path: Path
+) -> None:
+    """Issue 22.11: a hostile host answering a tail read with endless bytes is stopped at
+    the read's bound, at once (not after the 10 s timeout, with all of it in memory)."""
+    flood = "while :; do head -c 65536 /dev/zero; sleep 0.01; done"
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"tail -c"*', flood)
+    host = SshHost("box", parse_ssh_command(ssh_command))
+    flag.touch()
+    try:
+        started = time.monotonic()
+        with pytest.raises(mh.MadohubError, match="more than"):
+            host.read_tail("/etc/hostname")
+        assert time.monotonic() - started < 5
+    finally:
+        host.close()
+
+
 def test_stats_of_several_processes_are_one_read(box: SshHost) -> None:
     sleeper = subprocess.Popen(["sleep", "60"])
     try:

@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import os
 import re
+import selectors
 import shlex
 import shutil
 import subprocess
@@ -47,6 +48,10 @@ READ_TIMEOUT_S = 10.0
 STAT_MAX_BYTES = 4096
 TAIL_MAX_BYTES = 1024 * 1024
 """The most of a transcript read from a host per extraction (its last bytes)."""
+ANSWER_MAX_BYTES = TAIL_MAX_BYTES + 64 * 1024
+"""The most a host may answer to one bounded read (a tail read's bytes, its path and size)."""
+STDERR_MAX_BYTES = 64 * 1024
+"""The most of ssh's (or the host's) complaints kept from one read."""
 OPEN_FILES_MAX_PROCS = 64
 """The most processes (an agent and its descendants) whose open files one read looks at."""
 OPEN_FILES_MAX_FDS = 256
@@ -202,20 +207,60 @@ class SshHost:
         ]  # fmt: skip
 
     def run(
-        self, shell: str, timeout_s: float = READ_TIMEOUT_S
+        self, shell: str, timeout_s: float = READ_TIMEOUT_S, max_bytes: int = ANSWER_MAX_BYTES
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run one bounded read (``shell``, built by this class) on the host."""
+        """Run one bounded read (``shell``, built by this class) on the host.
+
+        Bounded in time (``timeout_s``) and in bytes: a host answering more than
+        ``max_bytes`` (or :data:`STDERR_MAX_BYTES` of complaints) is cut off at once,
+        with a TmuxError, so a hostile host cannot fill memory for the whole timeout.
+        """
         self.reads += 1
+        argv = self.argv((), shell=shell)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=client_environment(),
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = bytearray(), bytearray()
+        limits = {
+            proc.stdout.fileno(): (out, max_bytes),
+            proc.stderr.fileno(): (err, STDERR_MAX_BYTES),
+        }
+        deadline = time.monotonic() + timeout_s
         try:
-            return subprocess.run(
-                self.argv((), shell=shell),
-                capture_output=True,
-                env=client_environment(),
-                stdin=subprocess.DEVNULL,
-                timeout=timeout_s,
-            )
+            with selectors.DefaultSelector() as selector:
+                for pipe in (proc.stdout, proc.stderr):
+                    selector.register(pipe, selectors.EVENT_READ)
+                while selector.get_map():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TmuxError(
+                            f"host {self.host!r} did not answer within {timeout_s:.0f} s"
+                        )
+                    for key, _ in selector.select(left):
+                        chunk = os.read(key.fd, 65536)
+                        if not chunk:
+                            selector.unregister(key.fileobj)
+                            continue
+                        buffer, limit = limits[key.fd]
+                        buffer += chunk
+                        if len(buffer) > limit:
+                            raise TmuxError(
+                                f"host {self.host!r} answered more than {limit} bytes to a "
+                                "bounded read; it was cut off (is something on the host "
+                                "writing into its files or shell start-up?)"
+                            )
+            returncode = proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise TmuxError(f"host {self.host!r} did not answer within {timeout_s:.0f} s") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        return subprocess.CompletedProcess(argv, returncode, bytes(out), bytes(err))
 
     # bounded reads ---------------------------------------------------------------
     def read_stats(self, pids: Iterable[int]) -> dict[int, ProcStat | None]:
