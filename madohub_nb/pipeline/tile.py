@@ -261,7 +261,8 @@ class Tile:
         return found
 
     def _running_agent(self, stat: ProcStat | None = None) -> AgentProcess | None:
-        """The agent process found before, if it still runs (no tmux call; pid reuse detected)."""
+        """The agent process found before, if it still runs (no tmux call; pid reuse detected).
+        ``stat``: its stats, read already."""
         proc = self._agent_proc
         if proc is None:
             return None
@@ -349,8 +350,11 @@ class Tile:
 
     def _read_machine_state(self) -> TileState:
         profile = self.profile
-        # A live agent process means a live pane: then no tmux call is needed but the screen.
-        proc = self._running_agent() if profile.runs_as_process else None
+        # A live agent process means a live pane: then no tmux call is needed but the screen,
+        # and its one stats read (one ssh read on a host) serves the foreground check too.
+        cached = self._agent_proc if profile.runs_as_process else None
+        st = self._stats(cached.pid).get(cached.pid) if cached is not None else None
+        proc = self._running_agent(st) if cached is not None else None
         if proc is None:
             info = self.pane_info()
             if info is None or info.dead:
@@ -361,7 +365,7 @@ class Tile:
             if proc is None:
                 # The agent was running and is gone (the pane fell back to its shell).
                 return "exited" if self._seen_agent else "unknown"
-        st = self._stats(proc.pid).get(proc.pid)
+            st = self._stats(proc.pid).get(proc.pid)
         if st is None or st.state in STOPPED_STATES or st.pgrp != st.tpgid:
             # Stopped (Ctrl-Z) or sent to the background: its status file still says what it
             # said before, but typed text would go to whoever is in the foreground now.
