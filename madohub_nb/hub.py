@@ -87,6 +87,7 @@ class Hub:
         model: str | None
         claude_home: str | None
         delivery: str
+        target_wait_s: float
         ai_timeout_s: float
         ai_max_retries: int
         prices: Mapping[str, Mapping[str, float]]
@@ -190,8 +191,9 @@ class Hub:
         self._check_open()
         dst = self._rt.tiles.named(tile, "target")
         plan = hand_send_plan(
-            dst, text, delivery=delivery or self.delivery, allow_shell=allow_shell
-        )
+            dst, text, delivery=delivery or self.delivery, allow_shell=allow_shell,
+            target_wait_s=self.target_wait_s,
+        )  # fmt: skip
         return self._rt.engine.submit(run_round(self._rt, plan))
 
     def replay(
@@ -201,14 +203,20 @@ class Hub:
         template: str | None = None,
         deliver: bool = False,
         model: str | None = None,
+        allow_shell: bool = False,
     ) -> HubFuture[RoundRecord]:
-        """Recompute a logged round's prompt (another transform or template) as a new row."""
+        """Recompute a logged round's prompt (another transform or template) as a new row.
+
+        ``allow_shell=True`` lets a delivered replay type into a shell or interpreter even
+        when the round's route is gone and its row was not written by this hub."""
         self._check_open()
         orig = self._rt.log.get(round_id)
         plan = replay_plan(
             orig, transform=transform, template=template, deliver=deliver, model=model,
             route=self._rt.routes.by_id(orig.route_id),
-            target=self._rt.tiles.tiles.get(orig.target), delivery=self.delivery, api_key=self.api_key,
+            target=self._rt.tiles.tiles.get(orig.target), delivery=self.delivery,
+            api_key=self.api_key, target_wait_s=self.target_wait_s, allow_shell=allow_shell,
+            session_id=self.session_id,
         )  # fmt: skip
         return self._rt.engine.submit(run_round(self._rt, plan))
 

@@ -26,6 +26,8 @@ from .settings import (
     IDLE_DELAY_MS,
     IDLE_DELAY_MS_RANGE,
     PRICES_TAKEN,
+    TARGET_WAIT_S,
+    TARGET_WAIT_S_RANGE,
     check_choice,
     check_prices,
     check_range,
@@ -119,6 +121,15 @@ def _check_timeout(value: Any) -> float:
     return float(value)
 
 
+def _check_target_wait(value: Any) -> float:
+    low, high = TARGET_WAIT_S_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise MadohubValueError(
+            f"target_wait_s must be a number of seconds from {low} to {high}, got {value!r}"
+        )
+    return float(value)
+
+
 def _check_retries(value: Any) -> int:
     return check_range("ai_max_retries", value, AI_MAX_RETRIES_RANGE)
 
@@ -186,6 +197,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         f"Default delivery of routes and sends: {' or '.join(DELIVERY_MODES)} "
         "(typed line by line, or a bracketed paste).",
         str,
+    ),
+    Setting(
+        "target_wait_s", TARGET_WAIT_S, _check_target_wait, True,
+        "How long (s) a round waits for its target to become ready before it ends as an "
+        f"error row saying what it waited for ({TARGET_WAIT_S_RANGE[0]} to "
+        f"{TARGET_WAIT_S_RANGE[1]}).",
+        float,
     ),
     Setting(
         "ai_timeout_s", AI_TIMEOUT_S, _check_timeout, True,

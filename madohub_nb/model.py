@@ -1,7 +1,8 @@
 """The words of the system, defined once: kinds, states, statuses, events.
 
-Every state a tile, route or round can be in is a ``Literal`` type here, with
-the tuple of its values for validation and messages. Nothing in this module
+Every state a tile, route or round can be in is a ``Literal`` type here, used
+where its values are (``Tile.state``, ``Route.state``, ``RoundRecord.status``,
+``HubEvent.kind``), with the tuple of its values where something validates them. Nothing in this module
 does I/O or imports the rest of the package.
 """
 
@@ -10,16 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-AgentKind = Literal["claude", "codex", "amp", "opencode", "qwen", "aider", "shell", "terminal"]
-"""The shipped kinds; users may register more by name (``mh.register_agent``)."""
-AGENT_KINDS: Final[tuple[str, ...]] = get_args(AgentKind)
+AGENT_KINDS: Final[tuple[str, ...]] = (
+    "claude", "codex", "amp", "opencode", "qwen", "aider", "shell", "terminal",
+)  # fmt: skip
+"""The shipped kinds; users may register more by name (``mh.register_agent``), so a tile's
+``agent`` is any registered name (a ``str``), not one of a closed set."""
 
 TileState = Literal["idle", "busy", "waiting", "exited", "unknown", "unreachable"]
 """``unreachable``: the tile's remote host cannot be reached now (its ssh link dropped)."""
 TILE_STATES: Final[tuple[str, ...]] = get_args(TileState)
 
 RouteState = Literal["active", "paused", "stopped", "exhausted"]
-ROUTE_STATES: Final[tuple[str, ...]] = get_args(RouteState)
 
 RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
@@ -38,7 +40,6 @@ EventKind = Literal[
     "turn_skipped",
     "host_state",
 ]
-EVENT_KINDS: Final[tuple[str, ...]] = get_args(EventKind)
 
 
 @dataclass(frozen=True)

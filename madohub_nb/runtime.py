@@ -101,6 +101,10 @@ class Runtime:
         return int(self.settings["idle_delay_ms"])
 
     @property
+    def target_wait_s(self) -> float:
+        return float(self.settings["target_wait_s"])
+
+    @property
     def prices(self) -> Mapping[str, Mapping[str, float]]:
         return self.settings["prices"]
 

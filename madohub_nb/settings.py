@@ -23,7 +23,6 @@ TRIGGERS: Final = ("on-idle", "on-complete", "on-keyword", "always")
 
 # Transforms -----------------------------------------------------------------
 TRANSFORMS: Final = ("ai-routing", "prompt-wrap", "full-output", "raw", "summary")
-AI_TRANSFORMS: Final = ("ai-routing", "summary")
 FULL_OUTPUT_LINES: Final = 30
 RAW_LINES: Final = 10
 DEFAULT_MODEL: Final = "claude-sonnet-5-5"
@@ -31,6 +30,10 @@ DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 # Dispatch / delivery --------------------------------------------------------
 DISPATCH_MODES: Final = ("madoagent", "legacy", "shadow")
 DELIVERY_MODES: Final = ("typed", "paste")
+TARGET_WAIT_S: Final = 600.0
+"""How long a round waits for its target to become ready (idle, quiet) before it ends as an
+``error`` row saying what it waited for; nothing is typed then."""
+TARGET_WAIT_S_RANGE: Final = (1, 86_400)
 ENDED_ROUTES_KEPT: Final = 256
 """Ended (stopped or exhausted) routes ``hub.routes`` keeps, the newest; older ones leave
 the list (and memory) as new routes are made. Their rounds stay in the log."""

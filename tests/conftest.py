@@ -11,10 +11,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -160,6 +163,46 @@ def wait_until(
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what or cond}; last={last!r}")
+
+
+# --- the round log ----------------------------------------------------------
+_LOCK_HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+
+
+@contextmanager
+def write_lock_held(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holds the SQLite write lock of ``path`` (``BEGIN IMMEDIATE``) inside."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        yield proc
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the holder rolls back and exits
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)
+
+
+def log_rows(hub: Any, route: Any = None) -> list[dict[str, Any]]:
+    """The hub's logged rounds as dicts, oldest first: all, or one route's (a Route or its id)."""
+    df = hub.log.df
+    if route is not None:
+        df = df[df["route_id"] == (route if isinstance(route, str) else route.id)]
+    return [{str(k): v for k, v in row.items()} for row in df.to_dict("records")]
 
 
 # --- hubs and stand-in agents (lead) -----------------------------------------

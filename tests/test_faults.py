@@ -27,6 +27,7 @@ from conftest import (
     FAST_IDLE_MS,
     SkippedTurns,
     kill_tree,
+    log_rows,
     repaint,
     start_recorder,
     start_standin,
@@ -42,15 +43,9 @@ API_KEY = "sk-ant-test-faults-0123456789abcdef"
 SUBMIT = b"\r\r"
 
 
-def _rows(hub: mh.Hub, route: mh.Route | str) -> list[dict[str, Any]]:
-    route_id = route if isinstance(route, str) else route.id
-    df = hub.log.df
-    return df[df["route_id"] == route_id].to_dict("records")
-
-
 def _wait_rows(hub: mh.Hub, route: mh.Route, n: int, timeout_s: float = 30) -> list[dict[str, Any]]:
-    wait_until(lambda: len(_rows(hub, route)) >= n, timeout_s, what=f"{n} rows of {route.id}")
-    return _rows(hub, route)
+    wait_until(lambda: len(log_rows(hub, route)) >= n, timeout_s, what=f"{n} rows of {route.id}")
+    return log_rows(hub, route)
 
 
 def _kill_agent(tile: mh.Tile) -> int:
@@ -160,7 +155,7 @@ def test_source_killed_stops_its_route_only(hub: mh.Hub, project: Path) -> None:
     hub.send("w2", "still here").result(30)
     wait_until(lambda: user_prompts(sink) == ["2: Done: still here"], 30)
     assert w1.state == "exited"
-    assert _rows(hub, r1) == []
+    assert log_rows(hub, r1) == []
 
 
 def test_source_crash_mid_turn_fires_no_round(hub: mh.Hub, project: Path) -> None:
@@ -173,7 +168,7 @@ def test_source_crash_mid_turn_fires_no_round(hub: mh.Hub, project: Path) -> Non
     _kill_agent(w)
     wait_until(lambda: route.state == "stopped", 20, what="the route to notice")
     assert route.rounds == 0
-    assert _rows(hub, route) == []
+    assert log_rows(hub, route) == []
     assert user_prompts(sink) == []
 
 
@@ -529,7 +524,7 @@ def _blocked_turn(hub: mh.Hub, route: mh.Route, w: mh.Tile, sink: mh.Tile) -> mh
     """A turn of the source while the log cannot be written: nothing typed, routing paused,
     the round kept in ``hub.unlogged`` (and not in the log)."""
     before = user_prompts(sink)
-    rows = len(_rows(hub, route))
+    rows = len(log_rows(hub, route))
     # Typed by hand into the source pane, as a person would: the hub types nothing here.
     hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "turn 2")
     hub.tmux.run("send-keys", "-t", w.pane_id, "C-m")
@@ -539,7 +534,7 @@ def _blocked_turn(hub: mh.Hub, route: mh.Route, w: mh.Tile, sink: mh.Tile) -> mh
     (kept,) = [r for r in hub.unlogged if r.route_id == route.id]
     assert (kept.round, kept.status, kept.extracted) == (2, "error", "Done: turn 2")
     assert kept.error is not None and "round log" in kept.error
-    assert len(_rows(hub, route)) == rows
+    assert len(log_rows(hub, route)) == rows
     assert user_prompts(sink) == before
     return kept
 
@@ -549,8 +544,8 @@ def _recovers(hub: mh.Hub, route: mh.Route, sink: mh.Tile, kept: mh.RoundRecord)
     route.resume()
     hub.send("w", "turn 3").result(30)
     wait_until(lambda: user_prompts(sink)[-1:] == ["> Done: turn 3"], 30, what="routing again")
-    wait_until(lambda: _rows(hub, route)[-1]["round"] == 3, 10, what="round 3 logged")
-    rows = _rows(hub, route)
+    wait_until(lambda: log_rows(hub, route)[-1]["round"] == 3, 10, what="round 3 logged")
+    rows = log_rows(hub, route)
     assert [(r["round"], r["status"]) for r in rows] == [
         (1, "delivered"),
         (2, "error"),
@@ -562,7 +557,7 @@ def _recovers(hub: mh.Hub, route: mh.Route, sink: mh.Tile, kept: mh.RoundRecord)
     assert user_prompts(sink) == ["> Done: turn 1", "> Done: turn 3"]
     # A later round does not write the kept one again.
     hub.send("w", "turn 4").result(30)
-    wait_until(lambda: _rows(hub, route)[-1]["round"] == 4, 30, what="round 4 logged")
+    wait_until(lambda: log_rows(hub, route)[-1]["round"] == 4, 30, what="round 4 logged")
     assert list(hub.log.df["round_id"]).count(kept.round_id) == 1
 
 
@@ -637,7 +632,7 @@ def test_hubs_in_one_process_share_one_log_file(
         for h in hubs:
             h.wait_rounds_sync(2 * turns, 30)  # hand sends + routed rounds of this hub
         # Each hub replays a round another hub logged.
-        first = _rows(hubs[0], routes[0])[0]["round_id"]
+        first = log_rows(hubs[0], routes[0])[0]["round_id"]
         for i, h in enumerate(hubs):
             assert h.replay(first, template=f"hub {i}: {{output}}").result(60).status == "shadow"
         df = hubs[0].log.df
@@ -707,7 +702,7 @@ def test_a_finished_turn_fires_once_whatever_output_follows(hub: mh.Hub, project
             assert skipped.wait(route, n) in ("already routed", "not new")
     for route in routes:
         assert route.rounds == 1
-        assert len(_rows(hub, route)) == 1
+        assert len(log_rows(hub, route)) == 1
 
 
 def test_pause_resume_stop_from_another_thread_during_a_delivery(
@@ -750,7 +745,7 @@ def test_pause_resume_stop_from_another_thread_during_a_delivery(
     wait_until(lambda: len(user_prompts(sink)) >= 2, 20, what="the fence in the sink")
     assert user_prompts(sink) == [first, "fence"]
     assert "Done: second" not in sink.screen()
-    assert len(_rows(hub, route)) == 1
+    assert len(log_rows(hub, route)) == 1
     assert route.rounds == 1
 
 

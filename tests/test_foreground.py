@@ -5,6 +5,10 @@ would: a stand-in Claude Code started from a bash prompt (its newline key C-j
 is accept-line in bash), a background job, synchronized panes. What arrives is
 checked where it arrives: files that bash would create if it ran a typed line,
 and the raw bytes a recorder pane reads.
+
+Every test runs twice: once reading ``/proc``, once through ``ps`` (the path of a
+machine without ``/proc``, forced here), and the two are compared on the same
+live processes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import random
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -31,12 +36,31 @@ from conftest import (
 import madohub_nb as mh
 from madohub_nb.agents.detect import detect_kind
 from madohub_nb.agents.foreground import Reader, check_reader, expected_reader, read_stat
+from madohub_nb.agents.process_table import (
+    TABLE_NAMES,
+    TABLES,
+    ProcStat,
+    TableName,
+    process_table,
+    use_process_table,
+)
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.settings import TYPING_DELAY_MS
 
 _bash_pane = bash_pane
 _type_at_prompt = type_at_prompt
+
+
+@pytest.fixture(autouse=True, params=TABLE_NAMES)
+def table(request: pytest.FixtureRequest) -> Iterator[TableName]:
+    """Each test once through ``/proc`` and once through ``ps``; the automatic choice after."""
+    name: TableName = request.param
+    use_process_table(name)
+    try:
+        yield name
+    finally:
+        use_process_table(None)
 
 
 def _claude_from_bash(hub: mh.Hub, name: str) -> mh.Tile:
@@ -237,6 +261,23 @@ def test_a_reused_pid_is_not_the_reader_any_more() -> None:
     assert check_reader(stale) == "agent 'old' has exited"
 
 
+def test_a_reader_that_execs_a_shell_is_not_the_reader_any_more(hub: mh.Hub) -> None:
+    """``exec bash`` keeps the pid and the start time: its program name tells."""
+    script = "import os, sys; sys.stdin.readline(); os.execv('/bin/bash', ['bash', '--norc'])"
+    pane, pid = hub.tmux.new_pane(hub.session_name, f'{sys.executable} -c "{script}"')
+    wait_until(lambda: "-c" in psutil.Process(pid).cmdline(), 10, what="python started")
+    reader = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
+    assert isinstance(reader, Reader) and not reader.runs_commands
+    assert check_reader(reader) is None
+    hub.tmux.run("send-keys", "-t", pane, "Enter")
+    wait_until(lambda: getattr(read_stat(pid), "comm", "") == "bash", 10, what="exec bash")
+    assert check_reader(reader) == (
+        "agent 'x' now runs 'bash', which would run typed text as commands"
+    )
+    again = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
+    assert isinstance(again, Reader) and again.runs_commands  # pinned anew: a shell
+
+
 def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     pane = _bash_pane(hub, "sh")
     tile = hub.tile("sh", pane=pane)
@@ -252,3 +293,125 @@ def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     for child in psutil.Process(pid).children():
         kill_tree(child.pid)
     wait_until(lambda: isinstance(tile.reader(), Reader), 10, what="the shell back in front")
+    assert now.table is process_table()
+
+
+# --- /proc and ps agree -------------------------------------------------------------------------
+
+
+def _boot_time_s() -> int:
+    with open("/proc/stat") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("btime "))
+
+
+def _started_s(proc_start_ticks: int) -> float:
+    """A ``/proc`` start time (clock ticks since boot) in seconds since the epoch, as ps says."""
+    return _boot_time_s() + proc_start_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _job_pids(hub: mh.Hub, pane_pid: int, count: int) -> list[int]:
+    def found() -> list[int] | None:
+        sleeps = [c.pid for c in psutil.Process(pane_pid).children() if c.name() == "sleep"]
+        return sorted(sleeps) if len(sleeps) == count else None
+
+    return wait_until(found, 10, what=f"{count} jobs of the pane's bash")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("table", ["proc"], indirect=True)
+def test_proc_and_ps_read_the_same_live_processes_alike(hub: mh.Hub) -> None:
+    """A pane's bash with a background job, a stopped job and a foreground job, plus a
+    zombie: both tables say the same group, terminal, foreground group, state and start."""
+    pane = _bash_pane(hub, "sh")
+    pane_pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
+    _type_at_prompt(hub, pane, "sleep 301 &")
+    _type_at_prompt(hub, pane, "sleep 302 &")
+    background, stopped = _job_pids(hub, pane_pid, 2)
+    os.kill(stopped, signal.SIGSTOP)
+    _type_at_prompt(hub, pane, "sleep 303")
+    foreground = next(p for p in _job_pids(hub, pane_pid, 3) if p not in (background, stopped))
+    zombie = psutil.Popen(["true"])  # not waited for until the end: a zombie
+    wait_until(lambda: zombie.status() == psutil.STATUS_ZOMBIE, 10, what="a zombie")
+    gone = zombie.pid + 3_000_000  # above any pid in use here
+    pids = [pane_pid, background, stopped, foreground, zombie.pid, gone]
+    try:
+        wait_until(
+            lambda: TABLES["proc"].stats([pane_pid])[pane_pid].tpgid == foreground,  # type: ignore[union-attr]
+            10,
+            what="sleep 303 in the terminal's foreground",
+        )
+        by_proc = TABLES["proc"].stats(pids)
+        by_ps = TABLES["ps"].stats(pids)  # one ps call for all of them
+        assert by_proc[gone] is None and by_ps[gone] is None
+
+        def same_but_start(st: ProcStat | None) -> tuple[object, ...]:
+            assert st is not None
+            return (st.pid, st.comm, st.state, st.pgrp, st.tty_nr, st.tpgid)
+
+        for pid in pids[:-1]:
+            assert same_but_start(by_proc[pid]) == same_but_start(by_ps[pid]), pid
+            assert abs(_started_s(by_proc[pid].start_ticks) - by_ps[pid].start_ticks) <= 1  # type: ignore[union-attr]
+        assert by_ps[stopped].state == "T" and by_ps[zombie.pid].state == "Z"  # type: ignore[union-attr]
+        assert by_ps[foreground].tty_nr != 0 and by_ps[zombie.pid].tty_nr == 0  # type: ignore[union-attr]
+        assert by_ps[pane_pid].tpgid == by_ps[foreground].pgrp != by_ps[background].pgrp  # type: ignore[union-attr]
+
+        # The same verdicts, each reader pinned and checked through one table.
+        def verdicts(name: TableName) -> list[str | None]:
+            use_process_table(name)
+            readers = [expected_reader(pane_pid, pid, f"pid {pid}") for pid in pids[:4]]
+            assert all(isinstance(r, Reader) and r.table is TABLES[name] for r in readers)
+            stale = Reader(pane_pid, foreground, readers[3].start_ticks - 1, "old")  # type: ignore[union-attr]
+            return [check_reader(r) for r in readers] + [  # type: ignore[arg-type]
+                check_reader(stale),
+                None if expected_reader(pane_pid, zombie.pid, "z") is None else "zombie pinned",
+            ]
+
+        proc_says, ps_says = verdicts("proc"), verdicts("ps")
+        assert proc_says == ps_says
+        assert ps_says[3] is None  # the foreground job reads
+        assert "is not the terminal's foreground process; 'sleep'" in (ps_says[0] or "")
+        assert "not the terminal's foreground" in (ps_says[1] or "")
+        assert "is stopped" in (ps_says[2] or "")
+        assert ps_says[4] == "old has exited" and ps_says[5] is None
+    finally:
+        zombie.wait()
+        for pid in (background, stopped, foreground):
+            kill_tree(pid)
+
+
+def test_a_reader_is_checked_through_the_table_it_was_pinned_with(table: TableName) -> None:
+    """Start times differ in units between the tables: switching must not unpin a reader."""
+    reader = expected_reader(os.getpid(), os.getpid(), "me")
+    assert isinstance(reader, Reader) and reader.table is TABLES[table]
+    assert reader.quick is (table == "proc")  # a ps call is checked off the engine loop
+    other = next(name for name in TABLE_NAMES if name != table)
+    use_process_table(other)
+    # Through the other table its start time would not match: "has exited". (Whether the
+    # test runs on a terminal decides what else it says.)
+    assert "has exited" not in (check_reader(reader) or "")
+    assert expected_reader(os.getpid(), os.getpid(), "me").table is TABLES[other]  # type: ignore[union-attr]
+
+
+def test_the_automatic_table_is_proc_where_there_is_proc() -> None:
+    assert use_process_table(None) is TABLES["proc"]
+    with pytest.raises(mh.MadohubValueError, match="'proc', 'ps'|proc, ps"):
+        use_process_table("sysctl")  # type: ignore[arg-type]
+
+
+def test_ps_lines_are_read_by_field_whatever_the_command_name_holds() -> None:
+    """``ps`` output of procps (``?``, ``-1``) and of BSD (``??``, ``0``); a name with spaces."""
+    from madohub_nb.agents.process_table import parse_ps
+
+    raw = (
+        b"  501   501   501 Ss+  pts/0    Tue Dec  1 17:38:25 2026 my agent x\n"
+        b"   77    77    -1 T    ?        Mon Feb 29 00:00:09 2024 sleep\n"
+        b"   78    78     0 Z    ??       Wed Jan 31 23:59:59 2025 \n"
+        b"not a ps line\n"
+        b"   79    79     0 S    ??       Wed Foo 31 23:59:59 2025 bad-month\n"
+    )
+    found = parse_ps(raw)
+    assert sorted(found) == [77, 78, 501]
+    assert found[501].comm == "my agent x" and found[501].state == "S"
+    assert found[501].pgrp == found[501].tpgid == 501
+    assert found[501].start_ticks == 1796146705  # 2026-12-01 17:38:25 UTC
+    assert (found[77].state, found[77].tty_nr, found[77].tpgid) == ("T", 0, -1)
+    assert found[78].comm == "" and found[78].tty_nr == 0

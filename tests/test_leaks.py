@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import start_recorder, start_standin, wait_until
+from conftest import log_rows, start_recorder, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
@@ -28,11 +28,6 @@ from madohub_nb.pipeline.extract import extract, transcript_path
 from madohub_nb.render import html_for_tile
 
 SHELL = "env PS1='$ ' bash --norc --noprofile"
-
-
-def _rows(hub: mh.Hub, route: mh.Route) -> list[dict[str, Any]]:
-    df = hub.log.df
-    return df[df.route_id == route.id].to_dict("records")
 
 
 def _sessions_file(tile: mh.Tile, home: Path) -> Path:
@@ -64,10 +59,10 @@ def test_a_session_id_with_slash_or_nul_is_harmless(
     route = hub.connect("src", "rec", template="got: {output}", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10, what="route listening")
     hub.send("src", "hello there").result(30)
-    wait_until(lambda: _rows(hub, route), 30, what="a round")
+    wait_until(lambda: log_rows(hub, route), 30, what="a round")
     assert route.state == "active"
     assert route._task is not None and not route._task.done()
-    (row,) = _rows(hub, route)
+    (row,) = log_rows(hub, route)
     assert row["status"] == "delivered", row["error"]
     wait_until(lambda: b"got: " in out.read_bytes(), 10, what="the routed prompt")
 
@@ -87,7 +82,7 @@ def test_a_route_whose_task_fails_is_stopped_with_the_reason_logged(
     hub.send("src", "hello there").result(30)
     wait_until(lambda: route.state == "stopped", 15, what="the route stopped")
     assert route.last_error is not None and "AttributeError" in route.last_error
-    (row,) = _rows(hub, route)
+    (row,) = log_rows(hub, route)
     assert row["status"] == "error"
     assert "AttributeError" in row["error"]
     assert route.last_round_id == row["round_id"]
@@ -116,8 +111,8 @@ def test_a_dangling_link_among_the_cwds_transcripts_is_no_transcript(
     route = hub.connect("src", "rec", template="got: {output}", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10, what="route listening")
     hub.send("src", "hello there").result(30)
-    wait_until(lambda: _rows(hub, route), 30, what="a round")
-    (row,) = _rows(hub, route)
+    wait_until(lambda: log_rows(hub, route), 30, what="a round")
+    (row,) = log_rows(hub, route)
     assert (row["status"], route.state) == ("delivered", "active"), row["error"]
     wait_until(lambda: b"got: " in out.read_bytes(), 10, what="the routed prompt")
     assert b"hello there" in out.read_bytes()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, wait_until, write_lock_held
 
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import (
@@ -393,6 +393,41 @@ def test_a_log_locked_too_long_raises_log_error(tmp_path: Path) -> None:
         assert len(log) == 0
 
 
+def test_redaction_never_waits_for_an_append_on_a_locked_file(tmp_path: Path) -> None:
+    """Another process holds the file's write lock; an append waits for it in a thread.
+
+    Redacting (what ``tile.screen()``, ``history()`` and recording on the engine loop
+    do) must return while that append still waits: the lock is released only after.
+    """
+    path = tmp_path / "rounds.sqlite3"
+    secret = "hunter2-is-my-password"
+    with RoundLog(path, secrets=[secret], busy_timeout_ms=60_000) as log:
+        with write_lock_held(path):
+            appender = threading.Thread(target=log.append, args=(make_record(1),), daemon=True)
+            appender.start()
+            # The append holds the log's own lock while SQLite waits on the file.
+            wait_until(lambda: log._lock.locked(), what="the append waiting on the locked file")
+            done: dict[str, object] = {}
+
+            def redact() -> None:
+                done["text"] = log.redact_text(f"pw {secret}")
+                done["rec"] = log.redact(make_record(2, prompt=f"say {secret}"))
+                log.register_secret("another-secret-value")
+                log.register_env_secrets()
+                done["append still waiting"] = log._lock.locked() and appender.is_alive()
+
+            redactor = threading.Thread(target=redact, daemon=True)
+            redactor.start()
+            redactor.join(30)  # today's fix returns in ms; before it, only the release ended it
+            assert not redactor.is_alive(), "redaction waited for the append on the locked file"
+            assert done["append still waiting"] is True
+            assert done["text"] == "pw [redacted]"
+            assert isinstance(done["rec"], RoundRecord) and done["rec"].prompt == "say [redacted]"
+        appender.join(30)
+        assert not appender.is_alive() and len(log) == 1
+        assert log.redact_text("another-secret-value") == "[redacted]"
+
+
 def test_duplicate_round_id_is_refused(log: RoundLog) -> None:
     rec = make_record(1)
     log.append(rec)
@@ -680,3 +715,13 @@ def test_meta_values_that_are_not_json_are_stored_as_text_without_secrets(log: R
         "exc": "401 for key [redacted]",
         "7": [1, 2],
     }
+
+
+def test_rows_with_equal_meta_each_get_a_dict_of_their_own(log: RoundLog) -> None:
+    for n in range(3):
+        log.append(make_record(n + 1, meta={"k": 1, "paths": ["a"]} if n < 2 else {"k": 1}))
+    log.append(make_record(4, meta={"k": 1}))
+    metas = log.df["meta"].tolist()
+    assert metas == [{"k": 1, "paths": ["a"]}] * 2 + [{"k": 1}] * 2
+    assert metas[0] is not metas[1] and metas[0]["paths"] is not metas[1]["paths"]
+    assert metas[2] is not metas[3]

@@ -6,19 +6,39 @@ built from the rows themselves (``rounds_frame`` of a plain ``sqlite3`` SELECT).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
+import stat
+import struct
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from madohub_nb.io.log import ROUND_COLUMNS, RoundLog, RoundRecord, rounds_frame
-from madohub_nb.io.log_chunks import CHUNK_ROWS, ChunkError, pack_chunk, unpack_chunks
+from madohub_nb.io.log_chunks import (
+    CHUNK_MAGIC,
+    CHUNK_ROWS,
+    SEAL_MAGIC,
+    ChunkError,
+    pack_chunk,
+    seal_chunk,
+    unpack_chunks,
+)
 
 START = datetime(2025, 6, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def own_chunk_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's user data folder, where the key that seals its chunks is made."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path / "data" / "madohub_nb" / "chunk-key"
 
 
 def varied_record(n: int) -> RoundRecord:
@@ -159,17 +179,81 @@ def test_a_block_that_cannot_be_packed_is_read_row_by_row(tmp_path: Path) -> Non
 COLUMNS = [("n", "int"), ("x", "float"), ("t", "time"), ("s", "text")]
 
 
-def test_text_is_stored_as_dictionary_joined_or_json_and_read_back_alike() -> None:
-    repeated = [("a" if n % 2 else None) for n in range(40)]
-    unique = [None if n == 3 else f"v{n} é" for n in range(40)]
-    with_nul = [f"a\0{n}" if n % 2 else None for n in range(40)]
-    for texts in (repeated, unique, with_nul):
-        rows = [(n, n / 2, "2025-06-01T00:00:00+00:00", s) for n, s in enumerate(texts)]
-        blob = pack_chunk(rows, COLUMNS)
-        out = unpack_chunks([blob, blob], COLUMNS)
-        assert out["s"].tolist() == texts * 2
-        assert out["n"].tolist() == list(range(40)) * 2
-        assert out["x"].dtype == np.float64 and out["t"].dtype == np.dtype("datetime64[us]")
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [("a" if n % 2 else None) for n in range(40)],
+        [None if n == 3 else f"v{n} é" for n in range(40)],
+        [f"a\0{n}" if n % 2 else None for n in range(40)],
+    ],
+    ids=["repeated", "unique", "with_nul"],
+)
+def test_text_is_stored_as_dictionary_joined_or_json_and_read_back_alike(
+    texts: list[str | None],
+) -> None:
+    rows = [(n, n / 2, "2025-06-01T00:00:00+00:00", s) for n, s in enumerate(texts)]
+    blob = pack_chunk(rows, COLUMNS)
+    out = unpack_chunks([blob, blob], COLUMNS)
+    assert out["s"].tolist() == texts * 2
+    assert out["n"].tolist() == list(range(40)) * 2
+    assert out["x"].dtype == np.float64 and out["t"].dtype == np.dtype("datetime64[us]")
+
+
+def _header_edited(blob: bytes, edit: Callable[[dict[str, Any]], object]) -> bytes:
+    (size,) = struct.unpack_from("<I", blob, 4)
+    header = json.loads(blob[8 : 8 + size])
+    edit(header)
+    text = json.dumps(header).encode()
+    return CHUNK_MAGIC + struct.pack("<I", len(text)) + text + blob[8 + size :]
+
+
+def _col(header: dict[str, Any], name: str) -> list[Any]:
+    return next(c for c in header["columns"] if c[0] == name)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda h: _col(h, "n").__setitem__(2, "0"),
+        lambda h: _col(h, "n").__setitem__(2, -8),
+        lambda h: _col(h, "n").__setitem__(2, True),
+        lambda h: _col(h, "n").__setitem__(3, 16.0),
+        lambda h: _col(h, "x").__setitem__(1, None),
+        lambda h: h.__setitem__("rows", "2"),
+        lambda h: h.__setitem__("rows", -1),
+        lambda h: _col(h, "s").__setitem__(4, [-1]),
+        lambda h: _col(h, "s").__setitem__(4, [2]),
+        lambda h: _col(h, "s").__setitem__(4, {"0": 1}),
+        lambda h: _col(h, "d").__setitem__(4, [{"a": 1}]),
+        lambda h: _col(h, "d").__setitem__(4, "ab"),
+    ],
+    ids=[
+        "offset as text", "negative offset", "offset as bool", "length as float",
+        "offset null", "rows as text", "negative rows", "null row before the first",
+        "null row past the last", "null rows as an object", "dictionary of objects",
+        "dictionary as text",
+    ],
+)  # fmt: skip
+def test_a_chunk_header_of_the_wrong_shape_raises_chunk_error(
+    edit: Callable[[dict[str, Any]], object],
+) -> None:
+    """Checked before use, so that a wrong type is never a TypeError or a wrong slice."""
+    columns = [*COLUMNS, ("d", "text")]
+    rows = [(1, 1.0, None, "a", "same"), (2, 2.0, None, "b", "same")]
+    blob = pack_chunk(rows, columns)
+    unpack_chunks([blob], columns)  # as packed, it reads
+    with pytest.raises(ChunkError):
+        unpack_chunks([_header_edited(blob, edit)], columns)
+
+
+def test_json_text_that_is_not_a_list_of_text_raises_chunk_error() -> None:
+    rows = [(n, 1.0, None, f"a\0{n}") for n in range(2)]  # NUL: stored as JSON
+    blob = pack_chunk(rows, COLUMNS)
+    text_json = json.dumps(["a\u0000" + "0", "a\u0000" + "1"]).encode()
+    objects = json.dumps([{"a": 1}, {"b": 2}]).encode().ljust(len(text_json))  # same length
+    assert text_json in blob
+    with pytest.raises(ChunkError, match="not a list of text"):
+        unpack_chunks([blob.replace(text_json, objects)], COLUMNS)
 
 
 @pytest.mark.parametrize(
@@ -212,3 +296,151 @@ def test_values_a_chunk_cannot_hold_raise_chunk_error(
 ) -> None:
     with pytest.raises(ChunkError, match=message):
         pack_chunk([row], COLUMNS)
+
+
+# A log from someone else: whatever its chunks hold, df shows what its rows hold --------
+
+
+def plain_meta(path: Path) -> list[object]:
+    """Each row's meta parsed alone, the plainest way: its JSON object, else None."""
+    with sqlite3.connect(path) as conn:
+        texts = [r[0] for r in conn.execute("SELECT meta FROM rounds ORDER BY seq")]
+    out: list[object] = []
+    for text in texts:
+        try:
+            value = json.loads(text)
+        except (ValueError, TypeError):
+            value = None
+        out.append(value if isinstance(value, dict) else None)
+    return out
+
+
+def edit_chunk(conn: sqlite3.Connection, edit: Callable[[dict[str, Any], bytes], bytes]) -> None:
+    """Rewrite the first chunk's header (``edit`` changes it, returns the payload), keeping
+    its seal as it was: what someone without this user's key can do."""
+    (blob,) = conn.execute("SELECT data FROM frame_chunks WHERE first_seq = 1").fetchone()
+    seal, body = blob[: len(SEAL_MAGIC) + 32], blob[len(SEAL_MAGIC) + 32 :]
+    (size,) = struct.unpack_from("<I", body, 4)
+    header = json.loads(body[8 : 8 + size])
+    payload = edit(header, body[8 + size :])
+    text = json.dumps(header).encode()
+    new = seal + CHUNK_MAGIC + struct.pack("<I", len(text)) + text + payload
+    conn.execute("UPDATE frame_chunks SET data = ? WHERE first_seq = 1", (new,))
+
+
+def _column(header: dict[str, Any], name: str) -> list[Any]:
+    return next(c for c in header["columns"] if c[0] == name)
+
+
+def _set(name: str, index: int, value: object) -> Callable[[dict[str, Any], bytes], bytes]:
+    def edit(header: dict[str, Any], payload: bytes) -> bytes:
+        _column(header, name)[index] = value(payload) if callable(value) else value
+        return payload
+
+    return edit
+
+
+def _meta_not_json(header: dict[str, Any], payload: bytes) -> bytes:
+    return payload.replace(b'{"n": 1, ', b"not json ", 1)
+
+
+def _statuses_swapped(header: dict[str, Any], payload: bytes) -> bytes:
+    _column(header, "status")[4].reverse()  # every "shadow" reads "delivered" and back
+    return payload
+
+
+def _resealed_with_another_key(conn: sqlite3.Connection) -> None:
+    edit_chunk(conn, _statuses_swapped)
+    (blob,) = conn.execute("SELECT data FROM frame_chunks").fetchone()
+    body = blob[len(SEAL_MAGIC) + 32 :]
+    forged = seal_chunk(body, 1, CHUNK_ROWS, b"k" * 32)
+    conn.execute("UPDATE frame_chunks SET data = ?", (forged,))
+
+
+def _sql(*statements: str) -> Callable[[sqlite3.Connection], None]:
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in statements:
+            conn.execute(statement)
+
+    return run
+
+
+INSIDE, OUTSIDE = 5, CHUNK_ROWS + 2  # a rowid in the packed block, one after it
+
+CRAFTED = {
+    "a column offset of the wrong type": lambda c: edit_chunk(c, _set("round", 2, "0")),
+    "a negative column offset": lambda c: edit_chunk(c, _set("round", 2, lambda p: -len(p))),
+    "a column length as a float": lambda c: edit_chunk(c, _set("round", 3, 8.0 * CHUNK_ROWS)),
+    "a row count as text": lambda c: edit_chunk(c, lambda h, p: h.update(rows="1024") or p),
+    "non-JSON meta in the chunk": lambda c: edit_chunk(c, _meta_not_json),
+    "a chunk's values changed": lambda c: edit_chunk(c, _statuses_swapped),
+    "a chunk sealed with another key": _resealed_with_another_key,
+    "a packed row's meta holding two JSON objects": _sql(
+        f"""UPDATE rounds SET meta = '{{"a": 1}}, {{"b": 2}}' WHERE seq = {INSIDE}"""
+    ),
+    "a later row's meta holding two JSON objects": _sql(
+        f"""UPDATE rounds SET meta = '{{"a": 1}}, {{"b": 2}}' WHERE seq = {OUTSIDE}"""
+    ),
+    "a row's meta that is not JSON": _sql(
+        f"UPDATE rounds SET meta = '{{nope' WHERE seq = {OUTSIDE}"
+    ),
+    "a row's meta that is a list": _sql(f"UPDATE rounds SET meta = '[1, 2]' WHERE seq = {INSIDE}"),
+    "a row changed after packing": _sql(
+        f"UPDATE rounds SET status = 'error', error = 'changed' WHERE seq = {INSIDE}"
+    ),
+    "a row deleted after packing": _sql(f"DELETE FROM rounds WHERE seq = {INSIDE}"),
+    "the triggers dropped, then a row changed": _sql(
+        "DROP TRIGGER rounds_update_drops_chunk",
+        f"UPDATE rounds SET status = 'error' WHERE seq = {INSIDE}",
+    ),
+    "text in number and time columns": _sql(
+        f"UPDATE rounds SET latency_ms = 'fast', round = 'one', fired_at = 'yesterday' "
+        f"WHERE seq = {OUTSIDE}"
+    ),
+}
+
+
+@pytest.mark.parametrize("craft", CRAFTED.values(), ids=list(CRAFTED))
+def test_a_crafted_log_reads_as_its_rows(
+    tmp_path: Path, craft: Callable[[sqlite3.Connection], None]
+) -> None:
+    """Another program changed the file: df never fails, and shows what the rows hold."""
+    path = tmp_path / "rounds.sqlite3"
+    fill(path, CHUNK_ROWS + 3)
+    assert chunk_starts(path) == [1]
+    with sqlite3.connect(path) as conn:
+        craft(conn)
+    with RoundLog(path, read_only=True) as log:
+        frame = log.df
+    pd.testing.assert_frame_equal(frame, rows_frame(path))
+    assert frame["meta"].tolist() == plain_meta(path)
+    with sqlite3.connect(path) as conn:
+        statuses = [r[0] for r in conn.execute("SELECT status FROM rounds ORDER BY seq")]
+    assert frame["status"].tolist() == statuses
+
+
+def test_a_changed_row_drops_its_chunk_and_the_next_pack_copies_it_again(tmp_path: Path) -> None:
+    path = tmp_path / "rounds.sqlite3"
+    fill(path, CHUNK_ROWS)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE rounds SET status = 'error' WHERE seq = {INSIDE}")
+    assert chunk_starts(path) == []
+    fill(path, CHUNK_ROWS, first=CHUNK_ROWS + 1)  # the next block's append catches up
+    assert chunk_starts(path) == [1, CHUNK_ROWS + 1]
+    with RoundLog(path) as log:
+        frame = log.df
+    pd.testing.assert_frame_equal(frame, rows_frame(path))
+    assert frame["status"].iat[INSIDE - 1] == "error"
+
+
+def test_chunks_are_sealed_with_a_private_key_of_this_user(
+    tmp_path: Path, own_chunk_key: Path
+) -> None:
+    path = tmp_path / "rounds.sqlite3"
+    fill(path, CHUNK_ROWS)
+    assert stat.S_IMODE(own_chunk_key.stat().st_mode) == 0o600
+    assert stat.S_IMODE(own_chunk_key.parent.stat().st_mode) == 0o700
+    own_chunk_key.unlink()  # another user (or this one with a new key) reads the file
+    with RoundLog(path, read_only=True) as log:
+        pd.testing.assert_frame_equal(log.df, rows_frame(path))
+    assert not own_chunk_key.exists()  # reading never makes a key

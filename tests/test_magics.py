@@ -28,10 +28,10 @@ from madohub_nb.notebook.magics import (
 # Parsing (no hub) ------------------------------------------------------------------
 
 
-def test_connect_accepts_spaced_and_joined_arrows_and_two_names() -> None:
-    for line in ("connect a -> b", "connect a->b", "connect a ->b", "connect a b"):
-        args = parse_command(line)
-        assert (args.source, args.target) == ("a", "b"), line
+@pytest.mark.parametrize("line", ["connect a -> b", "connect a->b", "connect a ->b", "connect a b"])
+def test_connect_accepts_spaced_and_joined_arrows_and_two_names(line: str) -> None:
+    args = parse_command(line)
+    assert (args.source, args.target) == ("a", "b"), line
 
 
 def test_connect_options_are_parsed_to_hub_keywords() -> None:
@@ -50,10 +50,10 @@ def test_connect_options_are_parsed_to_hub_keywords() -> None:
     assert args.allow_shell is True
 
 
-def test_connect_without_two_names_is_refused() -> None:
-    for line in ("connect a ->", "connect a", "connect a -> b -> c"):
-        with pytest.raises(MadohubValueError, match="SOURCE -> TARGET"):
-            parse_command(line)
+@pytest.mark.parametrize("line", ["connect a ->", "connect a", "connect a -> b -> c"])
+def test_connect_without_two_names_is_refused(line: str) -> None:
+    with pytest.raises(MadohubValueError, match="SOURCE -> TARGET"):
+        parse_command(line)
 
 
 def test_unknown_choice_names_what_is_allowed() -> None:
@@ -116,23 +116,17 @@ def test_tile_terminal_flags() -> None:
         parse_command("tile py --agent terminal --cmd cat --ready-quiet soon")
 
 
-def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (
-        "tile",
-        "connect",
-        "tiles",
-        "routes",
-        "pause",
-        "send",
-        "watch",
-        "dashboard",
-        "log",
-        "replay",
-        "template",
-    ):
-        with pytest.raises(HelpShown):
-            parse_command(f"{command} --help")
-        assert f"usage: %madohub {command}" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tile", "connect", "tiles", "routes", "pause", "send", "watch", "dashboard", "log",
+        "replay", "template",
+    ],
+)  # fmt: skip
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    with pytest.raises(HelpShown):
+        parse_command(f"{command} --help")
+    assert f"usage: %madohub {command}" in capsys.readouterr().out
     with pytest.raises(HelpShown):
         parse_command("")
     assert "COMMAND" in capsys.readouterr().out
@@ -212,6 +206,41 @@ def test_dollar_names_expand_outside_quotes_only_and_unknown_ones_stay() -> None
 def test_an_expanded_value_with_spaces_stays_one_word() -> None:
     args = parse_command("tile w --cwd $where --cmd 'echo $where'", {"where": "/tmp/my dir"})
     assert (args.cwd, args.command_line) == ("/tmp/my dir", "echo $where")
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "value"),
+    [
+        ("send sh $v echo hi", "text", ["--allow-shell echo hi"]),
+        ("send sh echo $v", "text", ["echo --allow-shell"]),
+        ("send sh --delivery=$mode hi", "delivery", "paste"),
+        ("tile w --cmd $v", "command_line", "--allow-shell"),
+        ("tile w --cmd=$v", "command_line", "--allow-shell"),
+        ("tile $v", "name", "--allow-shell"),
+        ("connect a -> b --stop $v", "stop", "--allow-shell"),
+        ("tile w --cmd '--x' --cwd \"-d\"", "cwd", "-d"),
+    ],
+)
+def test_dollar_values_and_quoted_text_are_values_never_options(
+    line: str, field: str, value: object
+) -> None:
+    args = parse_command(line, {"v": "--allow-shell", "mode": "paste"})
+    assert getattr(args, field) == value
+    assert getattr(args, "allow_shell", False) is False
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("tile w $v", "unrecognized arguments: --cmd=touch x"),
+        ("tile w '--cmd=touch x'", "unrecognized arguments: --cmd=touch x"),
+        ("connect a -> b $v", "SOURCE -> TARGET"),
+        ("connect a -> b --trigger $v", "invalid choice: '--cmd=touch x'"),
+    ],
+)
+def test_a_dollar_value_where_no_value_goes_is_refused(line: str, message: str) -> None:
+    with pytest.raises(MadohubValueError, match=message):
+        parse_command(line, {"v": "--cmd=touch x"})
 
 
 def test_options_stand_anywhere_and_double_dash_ends_them() -> None:
@@ -447,6 +476,29 @@ def test_send_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "send sh echo hi")
+
+
+def test_a_dollar_value_never_turns_on_allow_shell(hub_ip: InteractiveShell) -> None:
+    """``reply = "--allow-shell"``: ``send sh $reply …`` is refused like any send into a shell."""
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
+    hub_ip.user_ns["reply"] = "--allow-shell"
+    with pytest.raises(UsageError, match="allow_shell"):
+        hub_ip.run_line_magic("madohub", "send sh $reply echo pwned-$((6*7))")
+    hub = _hub(hub_ip)
+    assert hub.log.df.empty and hub.rounds_written == 0
+    assert "pwned" not in tile.screen()
+
+
+def test_a_dollar_value_never_sets_a_tiles_command(
+    hub_ip: InteractiveShell, tmp_path: Path
+) -> None:
+    """``name = "--cmd=…"``: ``tile w $name`` is refused, and no command runs."""
+    marker = tmp_path / "ran"
+    hub_ip.user_ns["name"] = f"--cmd=touch {marker}"
+    with pytest.raises(UsageError, match="unrecognized arguments: --cmd=touch"):
+        hub_ip.run_line_magic("madohub", "tile w $name")
+    assert "w" not in _hub(hub_ip).tiles and not marker.exists()
 
 
 def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:

@@ -82,7 +82,7 @@ def test_a_claude_prompt_is_typed_line_by_line_and_submitted_by_its_profiles_key
 def test_submit_keys_come_from_the_targets_profile(kind: str, text: str, keys: list[str]) -> None:
     machine = MemoryMachine()
     tile, pane = _claude(machine)[:2] if kind == "claude" else _shell(machine)
-    asyncio.run(_deliverer().deliver(tile, text))
+    asyncio.run(_deliverer().deliver(tile, text, allow_shell=kind == "shell"))
     assert pane.typed == [text, *keys]
     assert keys == _keys(kind, text)
 
@@ -122,6 +122,27 @@ def test_a_shell_target_needs_allow_shell() -> None:
     assert hand_send_plan(shell, "ls", delivery="typed", allow_shell=True).target is shell
     claude, _, _ = _claude(machine)
     assert hand_send_plan(claude, "hi", delivery="typed", allow_shell=False).target is claude
+
+
+def test_a_shell_reader_takes_nothing_without_allow_shell() -> None:
+    """Also where a profile's process token names the shell (an agents.toml matching
+    ``bash``): the reader's own program decides."""
+    machine = MemoryMachine()
+    shell, pane = _shell(machine)
+    with pytest.raises(DeliveryError, match="allow_shell=True"):
+        asyncio.run(_deliverer().deliver(shell, "rm -rf x"))
+    assert pane.typed == []
+    asyncio.run(_deliverer().deliver(shell, "ls", allow_shell=True))
+    assert pane.typed == ["ls", "<C-j>"]
+    # An "agent" whose process is a bash at its prompt is a shell all the same.
+    fake = machine.add_pane(screen="> ", comm="bash", argv=["bash"])
+    machine.processes[fake.pid].environ = {"CLAUDE_CONFIG_DIR": CONFIG}
+    claude = _ready(Tile("cl", fake.pane_id, "claude", machine, session="s", created=False))
+    machine.processes[fake.pid].argv = ["claude"]  # detected as claude by its argv[0] …
+    machine.processes[fake.pid].comm = "bash"  # … but the program is bash
+    with pytest.raises(DeliveryError, match="a shell or interpreter"):
+        asyncio.run(_deliverer().deliver(claude, "touch y", legacy=True))
+    assert fake.typed == []
 
 
 def test_a_suspended_agent_gets_nothing_typed_into_the_shell_behind_it() -> None:

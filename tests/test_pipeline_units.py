@@ -22,7 +22,7 @@ from madohub_nb.io.transcripts import Extraction
 from madohub_nb.io.watch import PaneStream
 from madohub_nb.model import HubEvent
 from madohub_nb.pipeline.deliver import Deliverer
-from madohub_nb.pipeline.round import RoundPlan, hand_send_plan, run_round
+from madohub_nb.pipeline.round import RoundPlan, dispatch_named, hand_send_plan, run_round
 from madohub_nb.pipeline.route import Route, make_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig, make_transform_spec
@@ -86,6 +86,7 @@ def _plan(**changes: Any) -> RoundPlan:
         meta={"target": "r"},
     )  # fmt: skip
     base.update(changes)
+    base["dispatch"] = dispatch_named(base["dispatch"])
     return RoundPlan(**base)
 
 
@@ -170,21 +171,35 @@ def _route(services: Services, **changes: Any) -> Route:
     return make_route(services, 7, _tile("w"), _tile("r"), **options)
 
 
-def test_make_route_checks_every_option_with_a_teaching_error() -> None:
-    services = Services()
-    assert _route(services).id == "w->r#7"
-    cases = [
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
         (dict(trigger="sometimes"), "unknown trigger 'sometimes'"),
         (dict(trigger="on-keyword"), "needs pattern="),
         (dict(max_rounds=21), "max_rounds must be from 1 to 20"),
         (dict(cooldown_ms=10), "cooldown_ms must be from 1000 to 30000"),
         (dict(dispatch="carrier"), "unknown dispatch 'carrier'"),
         (dict(transform="ai-routing"), "API key"),
+        (dict(transform="fancy"), "unknown transform 'fancy'"),
         (dict(delivery="fax"), "unknown delivery 'fax'"),
-    ]
-    for change, message in cases:
-        with pytest.raises(MadohubValueError, match=message):
-            _route(services, **change)
+    ],
+)
+def test_make_route_checks_every_option_with_a_teaching_error(
+    change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(MadohubValueError, match=message):
+        _route(Services(), **change)
+
+
+def test_make_route_names_the_route_and_refuses_a_shell_or_itself() -> None:
+    services = Services()
+    route = _route(services)
+    assert route.id == "w->r#7"
+    assert (route.trigger, route.transform, route.dispatch) == (
+        "on-idle",
+        "prompt-wrap",
+        "madoagent",
+    )
     shell = _tile("sh", "shell")
     with pytest.raises(MadohubValueError, match="allow_shell=True"):
         make_route(services, 1, _tile("w"), shell, **{**_route_options(), "allow_shell": False})

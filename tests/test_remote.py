@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, wait_until
+from conftest import FAST_IDLE_MS, log_rows, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
@@ -65,11 +65,6 @@ def _prompts(tile: mh.Tile) -> list[str]:
         if rec.get("type") == "user" and isinstance(rec.get("message", {}).get("content"), str):
             prompts.append(rec["message"]["content"])
     return prompts
-
-
-def _rows(hub: mh.Hub, route: mh.Route) -> list[dict]:
-    df = hub.log.df
-    return df[df["route_id"] == route.id].to_dict("records")
 
 
 # --- the test server itself --------------------------------------------------------------
@@ -384,7 +379,7 @@ def test_routes_cross_the_host(
     wait_until(lambda: route.ready.is_set(), 10)
     rhub.send("writer", "first draft").result(60)
     wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
-    (row,) = _rows(rhub, route)
+    (row,) = log_rows(rhub, route)
     assert row["status"] == "delivered", row["error"]
     assert row["extraction_method"] == "jsonl"
     assert row["prompt"] == "Review: Done: first draft"
@@ -404,7 +399,7 @@ def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open
     wait_until(lambda: route.ready.is_set(), 10)
     rhub.send("writer", "first draft").result(60)
     wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
-    (row,) = _rows(rhub, route)
+    (row,) = log_rows(rhub, route)
     assert row["status"] == "delivered", row["error"]
     assert row["extraction_method"] == "rollout"
     assert row["prompt"] == "Review: Done: first draft"
@@ -432,8 +427,8 @@ def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open
 
     monkeypatch.setattr(ssh, "run", measured)  # observes the real reads, changes nothing
     rhub.send("writer", "second draft").result(60)
-    wait_until(lambda: len(_rows(rhub, route)) == 2, 40, what="round 2 logged")
-    last = _rows(rhub, route)[-1]
+    wait_until(lambda: len(log_rows(rhub, route)) == 2, 40, what="round 2 logged")
+    last = log_rows(rhub, route)[-1]
     assert (last["status"], last["extraction_method"], last["prompt"]) == (
         "delivered",
         "rollout",
@@ -524,7 +519,7 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     wait_until(lambda: rhub.hosts["box"].reachable, 40, what="host back")
     wait_until(lambda: route.state == "active", 10, what="route resumed")
     wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="the held turn routed")
-    rows = _rows(rhub, route)
+    rows = log_rows(rhub, route)
     assert [(r["status"], r["prompt"], r["error"]) for r in rows] == [
         ("delivered", "Review: Done: slow draft [[sleep 4]]", None)
     ]
@@ -558,7 +553,7 @@ def test_a_turn_for_an_unreachable_target_waits_and_is_typed_once_it_is_back(
     assert route.rounds == 0 and route.state == "paused"
     keys.write_text(saved)
     wait_until(lambda: route.rounds == 1 and route.last_status, 60, what="the waiting turn")
-    assert [(r["status"], r["prompt"]) for r in _rows(rhub, route)] == [
+    assert [(r["status"], r["prompt"]) for r in log_rows(rhub, route)] == [
         ("delivered", "Review: Done: local draft")
     ]
     wait_until(lambda: _prompts(reviewer) == ["Review: Done: local draft"], 20)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, user_prompts, wait_until
+from conftest import BASH, FAST_IDLE_MS, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.testing import FakeAnthropic
@@ -140,3 +140,39 @@ def test_paste_delivery_keeps_a_multi_line_prompt_in_one_piece(hub: mh.Hub, proj
     assert rec.status == "delivered", rec.error
     assert rec.delivery_mode == "paste"
     wait_until(lambda: user_prompts(target) == [text], 10)
+
+
+def test_a_replay_after_its_route_is_gone_keeps_max_rounds_and_allow_shell(
+    tmux_socket: str, home: Path, tmp_path: Path, project: Path
+) -> None:
+    """The round's own row says what the route allowed: a new hub (no such route) replays it
+    with the route's max_rounds. Into a shell it replays only when asked to: a row's opt-in is
+    taken as is only from the hub that wrote it (a log file can come from anyone)."""
+    log_path, out = tmp_path / "rounds.sqlite3", tmp_path / "replayed.txt"
+    first = mh.Hub(socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=log_path)
+    try:
+        start_standin(first, "writer", cwd=project)
+        first.tile("sh", agent="shell", command=BASH)
+        route = first.connect(
+            "writer", "sh", dispatch="shadow", allow_shell=True, max_rounds=3, cooldown_ms=1000
+        )
+        orig = _one_round(first, route)
+        assert orig["status"] == "shadow", orig["error"]
+    finally:
+        first.close()
+    second = mh.Hub(socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=log_path)
+    try:
+        sh = second.tile("sh", agent="shell", command=BASH)
+        wait_until(lambda: sh.state == "idle", 10, what="sh idle")
+        template = "echo R{round}of{maxRounds} >> " + str(out)
+        with pytest.raises(mh.MadohubValueError, match="pass allow_shell=True to the replay"):
+            second.replay(orig["round_id"], template=template, deliver=True)
+        assert not out.exists()
+        rec = second.replay(
+            orig["round_id"], template=template, deliver=True, allow_shell=True
+        ).result(60)
+        assert rec.status == "delivered", rec.error
+        assert rec.prompt == f"echo R1of3 >> {out}"
+        wait_until(lambda: out.exists() and out.read_text() == "R1of3\n", 10, what="replay ran")
+    finally:
+        second.close()

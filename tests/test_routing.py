@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SkippedTurns, repaint, start_standin, user_prompts, wait_until
+from conftest import (
+    BASH,
+    SkippedTurns,
+    log_rows,
+    repaint,
+    start_standin,
+    user_prompts,
+    wait_until,
+)
 
 import madohub_nb as mh
 from madohub_nb.pipeline.extract import transcript_path
-
-
-def _rows(hub: mh.Hub, route_id: str | None = None) -> list[dict]:
-    df = hub.log.df
-    if route_id is not None:
-        df = df[df["route_id"] == route_id]
-    return df.to_dict("records")
 
 
 def _turn_ends(tile: mh.Tile) -> list[datetime]:
@@ -45,7 +46,7 @@ def test_on_idle_fires_once_per_finished_turn(hub: mh.Hub, project: Path) -> Non
     repaint(hub, writer)
     assert skipped.wait(route, 0) == "already routed"
     assert route.rounds == 1
-    rows = _rows(hub, route.id)
+    rows = log_rows(hub, route.id)
     assert [r["status"] for r in rows] == ["delivered"]
     assert rows[0]["extraction_method"] == "jsonl"
     assert rows[0]["prompt"] == "Review: Done: first draft"
@@ -61,7 +62,7 @@ def test_on_idle_never_fires_while_the_agent_is_busy(hub: mh.Hub, project: Path)
     # A 3 s turn: far longer than the idle delay, with spinner output all along.
     hub.send("writer", "slow one [[sleep 3]]").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
-    fired = _rows(hub, route.id)[0]["fired_at"].to_pydatetime()
+    fired = log_rows(hub, route.id)[0]["fired_at"].to_pydatetime()
     (turn_end,) = _turn_ends(writer)
     assert fired > turn_end
 
@@ -76,20 +77,20 @@ def test_ping_pong_stops_at_max_rounds(hub: mh.Hub, project: Path) -> None:
     wait_until(
         lambda: ab.state == "exhausted" and ba.state == "exhausted", 60, what="both exhausted"
     )
-    wait_until(lambda: any(r["status"] == "exhausted" for r in _rows(hub, ab.id)), 20)
-    delivered = [r for r in _rows(hub) if r["status"] == "delivered" and r["route_id"] != "send"]
+    wait_until(lambda: any(r["status"] == "exhausted" for r in log_rows(hub, ab.id)), 20)
+    delivered = [r for r in log_rows(hub) if r["status"] == "delivered" and r["route_id"] != "send"]
     assert len(delivered) == 4
     assert max(r["round"] for r in delivered) == 2
     # a: "start counting" -> count 1, ba's two prompts -> count 2, count 3. a->b delivered
     # count 1 and 2; its one exhausted row holds a's answer to the last prompt, count 3.
     # b answered a->b's two prompts; b->a delivered both, so b has no turn left to log.
-    (exhausted,) = [r for r in _rows(hub) if r["status"] == "exhausted"]
+    (exhausted,) = [r for r in log_rows(hub) if r["status"] == "exhausted"]
     assert exhausted["route_id"] == ab.id
     assert exhausted["extracted"] == "count 3" == a.last_response().text
     assert exhausted["round"] == 3 and pd.isna(exhausted["prompt"])
     # At the receiving ends: each side got exactly the two delivered prompts, nothing after.
     assert len(user_prompts(a)) == 3 and len(user_prompts(b)) == 2
-    assert [r["prompt"] for r in _rows(hub, ab.id)][:2] == user_prompts(b)
+    assert [r["prompt"] for r in log_rows(hub, ab.id)][:2] == user_prompts(b)
     # A later look at b's finished turn is skipped, not routed.
     skipped = SkippedTurns(hub)
     repaint(hub, b)
@@ -105,7 +106,7 @@ def test_stop_keyword_stops_the_route_and_types_nothing(hub: mh.Hub, project: Pa
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "LGTM from me").result(30)
     wait_until(lambda: route.state == "stopped", 20)
-    (row,) = _rows(hub, route.id)
+    (row,) = log_rows(hub, route.id)
     assert row["status"] == "stopped"
     assert "LGTM" in row["error"]
     assert pd.isna(row["prompt"])
@@ -121,7 +122,7 @@ def test_shadow_logs_the_prompt_and_types_nothing(hub: mh.Hub, project: Path) ->
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "shadow test").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
-    (row,) = _rows(hub, route.id)
+    (row,) = log_rows(hub, route.id)
     assert row["status"] == "shadow"
     assert row["prompt"] == "Would send: Done: shadow test"
     assert pd.isna(row["delivered_at"])
@@ -137,7 +138,7 @@ def test_legacy_dispatch_extracts_from_the_terminal(hub: mh.Hub, project: Path) 
     wait_until(lambda: route.ready.is_set(), 5)
     hub.send("writer", "legacy path").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
-    (row,) = _rows(hub, route.id)
+    (row,) = log_rows(hub, route.id)
     assert row["status"] == "delivered", row["error"]
     assert row["extraction_method"] == "terminal"
     assert row["extracted"] == "Done: legacy path"
@@ -152,8 +153,8 @@ def test_cooldown_spaces_out_rounds(hub: mh.Hub, project: Path) -> None:
     hub.send("writer", "one").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 20)
     hub.send("writer", "two").result(30)
-    wait_until(lambda: route.rounds == 2 and len(_rows(hub, route.id)) == 2, 30)
-    first, second = _rows(hub, route.id)
+    wait_until(lambda: route.rounds == 2 and len(log_rows(hub, route.id)) == 2, 30)
+    first, second = log_rows(hub, route.id)
     gap_s = (second["fired_at"] - first["fired_at"]).total_seconds()
     assert gap_s >= 4.0
 
@@ -244,7 +245,7 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     hub.send("writer", "before the end").result(30)
     wait_until(lambda: ended[0].rounds == 1 and ended[0].last_status, 20, what="a shadow round")
     first_id = ended[0].id
-    (round_id,) = [r["round_id"] for r in _rows(hub, first_id)]
+    (round_id,) = [r["round_id"] for r in log_rows(hub, first_id)]
     for _ in range(3):
         ended.append(hub.connect("writer", "reviewer", dispatch="shadow"))
         wait_until(lambda: ended[-1].ready.is_set(), 5)
@@ -258,7 +259,7 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     with pytest.raises(mh.MadohubValueError, match="2 ended routes made earlier are no longer"):
         hub.route(first_id)
     # Their rows stay, a replay of one still works, and the dropped routes are freed.
-    assert [r["round_id"] for r in _rows(hub, first_id)] == [round_id]
+    assert [r["round_id"] for r in log_rows(hub, first_id)] == [round_id]
     replayed = hub.replay(round_id, template="again: {output}").result(30)
     assert replayed.prompt == "again: Done: before the end"
     gone = weakref.ref(ended[0])
@@ -266,3 +267,48 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     r = live
     gc.collect()
     assert gone() is None
+
+
+def test_a_shell_tile_running_a_plain_program_takes_input_when_quiet(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    """``agent="shell"`` with a command that is no shell (``cat > file``): tmux's ``sh -c``
+    never shows a prompt, so the tile is ready as a terminal tile is, once quiet."""
+    out = tmp_path / "typed.txt"
+    cat = hub.tile("cat", agent="shell", command=f"cat > {out}")
+    src = hub.tile("src", agent="shell", command=BASH)
+    wait_until(lambda: cat.state == "idle", 10, what="cat idle when quiet")
+    wait_until(lambda: src.state == "idle", 10, what="src idle")
+    route = hub.connect(
+        "src", "cat", trigger="on-keyword", pattern=r"SHIP-\d+", allow_shell=True, cooldown_ms=1000
+    )
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("src", "echo SHIP-$((40+2))", allow_shell=True).result(30)
+    wait_until(lambda: route.last_status, 30, what="the route's round")
+    (row,) = log_rows(hub, route.id)
+    assert row["status"] == "delivered", row["error"]
+    wait_until(lambda: out.exists() and "SHIP-42" in out.read_text(), 10, what="cat wrote it")
+
+
+def test_a_round_into_a_target_that_never_gets_ready_ends_as_an_error_row(hub: mh.Hub) -> None:
+    """A target that never becomes ready (it prints without pause) is waited for at most the
+    route's target_wait_s; then the round is an error row saying what it waited for."""
+    ticker = hub.tile(
+        "ticker", agent="shell", command="sh -c 'while :; do echo tick; sleep 0.2; done'"
+    )
+    src = hub.tile("src", agent="shell", command=BASH)
+    wait_until(lambda: src.state == "idle", 10, what="src idle")
+    route = hub.connect(
+        "src", "ticker", trigger="on-keyword", pattern=r"SHIP-\d+", allow_shell=True,
+        cooldown_ms=1000,
+    )  # fmt: skip
+    route.target_wait_s = 2.0
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("src", "echo SHIP-$((40+2))", allow_shell=True).result(30)
+    wait_until(lambda: route.last_status, 30, what="the route's round to end")
+    (row,) = log_rows(hub, route.id)
+    assert row["status"] == "error"
+    assert "'ticker' was not idle after 2 s (state: busy); nothing was typed" in row["error"]
+    assert 2000 <= row["deliver_ms"] < 20_000
+    assert "SHIP-42" not in ticker.history()
+    assert ticker.state == "busy" and route.state == "active"

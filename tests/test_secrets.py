@@ -9,12 +9,14 @@ for a distinctive piece of it (a leak may be cut short).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import secrets
 import shutil
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -23,11 +25,13 @@ from typing import Any
 import ipywidgets
 import psutil
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, wait_until
+from conftest import FAST_IDLE_MS, start_standin, wait_until, write_lock_held
 from IPython.core.formatters import DisplayFormatter
 from IPython.core.interactiveshell import InteractiveShell
 
 import madohub_nb as mh
+from madohub_nb.errors import LogError
+from madohub_nb.io.log import RoundRecord
 from madohub_nb.notebook.config import MadoHub
 from madohub_nb.notebook.widgets import Dashboard, RoundLogTable, RouteCard, TileView
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
@@ -215,3 +219,47 @@ def test_a_tiles_env_and_command_reach_no_process_argv(
         assert token not in " ".join(server.cmdline()) and word not in " ".join(server.cmdline())
     finally:
         hub.close()
+
+
+def test_screen_and_history_return_while_an_append_waits_on_a_locked_log(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    """A tile's views redact without the round log's lock (issue 22, item 13).
+
+    Another process holds the log file's write lock and an append waits on it (up to
+    the busy timeout) holding the log's own lock: ``screen()`` and ``history()`` of a
+    tile, on another thread, return while that append is still waiting.
+    """
+    secret = f"secret-{secrets.token_hex(8)}"
+    hub.log.register_secret(secret)
+    tile = hub.tile("sh", agent="shell", command=f"sh -c 'echo word-{secret}; sleep 600'")
+    wait_until(lambda: "word-" in tile.screen(), what="the tile's output")
+    record = RoundRecord(
+        route_id="r", source="a", target="b", round=1, trigger="on-idle",
+        transform="raw", dispatch="madoagent", status="delivered",
+    )  # fmt: skip
+    with write_lock_held(hub.log.path):
+        appender = threading.Thread(target=_append_quietly, args=(hub, record), daemon=True)
+        appender.start()
+        wait_until(lambda: hub.log._lock.locked(), what="the append waiting on the locked file")
+        seen: dict[str, object] = {}
+
+        def views() -> None:
+            seen["screen"], seen["history"] = tile.screen(), tile.history(50)
+            seen["append still waiting"] = hub.log._lock.locked() and appender.is_alive()
+
+        viewer = threading.Thread(target=views, daemon=True)
+        viewer.start()
+        viewer.join(30)
+        assert not viewer.is_alive(), "screen() waited for the append on the locked log"
+        assert seen["append still waiting"] is True
+        for text in (seen["screen"], seen["history"]):
+            assert isinstance(text, str) and "word-[redacted]" in text and secret not in text
+    appender.join(30)
+    assert not appender.is_alive()
+
+
+def _append_quietly(hub: mh.Hub, record: RoundRecord) -> None:
+    """Append in a thread; the busy timeout may end it with LogError (that is fine here)."""
+    with contextlib.suppress(LogError):
+        hub.log.append(record)

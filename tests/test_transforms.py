@@ -18,6 +18,7 @@ from madohub_nb import settings
 from madohub_nb.errors import MadohubValueError, MadohubWarning, TransformError
 from madohub_nb.pipeline.transforms import (
     DEFAULT_TEMPLATE,
+    TRANSFORM_TYPES,
     AIClientConfig,
     TransformContext,
     TransformSpec,
@@ -28,6 +29,7 @@ from madohub_nb.pipeline.transforms import (
     parse_template,
     require_ai_key,
     resolve_api_key,
+    transform_named,
 )
 from madohub_nb.testing import FakeAnthropic
 
@@ -287,17 +289,30 @@ def test_resolve_api_key_prefers_explicit_then_environment(monkeypatch: pytest.M
     assert resolve_api_key(None) is None
 
 
+def test_each_transform_says_what_it_does() -> None:
+    assert tuple(TRANSFORM_TYPES) == settings.TRANSFORMS
+    ai = {n for n, t in TRANSFORM_TYPES.items() if t.needs_ai}
+    assert ai == {"ai-routing", "summary"}
+    assert {n: t.screen_lines for n, t in TRANSFORM_TYPES.items() if t.reads_screen} == {
+        "full-output": settings.FULL_OUTPUT_LINES,
+        "raw": settings.RAW_LINES,
+    }
+    assert all(t.system and t.instruction for t in TRANSFORM_TYPES.values() if t.needs_ai)
+    with pytest.raises(MadohubValueError, match="unknown transform 'fancy'; allowed: ai-routing"):
+        transform_named("fancy")
+
+
+@pytest.mark.parametrize("name", [n for n, t in TRANSFORM_TYPES.items() if t.needs_ai])
 def test_missing_key_is_refused_for_ai_transforms_with_how_to_set_it(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    for name in settings.AI_TRANSFORMS:
-        with pytest.raises(MadohubValueError) as info:
-            require_ai_key(name, None)
-        message = str(info.value)
-        assert "Hub(api_key=" in message
-        assert "%config MadoHub.api_key" in message
-        assert "ANTHROPIC_API_KEY" in message
+    with pytest.raises(MadohubValueError) as info:
+        require_ai_key(name, None)
+    message = str(info.value)
+    assert "Hub(api_key=" in message
+    assert "%config MadoHub.api_key" in message
+    assert "ANTHROPIC_API_KEY" in message
     assert require_ai_key("prompt-wrap", None) is None
     assert require_ai_key("summary", KEY) == KEY
 

@@ -9,11 +9,15 @@ import pytest
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.pipeline.protection import LoopGuard
 from madohub_nb.pipeline.triggers import (
+    IdleDetector,
     IdleTrigger,
+    KeywordDetector,
     KeywordTrigger,
+    StreamDetector,
     StreamTrigger,
     check_completion_pattern,
     check_trigger,
+    make_detector,
 )
 
 
@@ -198,3 +202,38 @@ def test_bad_completion_pattern_is_one_line_naming_the_parameter() -> None:
         check_completion_pattern("always", "DONE")
     assert check_completion_pattern("on-complete", None) is None
     assert check_completion_pattern("on-complete", "DONE") is not None
+
+
+@pytest.mark.parametrize(
+    ("trigger", "pattern", "completion", "kind", "pollable"),
+    [
+        ("on-idle", None, None, IdleDetector, True),
+        ("on-complete", None, None, IdleDetector, True),
+        ("on-idle", None, re.compile("DONE"), IdleDetector, False),  # it needs the bytes
+        ("on-keyword", "GO", None, KeywordDetector, False),
+        ("always", None, None, StreamDetector, False),
+    ],
+)
+def test_each_trigger_is_a_turn_detector_named_as_the_api_names_it(
+    trigger: str,
+    pattern: str | None,
+    completion: re.Pattern[str] | None,
+    kind: type,
+    pollable: bool,
+) -> None:
+    detector = make_detector(
+        trigger, pattern=pattern, idle_delay_ms=lambda: 1000, completion_pattern=completion
+    )
+    assert isinstance(detector, kind)
+    assert (detector.name, detector.pollable) == (trigger, pollable)
+
+
+def test_the_idle_detector_reads_the_idle_delay_live() -> None:
+    delay = {"ms": 1000}
+    detector = make_detector("on-idle", pattern=None, idle_delay_ms=lambda: delay["ms"])
+    assert isinstance(detector, IdleDetector)
+    assert detector.wait_s(0.0) is None  # no output yet: wait for some
+    detector.trigger.output(100.0)
+    assert detector.wait_s(100.0) == pytest.approx(1.0)
+    delay["ms"] = 3000
+    assert detector.wait_s(100.0) == pytest.approx(3.0)

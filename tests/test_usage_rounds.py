@@ -386,3 +386,40 @@ def test_malformed_api_usage_leaves_ai_columns_empty_and_the_round_delivered(
     assert math.isnan(row["ai_input_tokens"])
     assert row["input_tokens"] == 3  # the source turn's columns are still read
     assert math.isnan(row["cost_usd"])  # a part is unknown: the total is unknown
+
+
+def test_an_ai_transform_round_logs_the_cache_tokens_the_api_reported(
+    tmux_socket: str, home: Path, tmp_path: Path, project: Path
+) -> None:
+    usage = {
+        "input_tokens": 40,
+        "output_tokens": 12,
+        "cache_read_input_tokens": 3000,
+        "cache_creation_input_tokens": 500,
+    }
+    reply = {"text": "Please review the cached notes.", "usage": usage}
+    with FakeAnthropic(reply=lambda body: dict(reply)) as fake:
+        hub = mh.Hub(
+            socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "l.sqlite3",
+            api_key=KEY, base_url=fake.base_url, model="claude-haiku-4-5",
+            prices={"claude-standin-echo": STANDIN_PRICE, "claude-haiku-4-5": AI_PRICE},
+        )  # fmt: skip
+        try:
+            start_standin(hub, "writer", cwd=project)
+            start_standin(hub, "reviewer", cwd=project)
+            route = hub.connect("writer", "reviewer", transform="summary", cooldown_ms=1000)
+            row = _one_round(hub, route, "cached notes")
+        finally:
+            hub.close()
+    assert row["status"] == "delivered", row["error"]
+    assert fake.reported[-1]["usage"] == usage
+    assert row["ai_cache_read_tokens"] == 3000
+    assert row["ai_cache_write_tokens"] == 500
+    source = (
+        row["input_tokens"] * 2.0
+        + row["output_tokens"] * 8.0
+        + row["cache_read_tokens"] * 0.5
+        + row["cache_write_tokens"] * 3.0
+    ) / 1e6
+    ai = (40 * 1.0 + 12 * 4.0 + 3000 * 0.1 + 500 * 1.25) / 1e6
+    assert row["cost_usd"] == pytest.approx(source + ai)

@@ -7,65 +7,77 @@ in the background, its shell is in the foreground and runs every line typed
 REAL-AGENTS.md, Safety facts). Delivery asks :func:`check_reader` before each
 line and before each submit key.
 
-Everything is read from ``/proc/<pid>/stat`` without opening the terminal:
-field 5 is the process group, 7 the controlling terminal, 8 (``tpgid``) the
-terminal's foreground process group, 22 the start time (to notice a reused
-pid). One check is two small file reads (a few microseconds each).
+Everything is read from the process table without opening the terminal
+(:mod:`madohub_nb.agents.process_table`: ``/proc/<pid>/stat`` on Linux, ``ps``
+elsewhere): each process's group, controlling terminal, the terminal's
+foreground process group, and its start time (to notice a reused pid).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
+
+from .process_table import ProcessTable, ProcStat, parse_stat, process_table
+from .profiles import is_command_reader
+
+__all__ = [
+    "DEAD_STATES",
+    "STOPPED_STATES",
+    "ProcStat",
+    "Reader",
+    "StatsReader",
+    "check_reader",
+    "expected_reader",
+    "foreground_pgrp",
+    "is_stopped",
+    "local_stats",
+    "parse_stat",
+    "process_group",
+    "read_stat",
+    "reads_commands",
+]
 
 STOPPED_STATES: Final = frozenset("Tt")
 """``T`` stopped by a signal (SIGTSTP, SIGSTOP), ``t`` stopped by a tracer."""
 DEAD_STATES: Final = frozenset("ZXx")
 
 
-@dataclass(frozen=True)
-class ProcStat:
-    """The fields of ``/proc/<pid>/stat`` the foreground check needs."""
+_VALUE_OPTIONS: Final = frozenset(
+    {"-o", "+o", "-O", "+O", "--rcfile", "--init-file", "-W", "-X", "-I", "-r", "--require"}
+)
+"""Options of shells and interpreters whose value is the next word, not a script."""
+_SHORT_OPTIONS: Final = re.compile(r"-[A-Za-z]+")
 
-    pid: int
-    comm: str
-    state: str
-    pgrp: int
-    tty_nr: int
-    tpgid: int
-    start_ticks: int
+
+def reads_commands(comm: str, argv: Sequence[str]) -> bool:
+    """True when a process runs what is typed as commands: a shell or an interpreter at
+    its prompt, by its own program name (``comm``) or ``argv[0]``.
+
+    A shell or interpreter given a script or a command (``bash x.sh``, ``node codex.js``,
+    ``python -m aider``, ``bash -c …``) runs that program instead, unless told to be
+    interactive (``-i``). An unreadable argv counts as a prompt.
+    """
+    if not (is_command_reader(comm) or (argv and is_command_reader(argv[0]))):
+        return False
+    skip = False
+    for arg in argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("-i", "--interactive") or (_SHORT_OPTIONS.fullmatch(arg) and "i" in arg):
+            return True
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith(("-", "+")):
+            return False  # a script, or the program given to -c / -e / -m
+    return True
 
 
 def read_stat(pid: int) -> ProcStat | None:
-    """``/proc/<pid>/stat`` parsed, or None when the process is gone (or not Linux)."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            raw = f.read(4096)
-    except (OSError, ValueError):
-        return None
-    return parse_stat(int(pid), raw)
-
-
-def parse_stat(pid: int, raw: bytes) -> ProcStat | None:
-    """One ``/proc/<pid>/stat`` line parsed (read here or on a remote host), or None."""
-    # comm is in parentheses and may itself hold spaces and ')': split at the last ')'.
-    head, sep, tail = raw.rpartition(b")")
-    if not sep:
-        return None
-    fields = tail.split()
-    try:
-        return ProcStat(
-            pid=pid,
-            comm=head.partition(b"(")[2].decode("utf-8", "replace"),
-            state=fields[0].decode("ascii", "replace"),
-            pgrp=int(fields[2]),
-            tty_nr=int(fields[4]),
-            tpgid=int(fields[5]),
-            start_ticks=int(fields[19]),
-        )
-    except (IndexError, ValueError):
-        return None
+    """One process's stats from this machine's process table, or None when it is gone."""
+    return process_table().stats([int(pid)]).get(int(pid))
 
 
 @dataclass(frozen=True)
@@ -79,38 +91,76 @@ class Reader:
     """How messages name it: ``"agent 'claude' (pid 123)"``, ``"the shell (pid 45)"``."""
     read_stats: StatsReader | None = field(default=None, compare=False, repr=False)
     """Where its processes run: None here; a remote host's batched reader otherwise."""
+    table: ProcessTable = field(default_factory=process_table, compare=False, repr=False)
+    """This machine's process table when it was pinned: its start time is in that table's
+    units, so it is checked through the same one."""
+    comm: str = ""
+    """Its program's name when it was pinned."""
+    runs_commands: bool = False
+    """A shell or an interpreter at its prompt (:func:`reads_commands`): what is typed runs
+    as a command, so typing there needs the user's opt-in whatever the tile's profile."""
+
+    @property
+    def quick(self) -> bool:
+        """True when a check is a few microseconds of local file reads (fine on the loop)."""
+        return self.read_stats is None and self.table.quick
+
+    def stats(self, pids: Iterable[int]) -> Mapping[int, ProcStat | None]:
+        """Where this reader's processes are read: its host's reader, or the pinned table."""
+        return self.table.stats(pids) if self.read_stats is None else self.read_stats(pids)
 
 
 StatsReader = Callable[[Iterable[int]], Mapping[int, "ProcStat | None"]]
-"""Reads several ``/proc/<pid>/stat`` at once (one ssh call for a remote host)."""
+"""Reads the stats of several processes at once (one ssh call for a remote host)."""
 
 
 def local_stats(pids: Iterable[int]) -> dict[int, ProcStat | None]:
-    return {pid: read_stat(pid) for pid in pids}
+    """Several processes of this machine, in one read of its process table."""
+    return process_table().stats(pids)
 
 
 def expected_reader(
-    pane_pid: int, pid: int, what: str, read_stats: StatsReader | None = None
+    pane_pid: int,
+    pid: int,
+    what: str,
+    read_stats: StatsReader | None = None,
+    *,
+    argv: Sequence[str] = (),
 ) -> Reader | None:
-    """Pin ``pid`` as the reader of ``pane_pid``'s terminal; None when it is already gone."""
-    st = read_stat(pid) if read_stats is None else read_stats([pid]).get(pid)
+    """Pin ``pid`` as the reader of ``pane_pid``'s terminal; None when it is already gone.
+
+    ``argv``: its command line, which tells a shell's prompt from a script it runs.
+    """
+    table = process_table()
+    st = (table.stats if read_stats is None else read_stats)([pid]).get(pid)
     if st is None or st.state in DEAD_STATES:
         return None
-    return Reader(pane_pid, pid, st.start_ticks, what, read_stats)
+    return Reader(
+        pane_pid, pid, st.start_ticks, what, read_stats, table,
+        comm=st.comm, runs_commands=reads_commands(st.comm, argv),
+    )  # fmt: skip
 
 
 def check_reader(reader: Reader) -> str | None:
     """Why typing into the pane now would reach someone else, or None when it is safe.
 
-    Safe means: the reader still runs (same pid, same start time), is not
-    stopped or a zombie, sits on the pane's terminal, and its process group is
-    the terminal's foreground process group.
+    Safe means: the reader still runs (same pid, same start time), has not
+    become a shell or an interpreter (``exec bash`` keeps both), is not stopped
+    or a zombie, sits on the pane's terminal, and its process group is the
+    terminal's foreground process group.
     """
-    read = reader.read_stats or local_stats
-    stats = read([reader.pid, reader.pane_pid])  # one read on a remote host
+    read = reader.stats
+    stats = read([reader.pid, reader.pane_pid])  # one read (one ps, one ssh call)
     st = stats.get(reader.pid)
     if st is None or st.start_ticks != reader.start_ticks or st.state in DEAD_STATES:
         return f"{reader.what} has exited"
+    if (
+        reader.comm
+        and not reader.runs_commands
+        and st.comm != reader.comm
+        and is_command_reader(st.comm)
+    ):
+        return f"{reader.what} now runs {st.comm!r}, which would run typed text as commands"
     if st.state in STOPPED_STATES:
         return f"{reader.what} is stopped (suspended, e.g. by Ctrl-Z / SIGTSTP)"
     pane = stats.get(reader.pane_pid)

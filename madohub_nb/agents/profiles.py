@@ -29,6 +29,26 @@ EXTRACTORS: Final = EXTRACTION_METHODS
 
 SHELL_COMMANDS: Final = ("bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash")
 """Command names of interactive shells (``#{pane_current_command}``, process names)."""
+COMMAND_READERS: Final = (
+    *SHELL_COMMANDS,
+    *("pwsh", "nu", "xonsh", "elvish", "yash", "oksh", "busybox"),  # more shells
+    *("node", "nodejs", "bun", "deno", "python", "pypy", "ipython", "ruby", "irb", "perl"),
+    *("php", "lua", "luajit", "tclsh", "julia", "ghci", "guile", "racket", "sbcl", "erl", "iex"),
+)
+"""Programs that run what is typed at their prompt as commands: shells and interpreters
+(names without a version: ``python3.12`` is ``python``). As a pane's reader they always
+need the user's opt-in (``allow_shell``), whatever profile a tile has."""
+
+
+def command_name(name: str) -> str:
+    """A program's name as :data:`COMMAND_READERS` spells it: ``/usr/bin/python3.12`` is
+    ``python``, ``-bash`` (a login shell) is ``bash``."""
+    return re.sub(r"[\d.]+$", "", name.strip().rsplit("/", 1)[-1].lower().lstrip("-"))
+
+
+def is_command_reader(name: str) -> bool:
+    """True for the name of a shell or an interpreter (:data:`COMMAND_READERS`)."""
+    return command_name(name) in COMMAND_READERS
 
 
 @dataclass(frozen=True)

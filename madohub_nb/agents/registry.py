@@ -28,7 +28,15 @@ from typing import Any, Final
 from .. import settings
 from ..errors import MadohubValueError
 from ..model import AGENT_KINDS
-from .profiles import EXTRACTORS, PROFILES, SCREEN_STATES, TERMINAL, AgentProfile
+from .profiles import (
+    EXTRACTORS,
+    PROFILES,
+    SCREEN_STATES,
+    TERMINAL,
+    AgentProfile,
+    command_name,
+    is_command_reader,
+)
 
 AGENTS_FILE: Final = "madohub_nb/agents.toml"
 """Under ``$XDG_CONFIG_HOME`` (default ``~/.config``)."""
@@ -109,6 +117,8 @@ def _check_field(name: str, value: Any, at: str) -> Any:
             return tuple(settings.check_regex(at, v) for v in value)
         if name == "submit_keys" and not value:
             raise MadohubValueError(f"{at}: give at least one key, e.g. ['\\r'] (Enter)")
+        if name == "process_tokens":
+            _check_not_a_shell(value, at)
         return tuple(value)
     if name in _INTS:
         return settings.check_range(at, value, _INTS[name], " ms" if name.endswith("_ms") else "")
@@ -125,6 +135,19 @@ def _check_field(name: str, value: Any, at: str) -> Any:
     if not isinstance(value, str) or not value:
         raise MadohubValueError(f"{at}: expected a non-empty string, got {value!r}")
     return value
+
+
+def _check_not_a_shell(tokens: list[str] | tuple[str, ...], at: str) -> None:
+    """Refuse a process token that names a shell or an interpreter: every bash or python
+    prompt would then be taken for this agent."""
+    for token in tokens:
+        if is_command_reader(token):
+            raise MadohubValueError(
+                f"{at}: {token!r} names a shell or an interpreter ({command_name(token)}): "
+                "every such process, a login shell or a REPL, would be taken for this agent; "
+                "give the agent's own program or script name instead (for `node my-agent.js`, "
+                "'my-agent'). To type into a shell, use a shell tile with allow_shell=True"
+            )
 
 
 def register_agents(

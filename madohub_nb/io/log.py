@@ -18,10 +18,22 @@ lock for one short transaction; reading ``df`` holds it while rows are fetched. 
 several processes) may share one file: WAL lets readers run beside the writer,
 and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
 
+Every method is safe from any thread. Blocking ones take the log's lock and touch
+the file, so they may wait for a reader of this log (``df``) and, for writes, up to
+``busy_timeout_ms`` for another process: ``append``, ``ensure_writable``, ``df``,
+``since``, ``tail``, ``get``, ``last_rowid``/``len``, ``plot``, ``close``. The engine
+loop must call them in a worker thread (``asyncio.to_thread``), never on the loop.
+Non-blocking ones take no lock on the log and do no I/O, so the loop and the views
+may call them directly: ``redact``, ``redact_text``, ``register_secret``,
+``register_env_secrets`` (the secrets are a ``SecretRegistry`` snapshot).
+
 Reading: ``df`` of a newly opened log reads every ``CHUNK_ROWS`` rounds from one
 column chunk (``log_chunks``), packed by the append that completed the block, and
 only the free text (``extracted``, ``prompt``) and the newest rounds row by row:
-100,000 rounds in about 0.2 s, where a row-by-row read costs 0.9 s.
+100,000 rounds in about 0.2 s, where a row-by-row read costs 0.9 s. A log may come
+from anyone: chunks not sealed by this user, or whose rows changed since, are not
+read (the rows are), each row's meta is parsed alone, and a value of the wrong type
+in a row reads as missing (NaN, NaT) or as stored, never as an error.
 
 No secret reaches the file: every text field is scrubbed of API-key-like
 strings and of registered secrets before it is written (keys put in the
@@ -38,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -49,7 +62,7 @@ import sqlite3
 import stat
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,8 +71,8 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES
-from ..secrets import MIN_SECRET_CHARS, SECRET_ENV_VARS, scrub_secrets
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, RoundStatus
+from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
     CUT_MARKER,
     DELIVERY_MODES,
@@ -71,9 +84,13 @@ from ..settings import (
 from .log_chunks import (
     CHUNK_ROWS,
     CHUNK_TABLE_SQL,
+    CHUNK_TRIGGERS_SQL,
     ChunkError,
+    chunk_key,
     object_array,
+    open_chunk,
     pack_chunk,
+    seal_chunk,
     unpack_chunks,
 )
 
@@ -82,9 +99,11 @@ if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import tim
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
-(``log_chunks``) that make ``df`` fast. Older files are migrated."""
+(``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key and dropped
+by any change to their rows, and the AI transform's cache columns (``ai_cache_read_tokens``,
+``ai_cache_write_tokens``). Older files are migrated."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -118,7 +137,7 @@ class RoundRecord:
     extraction_path: str | None = None
     prompt: str | None = None
     delivered_at: datetime | None = None
-    status: str
+    status: RoundStatus
     error: str | None = None
     extract_ms: float | None = None
     transform_ms: float | None = None
@@ -145,6 +164,8 @@ class RoundRecord:
     ai_model: str | None = None
     ai_input_tokens: int | None = None
     ai_output_tokens: int | None = None
+    ai_cache_read_tokens: int | None = None
+    ai_cache_write_tokens: int | None = None
     cost_usd: float | None = None
     """Source turn plus transform, from the price table; None when a model has no price."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +185,8 @@ COUNT_COLUMNS: Final = (
     "tool_calls",
     "ai_input_tokens",
     "ai_output_tokens",
+    "ai_cache_read_tokens",
+    "ai_cache_write_tokens",
 )
 """Token and call counts: INTEGER in the file, float64 in ``df`` (missing: NaN)."""
 _MONEY_COLUMNS: Final = ("cost_usd",)
@@ -209,6 +232,8 @@ _CHUNK_SELECT: Final = (
     "SELECT " + ", ".join(f'"{c}"' for c, _ in _CHUNK_COLUMNS) + " FROM rounds"
     " WHERE seq BETWEEN ? AND ? ORDER BY seq"
 )
+_TRIGGERS_AS_STORED: Final = tuple(t.replace(" IF NOT EXISTS", "") for t in CHUNK_TRIGGERS_SQL)
+"""The chunk triggers as ``sqlite_master`` keeps them; chunks are trusted only beside them."""
 _CATCH_UP_CHUNKS: Final = 8
 """Missing chunks an append packs at most (a log written by an older version catches up)."""
 _SCHEMA: Final = (
@@ -223,6 +248,7 @@ _SCHEMA: Final = (
     + ")",
     "CREATE TABLE write_probe (x BLOB)",  # ensure_writable writes here, then rolls back
     CHUNK_TABLE_SQL,
+    *CHUNK_TRIGGERS_SQL,
 )
 _INSERT: Final = (
     f"INSERT INTO rounds ({_COLUMN_SQL}) VALUES ({', '.join('?' for _ in ROUND_COLUMNS)})"
@@ -342,7 +368,8 @@ class RoundLog:
         self.read_only: Final = read_only
         self.in_memory: Final = str(path) == MEMORY
         self.path: Final = Path(MEMORY) if self.in_memory else self._resolve(path)
-        self._secrets: set[str] = set()
+        self.secrets: Final = SecretRegistry()
+        """What this log redacts; reading it takes no lock (see ``SecretRegistry``)."""
         self.max_field_chars = max_field_chars
         self._lock = threading.Lock()
         self._closed = False
@@ -539,6 +566,10 @@ class RoundLog:
             for name in missing:
                 conn.execute(f'ALTER TABLE rounds ADD COLUMN "{name}" {_SQL_TYPES[name]}')
             conn.execute(CHUNK_TABLE_SQL)
+            if version < 4 or missing:  # schema 3's chunks are unsealed and lack columns
+                conn.execute("DELETE FROM frame_chunks")
+            for statement in CHUNK_TRIGGERS_SQL:
+                conn.execute(statement)
             packed = self._pack_chunks(conn, self.last_rowid, limit=None)
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
@@ -578,32 +609,34 @@ class RoundLog:
     # Writing -----------------------------------------------------------------
 
     def register_env_secrets(self) -> None:
-        """Redact the keys now in ``SECRET_ENV_VARS`` (the environment may change later)."""
-        for var in SECRET_ENV_VARS:
-            value = os.environ.get(var, "")
-            if len(value.strip()) >= MIN_SECRET_CHARS and value not in self._secrets:
-                with self._lock:
-                    self._secrets.add(value)
+        """Redact the keys now in ``SECRET_ENV_VARS`` (the environment may change later).
+
+        Never blocks: it takes no lock on the log (see ``SecretRegistry``).
+        """
+        self.secrets.add_env()
 
     def redact_text(self, text: str) -> str:
-        """``text`` with every registered secret (and key-like string) replaced: safe to show."""
-        self.register_env_secrets()
-        with self._lock:
-            secrets = tuple(self._secrets)
-        return scrub_secrets(text, secrets)
+        """``text`` with every registered secret (and key-like string) replaced: safe to show.
+
+        Never blocks: it reads the secrets' snapshot, not the file, so a view or the
+        engine loop redacting meanwhile never waits on an append held by a locked file.
+        """
+        return self.secrets.redact(text)
 
     def register_secret(self, secret: str) -> None:
-        """Redact ``secret`` (e.g. an API key) from every row appended from now on."""
-        if not isinstance(secret, str) or len(secret.strip()) < MIN_SECRET_CHARS:
-            raise MadohubValueError(
-                f"a secret to redact must be a string of at least {MIN_SECRET_CHARS} characters "
-                "(shorter ones would redact ordinary words)"
-            )
-        with self._lock:
-            self._secrets.add(secret)
+        """Redact ``secret`` (e.g. an API key) from every row appended from now on.
+
+        Never blocks on the log (a swap of the secrets' snapshot).
+        """
+        self.secrets.add(secret)
 
     def append(self, rec: RoundRecord) -> None:
-        """Write one round and commit it before returning."""
+        """Write one round and commit it before returning.
+
+        Blocking (up to ``busy_timeout_ms`` on a file another process locked): call it
+        from a worker thread. Once its transaction began it is not undone by the
+        caller giving up: a cancelled ``to_thread`` still commits the round.
+        """
         stored = self._scrubbed(self._validated(rec))
         row = self._row(stored)
         with self._lock:
@@ -651,6 +684,9 @@ class RoundLog:
         """
         have = {row[0] for row in conn.execute("SELECT first_seq FROM frame_chunks")}
         starts = [s for s in range(1, upto - CHUNK_ROWS + 2, CHUNK_ROWS) if s not in have]
+        key = chunk_key(create=True) if starts else None
+        if key is None:
+            return 0  # no block to pack, or no key to seal one with: df reads rows
         written = 0
         for first in starts[:limit]:
             last = first + CHUNK_ROWS - 1
@@ -658,7 +694,7 @@ class RoundLog:
             try:
                 if len(rows) != CHUNK_ROWS:
                     raise ChunkError(f"{len(rows)} rows, not {CHUNK_ROWS}")
-                blob = pack_chunk(rows, _CHUNK_COLUMNS)
+                blob = seal_chunk(pack_chunk(rows, _CHUNK_COLUMNS), first, last, key)
             except ChunkError as exc:
                 logger.info(
                     "round log %s: rounds %d-%d stay unpacked (%s)", self.path, first, last, exc
@@ -678,6 +714,8 @@ class RoundLog:
         than running unlogged. It takes the write lock and writes a round-sized
         blob that is rolled back (catching locks, read-only files and a full
         size cap), and checks the file system still has ``MIN_FREE_BYTES``.
+        Blocking (up to ``busy_timeout_ms``, and while a ``df`` of this log reads):
+        call it from a worker thread, e.g. ``await asyncio.to_thread(log.ensure_writable)``.
         """
         if not self.in_memory:
             try:
@@ -738,7 +776,10 @@ class RoundLog:
         return rec
 
     def redact(self, rec: RoundRecord) -> RoundRecord:
-        """A copy of ``rec`` as the log stores it (secrets redacted): safe to show."""
+        """A copy of ``rec`` as the log stores it (secrets redacted): safe to show.
+
+        Never blocks: no lock on the log, no file I/O (safe on the engine loop).
+        """
         return self._scrubbed(rec)
 
     def _scrubbed(self, rec: RoundRecord) -> RoundRecord:
@@ -748,8 +789,7 @@ class RoundLog:
         SQLite stores UTF-8, which cannot encode them.
         """
         self.register_env_secrets()
-        with self._lock:
-            secrets = tuple(self._secrets)
+        secrets = self.secrets.snapshot
         cap = self._max_field_chars
         changes: dict[str, Any] = {
             name: _capped(_storable(scrub_secrets(value, secrets)), cap)
@@ -771,8 +811,6 @@ class RoundLog:
             "meta": meta,
         }
         return tuple(values[name] for name in ROUND_COLUMNS)
-
-    # Listening ---------------------------------------------------------------
 
     # Reading -----------------------------------------------------------------
 
@@ -837,8 +875,10 @@ class RoundLog:
         if not covered:
             return rounds_frame(rows)
         try:
-            packed = _chunk_frame([blob for _, blob in chunks], texts, covered)
-        except ChunkError as exc:
+            key = chunk_key(create=False)
+            bodies = [open_chunk(blob, last - CHUNK_ROWS + 1, last, key) for last, blob in chunks]
+            packed = _chunk_frame(bodies, texts, covered)
+        except Exception as exc:  # a chunk is a copy of rows: whatever is wrong, read the rows
             logger.warning(
                 "round log %s: column chunks unreadable (%s); reading rows", self.path, exc
             )
@@ -849,6 +889,11 @@ class RoundLog:
         """(last rowid, BLOB) of the chunks from rowid 1 on, up to the first block without one."""
         if not self._has_chunks:
             return []
+        triggers = {
+            sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'")
+        }
+        if not triggers.issuperset(_TRIGGERS_AS_STORED):
+            return []  # without them a row may have changed under its chunk unseen
         found: list[tuple[int, bytes]] = []
         for first, last, blob in conn.execute(
             "SELECT first_seq, last_seq, data FROM frame_chunks ORDER BY first_seq"
@@ -1011,18 +1056,48 @@ def _frame(columns: dict[str, Any]) -> pd.DataFrame:
         if name in _TIME_COLUMNS and getattr(values, "dtype", None) == "datetime64[us]":
             data[name] = pd.Series(values, copy=False).dt.tz_localize("UTC")
         elif name in _TIME_COLUMNS:
-            raw = pd.Series(values, dtype=object)
-            data[name] = pd.to_datetime(raw, format="ISO8601", utc=True).astype(TIME_DTYPE)
+            data[name] = _typed(values, _times, lambda v: _times(v, errors="coerce"))
         elif name in (*_FLOAT_COLUMNS, *COUNT_COLUMNS, *_MONEY_COLUMNS):
-            data[name] = pd.Series(values, dtype="float64")
+            data[name] = _typed(
+                values,
+                lambda v: pd.Series(v, dtype="float64"),
+                lambda v: pd.to_numeric(pd.Series(v, dtype=object), errors="coerce").astype(
+                    "float64"
+                ),
+            )
         elif name in _INT_COLUMNS:
-            data[name] = pd.Series(values, dtype="int64")
+            data[name] = _typed(
+                values,
+                lambda v: pd.Series(v, dtype="int64"),
+                lambda v: pd.Series(object_array(list(v)), dtype=object),
+            )
         elif name == "meta":
-            # One json.loads of the whole column: 100k calls would cost more than the rest.
-            data[name] = _object_series(json.loads(f"[{','.join(values)}]"))
+            # Each row's own text parsed alone: joined, one row's "{…},{…}" shifts the rest.
+            data[name] = _object_series(_meta_column(values))
         else:
             data[name] = pd.Series(values, dtype=object, copy=False)
     return pd.DataFrame(data, columns=list(ROUND_COLUMNS), copy=False)
+
+
+def _typed(
+    values: Any,
+    convert: Callable[[Any], pd.Series],
+    otherwise: Callable[[Any], pd.Series],
+) -> pd.Series:
+    """``convert(values)``, the column's dtype; ``otherwise(values)`` when a row holds a value
+    of another type (another program's file): ``df`` never fails on one."""
+    try:
+        return convert(values)
+    except (ValueError, TypeError, OverflowError, ArithmeticError):
+        return otherwise(values)
+
+
+def _times(values: Any, errors: str = "raise") -> pd.Series:
+    """ISO 8601 text as UTC times (``errors="coerce"``: NaT where a row holds no time)."""
+    import pandas as pd
+
+    raw = pd.Series(values, dtype=object)
+    return pd.to_datetime(raw, format="ISO8601", utc=True, errors=errors).astype(TIME_DTYPE)  # type: ignore[call-overload]
 
 
 def _appended(frame: pd.DataFrame, more: pd.DataFrame) -> pd.DataFrame:
@@ -1068,12 +1143,57 @@ def _object_series(values: list[Any]) -> pd.Series:
     return pd.Series(object_array(values), dtype=object)
 
 
+_SCAN_JSON: Final = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+"""One JSON value from a position in a string: (value, end); json's own C scanner."""
+
+
+def _meta_or_none(text: object) -> dict[str, Any] | None:
+    """One row's meta: its JSON object, or None when the row holds anything else.
+
+    Rows this package writes always hold one JSON object; another program's may not
+    (``{…},{…}``, not JSON, a list), and reading its log must neither fail nor show a
+    value the row does not hold.
+    """
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    return value if end == len(text) and isinstance(value, dict) else None
+
+
+def _meta_column(values: Iterable[Any]) -> list[dict[str, Any] | None]:
+    """Each row's meta, parsed alone, each row with a dict of its own.
+
+    Each distinct text is parsed once; its rows get a copy of the dict (values plain)
+    or a parse of their own (values nested): 100,000 rows with a few hundred distinct
+    metas cost about what one ``json.loads`` of the whole column did.
+    """
+    values = list(values)
+    make: dict[Any, Callable[[], dict[str, Any] | None]] = {}
+    for text in dict.fromkeys(values):
+        meta = _meta_or_none(text)
+        if meta is None:
+            make[text] = _no_meta
+        elif any(isinstance(v, (dict, list)) for v in meta.values()):
+            make[text] = functools.partial(_meta_or_none, text)
+        else:
+            make[text] = meta.copy
+    return [make[text]() for text in values]
+
+
+def _no_meta() -> None:
+    return None
+
+
 def _record(row: tuple[Any, ...]) -> RoundRecord:
     values = dict(zip(ROUND_COLUMNS, row, strict=True))
     for name in _TIME_COLUMNS:
         if values[name] is not None:
             values[name] = datetime.fromisoformat(values[name])
-    values["meta"] = json.loads(values["meta"])
+    values["meta"] = _meta_or_none(values["meta"]) or {}
     return RoundRecord(**values)
 
 

@@ -16,16 +16,29 @@ skipped, and the rows past the first missing block are read row by row.
 Packing needs only the standard library (it runs on the engine thread at
 append); unpacking uses numpy, which ``df`` loads anyway. No BLOB is ever
 unpickled: a log file may come from anyone.
+
+Trust: a chunk is only a copy of its rows, and ``df`` must never show what the rows
+do not hold. Each chunk is sealed with an HMAC under a key private to this user
+(``chunk_key_path()``, 0600, made on the first pack) over its rowids and bytes, so a
+chunk written by someone else (a crafted or shared log) is not read: its rows are.
+Rows changed or deleted after packing drop their chunk in the same statement (the
+triggers of ``CHUNK_TRIGGERS_SQL``). Anything odd in a chunk is a ``ChunkError``,
+and ``df`` falls back to the rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
 import struct
 import sys
 from array import array
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -38,6 +51,17 @@ CHUNK_TABLE_SQL: Final = (
     "CREATE TABLE IF NOT EXISTS frame_chunks ("
     "first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, data BLOB NOT NULL)"
 )
+CHUNK_TRIGGERS_SQL: Final = (
+    "CREATE TRIGGER IF NOT EXISTS rounds_update_drops_chunk AFTER UPDATE ON rounds BEGIN "
+    "DELETE FROM frame_chunks WHERE OLD.seq BETWEEN first_seq AND last_seq "
+    "OR NEW.seq BETWEEN first_seq AND last_seq; END",
+    "CREATE TRIGGER IF NOT EXISTS rounds_delete_drops_chunk AFTER DELETE ON rounds BEGIN "
+    "DELETE FROM frame_chunks WHERE OLD.seq BETWEEN first_seq AND last_seq; END",
+)
+"""A row changed or deleted (by any SQLite client) takes the chunk that copied it along."""
+SEAL_MAGIC: Final = b"MHS1"
+_MAC_BYTES: Final = 32
+KEY_BYTES: Final = 32
 KINDS: Final = ("int", "float", "time", "text")
 """How a packed column is stored: int64, float64 (missing: NaN), µs since the epoch, text."""
 _NAT: Final = -(2**63)  # numpy's NaT in a datetime64 array
@@ -49,6 +73,75 @@ _DICT_SHARE: Final = 4
 
 class ChunkError(ValueError):
     """A block of rows holds a value a chunk cannot store; the rows are read row by row."""
+
+
+# The seal ----------------------------------------------------------------------------
+
+
+def chunk_key_path() -> Path:
+    """This user's chunk key: ``$XDG_DATA_HOME/madohub_nb/chunk-key`` (else ``~/.local/share``)."""
+    data_home = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(data_home) if data_home and Path(data_home).is_absolute() else None
+    return (base or Path.home() / ".local" / "share") / "madohub_nb" / "chunk-key"
+
+
+def chunk_key(*, create: bool) -> bytes | None:
+    """The key that seals this user's chunks; None when there is none (and ``create`` is
+    False) or it cannot be read or made: then no chunk is written or trusted."""
+    path = chunk_key_path()
+    try:
+        key = path.read_bytes()
+    except FileNotFoundError:
+        if not create:
+            return None
+        key = _new_key(path)
+    except OSError:
+        return None
+    return key if len(key) == KEY_BYTES else None
+
+
+def _new_key(path: Path) -> bytes:
+    """Write a new key (0600, folder 0700) unless another process just did; return the file's."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, path)  # fails if another process made it meanwhile: its key wins
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink()
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def seal_chunk(body: bytes, first: int, last: int, key: bytes) -> bytes:
+    """``body`` (a ``pack_chunk`` BLOB) sealed for rowids ``first``..``last`` under ``key``."""
+    return SEAL_MAGIC + _mac(body, first, last, key) + body
+
+
+def open_chunk(blob: object, first: int, last: int, key: bytes | None) -> bytes:
+    """The body of a chunk sealed for ``first``..``last`` under ``key``; else ``ChunkError``."""
+    if key is None:
+        raise ChunkError("no chunk key of this user to check chunks with")
+    if not isinstance(blob, bytes) or not blob.startswith(SEAL_MAGIC):
+        raise ChunkError("not a sealed madohub column chunk")
+    start = len(SEAL_MAGIC) + _MAC_BYTES
+    body = blob[start:]
+    if not hmac.compare_digest(blob[len(SEAL_MAGIC) : start], _mac(body, first, last, key)):
+        raise ChunkError(f"the chunk of rounds {first}-{last} was not packed by this user")
+    return body
+
+
+def _mac(body: bytes, first: int, last: int, key: bytes) -> bytes:
+    rowids = struct.pack("<qq", first, last)
+    return hmac.new(key, rowids + body, hashlib.sha256).digest()
 
 
 # Packing (standard library only) ----------------------------------------------------
@@ -171,25 +264,54 @@ def object_array(values: Sequence[Any]) -> Any:
 
 
 def _parse(blob: bytes, columns: Sequence[tuple[str, str]]) -> tuple[int, dict[str, Any], bytes]:
-    """One chunk's rows, column table (name → (encoding, offset, length, extra)) and payload."""
+    """One chunk's rows, column table (name → (encoding, offset, length, extra)) and payload.
+
+    Every field of the header is checked for its type and range before use: a log
+    file may come from anyone, and a wrong type must be a ``ChunkError``, never a
+    ``TypeError`` or a slice that reads another column's bytes.
+    """
     try:
-        if not blob.startswith(CHUNK_MAGIC):
+        if not isinstance(blob, bytes) or not blob.startswith(CHUNK_MAGIC):
             raise ChunkError("not a madohub column chunk")
         (size,) = struct.unpack_from("<I", blob, len(CHUNK_MAGIC))
         start = len(CHUNK_MAGIC) + 4
         header = json.loads(blob[start : start + size])
         payload = blob[start + size :]
         table = {c[0]: (c[1], c[2], c[3], c[4]) for c in header["columns"]}
-        rows = int(header["rows"])
+        rows = header["rows"]
     except (struct.error, ValueError, KeyError, TypeError, IndexError) as exc:
         raise ChunkError(f"unreadable column chunk: {exc}") from None
+    if not _whole(rows):
+        raise ChunkError(f"column chunk's row count {rows!r} is not a whole number")
     for name, kind in columns:
         found = table.get(name)
-        if found is None or found[0] not in _ENCODINGS[kind] or found[1] + found[2] > len(payload):
+        if (
+            found is None
+            or found[0] not in _ENCODINGS[kind]
+            or not _whole(found[1])
+            or not _whole(found[2])
+            or found[1] + found[2] > len(payload)
+        ):
             raise ChunkError(f"column chunk has no readable {name!r}")
         if kind != "text" and found[2] != rows * 8:
             raise ChunkError(f"column chunk's {name!r} does not hold {rows} values")
+        if kind == "text" and not _extra_fits(found[0], found[3], rows):
+            raise ChunkError(f"column chunk's {name!r} has a malformed value list")
     return rows, table, payload
+
+
+def _whole(value: object) -> bool:
+    """A whole number >= 0 (JSON gives int; bool is no count)."""
+    return type(value) is int and value >= 0
+
+
+def _extra_fits(encoding: str, extra: object, rows: int) -> bool:
+    """A text column's extra: the dictionary's values (text or None), or the rows that are None."""
+    if encoding == "dict":
+        return isinstance(extra, list) and all(v is None or type(v) is str for v in extra)
+    if encoding == "text":  # rows that are None: checked as an array in _text_column
+        return extra is None or isinstance(extra, list)
+    return extra is None
 
 
 def _text_column(pieces: list[tuple[int, Any, bytes]], np: Any) -> np.ndarray:
@@ -206,11 +328,19 @@ def _text_column(pieces: list[tuple[int, Any, bytes]], np: Any) -> np.ndarray:
                 raise ChunkError("column chunk's text codes point past its values")
             parts.append(distinct[codes])
             continue
-        values = json.loads(data) if encoding == "json" else data.decode().split("\0")
+        if encoding == "json":
+            values = json.loads(data)
+            if not isinstance(values, list) or not all(v is None or type(v) is str for v in values):
+                raise ChunkError("column chunk's text is not a list of text")
+        else:
+            values = data.decode().split("\0")
         part = object_array(values)
         if len(part) != rows:
             raise ChunkError(f"column chunk's text holds {len(part)} values, not {rows}")
         if encoding == "text" and extra:
-            part[np.asarray(extra, dtype=np.int64)] = None
+            nulls = np.asarray(extra)
+            if nulls.dtype.kind not in "iu" or int(nulls.min()) < 0 or int(nulls.max()) >= rows:
+                raise ChunkError("column chunk's missing rows are not rows of the chunk")
+            part[nulls] = None
         parts.append(part)
     return np.concatenate(parts) if parts else np.empty(0, dtype=object)

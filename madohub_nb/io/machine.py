@@ -26,7 +26,8 @@ from typing import Protocol, TypeVar
 import psutil
 
 from ..agents.claude import read_small_regular_file
-from ..agents.foreground import ProcStat, read_stat
+from ..agents.foreground import ProcStat
+from ..agents.process_table import process_table
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
 from .tmux import PaneInfo, Tmux
@@ -222,30 +223,29 @@ class LocalMachine:
 
     # processes ------------------------------------------------------------------------
     def stats(self, pids: Iterable[int]) -> dict[int, ProcStat | None]:
-        return {int(pid): read_stat(int(pid)) for pid in pids}
+        """From this machine's process table (``/proc``, else one ``ps`` for all of them)."""
+        return process_table().stats([int(pid) for pid in pids])
 
     def pane_processes(self, pane_pid: int) -> list[ProcStat]:
-        """The pane's whole process tree, breadth-first from its own process (children by pid)."""
+        """The pane's whole process tree, breadth-first from its own process (children by
+        pid), with the stats of all of them read at once."""
         try:
             root = psutil.Process(check_pid(pane_pid))
         except psutil.Error:
             return []
-        found: list[ProcStat] = []
+        order: list[int] = []
         queue: deque[psutil.Process] = deque([root])
-        seen: set[int] = set()
-        while queue and len(seen) < TREE_MAX_PROCS:
+        while queue and len(order) < TREE_MAX_PROCS:
             proc = queue.popleft()
-            if proc.pid in seen:
+            if proc.pid in order:
                 continue
-            seen.add(proc.pid)
-            st = read_stat(proc.pid)
-            if st is not None:
-                found.append(st)
+            order.append(proc.pid)
             try:
                 queue.extend(sorted(proc.children(), key=lambda child: child.pid))
             except psutil.Error:
                 continue
-        return found
+        stats = self.stats(order)
+        return [st for pid in order if (st := stats.get(pid)) is not None]
 
     def cmdline(self, pid: int) -> list[str]:
         try:

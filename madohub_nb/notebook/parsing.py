@@ -9,6 +9,10 @@ Pure (no hub): ``parse_command(line, namespace)`` turns a line into an
   ``"costs $5 for $HOME"`` and templates with ``{output}`` arrive untouched.
 - Options are recognised wherever they stand on the line; ``--`` ends them
   (``send w -- --allow-shell`` types ``--allow-shell``).
+- A ``$name`` value or quoted text is always a value, never an option: with
+  ``reply = "--allow-shell"``, ``send sh $reply`` types ``--allow-shell`` (and a
+  shell still needs the opt-in). Only an option name typed as is counts
+  (``--cmd=$c`` is the option ``--cmd`` with the value of ``c``).
 - ``send TILE TEXT``: TEXT is the rest of the line as typed (quotes and
   apostrophes kept; one quoted word loses its quotes).
 """
@@ -49,6 +53,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting the kernel."""
 
     def error(self, message: str) -> NoReturn:
+        message = message.replace(repr(_LITERAL)[1:-1], "").replace(_LITERAL, "")
         raise MadohubValueError(f"{self.prog}: {message} (see {self.prog} --help)")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
@@ -68,13 +73,28 @@ class _Parser(argparse.ArgumentParser):
 
 @dataclass(frozen=True)
 class Word:
-    """One word of a line: ``value`` as a shell reads it, ``raw`` as typed (quotes kept)."""
+    """One word of a line: ``value`` as a shell reads it, ``raw`` as typed (quotes kept).
+
+    ``literal``: its name part (before a typed ``=``) holds quoted text or a ``$name``
+    value, so it is a value even when it starts with ``-``.
+    """
 
     value: str
     raw: str
     start: int
     end: int
     quoted: bool
+    literal: bool = False
+
+    @property
+    def option_like(self) -> bool:
+        """Typed as an option (``-x``, ``--name``, ``--name=value``), not a value."""
+        return not self.literal and self.value.startswith("-")
+
+
+_LITERAL = "\x00"
+"""Put before a literal word that starts with ``-`` for argparse, which would read it as an
+option, and taken off after (``_unmarked``); no typed or expanded word starts with it."""
 
 
 _DOLLAR_NAME = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -108,6 +128,7 @@ def split_words(
             i += 1
             continue
         start, value, raw, quoted = i, [], [], False
+        literal, head = False, True  # head: before the first typed "="
         while i < n and not line[i].isspace():
             c = line[i]
             closing: tuple[int, str] | None = None
@@ -131,6 +152,7 @@ def split_words(
                 value.append(inner)
                 raw.append(line[i : j + 1])
                 quoted, i = True, j + 1
+                literal = literal or head
             elif c == "\\" and i + 1 < n:
                 value.append(line[i + 1])
                 raw.append(line[i : i + 2])
@@ -140,12 +162,16 @@ def split_words(
                 text = "$" if name is None else str(ns[name]) if name in ns else m.group(0)
                 value.append(text)
                 raw.append(text)
+                literal = literal or (head and name in ns)
                 i = m.end()
             else:
                 value.append(c)
                 raw.append(c)
+                head = head and c != "="
                 i += 1
-        words.append(Word("".join(value), "".join(raw), start, i, quoted))
+        text = "".join(value)
+        literal = literal or text.startswith(_LITERAL)
+        words.append(Word(text, "".join(raw), start, i, quoted, literal))
     return words
 
 
@@ -182,7 +208,24 @@ def parse_duration_ms(text: str) -> int:
     return round(float(number) * _UNIT_MS[unit])
 
 
+def _unmarked(value: Any) -> Any:
+    """``value`` (an argparse result) with the ``_LITERAL`` marks taken off its text."""
+    if isinstance(value, str):
+        return value.removeprefix(_LITERAL)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unmarked(v) for v in value)
+    return value
+
+
+def _argparse_word(word: Word) -> str:
+    """The word as argparse must see it: a literal that starts with ``-`` (or the mark) marked."""
+    if word.literal and (word.value.startswith("-") or word.value.startswith(_LITERAL)):
+        return _LITERAL + word.value
+    return word.value
+
+
 def _duration(text: str) -> int:
+    text = _unmarked(text)
     try:
         return parse_duration_ms(text)
     except MadohubValueError as exc:
@@ -190,12 +233,14 @@ def _duration(text: str) -> int:
 
 
 def _positive_int(text: str) -> int:
+    text = _unmarked(text)
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return int(text)
 
 
 def _max_rounds(text: str) -> int:
+    text = _unmarked(text)
     low, high = MAX_ROUNDS_RANGE
     if not text.isdigit() or not low <= int(text) <= high:
         raise argparse.ArgumentTypeError(
@@ -215,7 +260,7 @@ def _cooldown(text: str) -> int:
 
 
 def _env_pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
+    key, sep, value = _unmarked(text).partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
@@ -433,19 +478,25 @@ PARSER = build_parser()
 def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argparse.Namespace:
     """Parse one ``%madohub`` line (``$name`` from ``namespace``); ``MadohubValueError`` if bad."""
     loose = split_words(line, namespace, lenient=True)
-    options_end = next((i for i, w in enumerate(loose) if w.value == "--" and not w.quoted), None)
+    options_end = next((i for i, w in enumerate(loose) if w.value == "--" and w.option_like), None)
     head = loose[:options_end]
-    debug = any(w.value == "--debug" and not w.quoted for w in head)
-    command = next((w.value for w in loose if not w.value.startswith("-")), None)
+    debug = any(w.value == "--debug" and w.option_like for w in head)
+    command = next((w.value for w in loose if not w.option_like), None)
     if command == "send":
-        args = _parse_send(line, [w for w in loose if not (w.value == "--debug" and not w.quoted)])
+        args = _parse_send(line, [w for w in loose if not (w.value == "--debug" and w.option_like)])
     else:
-        words = [w.value for w in split_words(line, namespace)]
-        cut = options_end if options_end is not None else len(words)
-        words = [w for i, w in enumerate(words) if not (w == "--debug" and i < cut)]
+        strict = split_words(line, namespace)
+        cut = options_end if options_end is not None else len(strict)
+        words = [
+            _argparse_word(w)
+            for i, w in enumerate(strict)
+            if not (w.value == "--debug" and w.option_like and i < cut)
+        ]
         if command == "connect":
             words = _join_arrow(words)
         args = PARSER.parse_args(words)
+        for name, value in vars(args).items():
+            setattr(args, name, _unmarked(value))
         if args.command is None:
             PARSER.print_help()
             raise HelpShown()
@@ -458,9 +509,9 @@ def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argp
 def debug_wanted(line: str) -> bool:
     """Whether ``--debug`` stands among the options of ``line`` (before any ``--``)."""
     for word in split_words(line, lenient=True):
-        if word.value == "--" and not word.quoted:
+        if word.value == "--" and word.option_like:
             return False
-        if word.value == "--debug" and not word.quoted:
+        if word.value == "--debug" and word.option_like:
             return True
     return False
 
@@ -492,7 +543,7 @@ def _parse_send(line: str, words: list[Word]) -> argparse.Namespace:
     while i < len(words):
         w = words[i]
         i += 1
-        option = not ended and not w.quoted and w.value.startswith("--")
+        option = not ended and w.option_like and w.value.startswith("--")
         if option and w.value == "--":
             ended = True
         elif option and w.value == "--help":
@@ -514,7 +565,7 @@ def _parse_send(line: str, words: list[Word]) -> argparse.Namespace:
                 )
             delivery = value
         elif tile is None:
-            if option or (not w.quoted and w.value == "-h"):
+            if option or (w.option_like and w.value == "-h"):
                 if w.value == "-h":
                     subparsers(PARSER)["send"].print_help()
                     raise HelpShown()

@@ -179,8 +179,14 @@ class Deliverer:
         legacy: bool = False,
         ready_timeout_s: float = READY_TIMEOUT_S,
         before_typing: Callable[[], None] | None = None,
+        allow_shell: bool = False,
     ) -> DeliveryResult:
-        """Type ``text`` into ``tile`` and submit it. Serialised per target pane."""
+        """Type ``text`` into ``tile`` and submit it. Serialised per target pane.
+
+        ``allow_shell``: the user's opt-in to typing where the reader is a shell or an
+        interpreter at its prompt; without it such a reader takes nothing, whatever the
+        tile's profile says (an agent profile may match a shell's name).
+        """
         visible, removed = remove_invisible(text)
         content = prepare_content(visible)
         if not content.strip():
@@ -207,6 +213,12 @@ class Deliverer:
             reader = await asyncio.to_thread(tile.reader)
             if not isinstance(reader, Reader):
                 raise DeliveryError(f"target {tile.name!r}: {reader}; nothing was typed")
+            if reader.runs_commands and not allow_shell:
+                raise DeliveryError(
+                    f"target {tile.name!r} ({tile.agent}): its reader, {reader.what}, is "
+                    f"{reader.comm!r}, a shell or interpreter that runs typed text as commands; "
+                    "nothing was typed. Pass allow_shell=True to type there anyway"
+                )
             tmux = tile.tmux
             if info.in_mode:
                 await asyncio.to_thread(tmux.cancel_copy_mode, tile.pane_id)
@@ -359,23 +371,24 @@ async def send_checked(tile: Tile, reader: Reader, commands: list[str]) -> str |
 
     The reader check is two small ``/proc`` reads (microseconds), done on the loop;
     the commands go over the hub's control connection when it has one (a fraction of
-    a millisecond, against a ``tmux`` process per line). On a remote host the check
-    is an ssh read: it runs in a worker thread, off the loop.
+    a millisecond, against a ``tmux`` process per line). Where it is a ``ps`` call or,
+    on a remote host, an ssh read, it runs in a worker thread, off the loop.
     """
-    if reader.read_stats is None:
+    if reader.quick:
         problem = check_reader(reader)
     else:
-        problem = await asyncio.to_thread(_check_remote_reader, reader)
+        problem = await asyncio.to_thread(_check_off_loop, reader)
     if problem is None and not await tile.tmux.asend_guarded(tile.pane_id, commands):
         problem = SYNCHRONIZED_PROBLEM
     return problem
 
 
-def _check_remote_reader(reader: Reader) -> str | None:
-    """:func:`check_reader` on a remote host; a host that stopped answering is a problem too."""
+def _check_off_loop(reader: Reader) -> str | None:
+    """:func:`check_reader` through ``ps`` or on a remote host; a host that stopped
+    answering, or a ``ps`` that cannot run, is a problem too."""
     try:
         return check_reader(reader)
-    except TmuxError as exc:
+    except (TmuxError, TileError) as exc:
         return str(exc)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from ..errors import MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
-from ..settings import AI_TRANSFORMS, MAX_ROUNDS_DEFAULT
-from .round import RoundPlan
+from ..settings import MAX_ROUNDS_DEFAULT, TARGET_WAIT_S
+from .round import DISPATCHES, RoundPlan
 from .route import Route
 from .tile import Tile
 from .transforms import make_transform_spec, require_ai_key
@@ -30,12 +30,15 @@ def replay_plan(
     target: Tile | None,
     delivery: str,
     api_key: str | None,
+    target_wait_s: float = TARGET_WAIT_S,
+    allow_shell: bool = False,
+    session_id: str | None = None,
 ) -> RoundPlan:
     """The plan that replays ``orig``; raises a teaching error for what cannot be replayed."""
     name = transform or (orig.transform if orig.transform != "none" else "prompt-wrap")
     tmpl = template if template is not None else (orig.template if name == orig.transform else None)
     spec = make_transform_spec(name, tmpl, model)
-    if name in AI_TRANSFORMS:
+    if spec.is_ai:
         require_ai_key(name, api_key)
     if orig.extracted is None:
         raise MadohubValueError(f"round {orig.round_id} has no extracted output to replay")
@@ -43,14 +46,21 @@ def replay_plan(
         raise MadohubValueError(
             f"cannot deliver the replay: tile {orig.target!r} is not in this hub"
         )
+    # The live route's settings, else those its round recorded (the route ended or was dropped);
+    # an opt-in to typing into a shell is taken from a row only if this hub wrote it (a log
+    # file can come from anyone), else only from the caller.
+    own_row = session_id is not None and orig.session_id == session_id
+    recorded = own_row and orig.meta.get("allow_shell") is True
+    allow_shell = allow_shell or (route.allow_shell if route else recorded)
+    max_rounds = route.max_rounds if route else _count(orig.meta.get("max_rounds"))
     if deliver and target is not None and target.profile.executes_input:
-        if route is None or not route.allow_shell:
+        if not allow_shell:
             raise MadohubValueError(
                 f"{target.name!r} is a {target.agent}: a delivered replay runs there as a command; "
-                "only rounds of a route made with allow_shell=True are replayed into it"
+                "only rounds of a route made with allow_shell=True are replayed into it "
+                "(or pass allow_shell=True to the replay)"
             )
     screen_tail = orig.meta.get("screen_tail")
-    max_rounds = route.max_rounds if route else int(orig.meta.get("max_rounds", MAX_ROUNDS_DEFAULT))
     return RoundPlan(
         route_id=orig.route_id,
         source=orig.source,
@@ -59,7 +69,7 @@ def replay_plan(
         max_rounds=max_rounds,
         trigger="replay",
         spec=spec,
-        dispatch="madoagent" if deliver else "shadow",
+        dispatch=DISPATCHES["madoagent" if deliver else "shadow"],
         delivery=delivery,
         extraction=Extraction(
             orig.extracted,
@@ -68,5 +78,14 @@ def replay_plan(
         ),
         screen_tail=list(screen_tail) if isinstance(screen_tail, list) else None,
         replay_of=orig.round_id,
+        allow_shell=allow_shell,
+        target_wait_s=target_wait_s,
         meta={"target": orig.target},
     )
+
+
+def _count(value: object) -> int:
+    """A recorded ``max_rounds``; rows from before it was recorded take the default."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return MAX_ROUNDS_DEFAULT

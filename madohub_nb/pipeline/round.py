@@ -12,12 +12,12 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import USAGE_FIELDS, Extraction
-from ..settings import DELIVERY_MODES, check_choice, price_for
+from ..settings import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
 from .deliver import Deliverer
 from .protection import LoopGuard
 from .tile import Tile
@@ -25,6 +25,42 @@ from .transforms import AIClientConfig, TransformContext, TransformSpec, apply_w
 
 SCREEN_TAIL_LINES = 200
 """Scrollback read for the terminal transforms (full-output, raw)."""
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A dispatch mode as data: what a round does with its prompt (see DESIGN's dispatch modes).
+
+    ``types_text``: the prompt is typed into the target (``shadow`` only logs it).
+    ``extracts_from_transcript``: the source's answer is read from the agent's own
+    record where it has one (``legacy`` reads the terminal only).
+    ``agent_aware_delivery``: wait for the target to be ready and submit as its agent
+    wants (``legacy``: a plain send-keys and Enter).
+    """
+
+    name: str
+    types_text: bool = True
+    extracts_from_transcript: bool = True
+    agent_aware_delivery: bool = True
+
+    def __str__(self) -> str:
+        return self.name
+
+
+DISPATCHES: Final[Mapping[str, Dispatch]] = {
+    d.name: d
+    for d in (
+        Dispatch("madoagent"),
+        Dispatch("legacy", extracts_from_transcript=False, agent_aware_delivery=False),
+        Dispatch("shadow", types_text=False),
+    )
+}
+"""Every dispatch mode by name, in the order of ``settings.DISPATCH_MODES``."""
+
+
+def dispatch_named(name: str) -> Dispatch:
+    """The dispatch mode called ``name``, or a teaching error listing the modes."""
+    return DISPATCHES[check_choice("dispatch", name, DISPATCH_MODES)]
 
 
 @dataclass
@@ -39,18 +75,23 @@ class RoundPlan:
     trigger: str
     spec: TransformSpec | None
     """None for a hand ``send``: the prompt is given, nothing is transformed."""
-    dispatch: str
+    dispatch: Dispatch
     delivery: str
     extraction: Extraction | None
     extract_ms: float | None = None
     screen_tail: list[str] | None = None
     stop_keyword: str | None = None
+    allow_shell: bool = False
+    """The user opted in to typing into a shell or an interpreter (``allow_shell=True``);
+    recorded so a replay of the round keeps it."""
     exhausted: bool = False
     replay_of: str | None = None
     prompt: str | None = None
     """A prompt given up front (hand ``send``): skips the transform."""
     still_wanted: Callable[[], bool] | None = None
     """Asked just before typing: False (the route was stopped meanwhile) types nothing."""
+    target_wait_s: float = TARGET_WAIT_S
+    """How long to wait for the target to become ready before the round ends as an error."""
     fired_mono: float = field(default_factory=time.monotonic)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -120,11 +161,13 @@ def round_cost_usd(
             )
         )
     if rec.ai_model is not None:
-        parts.append(
-            _tokens_cost(
-                rec.ai_model, {"input": rec.ai_input_tokens, "output": rec.ai_output_tokens}, prices
-            )
-        )
+        counts = {"input": rec.ai_input_tokens, "output": rec.ai_output_tokens}
+        # Cache counts are priced when the API reported them (it does not for uncached calls).
+        if rec.ai_cache_read_tokens is not None:
+            counts["cache_read"] = rec.ai_cache_read_tokens
+        if rec.ai_cache_write_tokens is not None:
+            counts["cache_write"] = rec.ai_cache_write_tokens
+        parts.append(_tokens_cost(rec.ai_model, counts, prices))
     return sum(parts) if parts else None
 
 
@@ -144,18 +187,21 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         round=plan.round,
         trigger=plan.trigger,
         transform=plan.spec.name if plan.spec is not None else "none",
-        dispatch=plan.dispatch,
+        dispatch=plan.dispatch.name,
         extracted=ex.text if ex else None,
         extraction_method=ex.method if ex else None,
         extraction_path=str(ex.path) if ex and ex.path else None,
         status="error",
         extract_ms=plan.extract_ms,
         replay_of=plan.replay_of,
-        delivery_mode=plan.delivery if plan.dispatch != "shadow" else None,
+        delivery_mode=plan.delivery if plan.dispatch.types_text else None,
         template=plan.spec.template if plan.spec is not None else None,
         session_id=hub.session_id,
         meta=dict(plan.meta),
     )
+    if plan.spec is not None:  # what a replay needs once the route is gone (see replay.py)
+        rec.meta.setdefault("max_rounds", plan.max_rounds)
+        rec.meta.setdefault("allow_shell", plan.allow_shell)
     if plan.screen_tail is not None:
         rec.meta["screen_tail"] = plan.screen_tail[-SCREEN_TAIL_LINES:]
     if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
@@ -211,7 +257,9 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             rec.ai_model = made.usage.model
             rec.ai_input_tokens = made.usage.input_tokens
             rec.ai_output_tokens = made.usage.output_tokens
-    if plan.dispatch == "shadow":
+            rec.ai_cache_read_tokens = made.usage.cache_read_tokens
+            rec.ai_cache_write_tokens = made.usage.cache_write_tokens
+    if not plan.dispatch.types_text:
         rec.status = "shadow"
         return
     if plan.target is None:
@@ -232,8 +280,10 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             plan.target,
             rec.prompt or "",
             mode=plan.delivery,
-            legacy=plan.dispatch == "legacy",
+            legacy=not plan.dispatch.agent_aware_delivery,
+            ready_timeout_s=plan.target_wait_s,
             before_typing=before_typing,
+            allow_shell=plan.allow_shell,
         )
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.
@@ -250,7 +300,14 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.status = "delivered"
 
 
-def hand_send_plan(target: Tile, text: object, *, delivery: str, allow_shell: bool) -> RoundPlan:
+def hand_send_plan(
+    target: Tile,
+    text: object,
+    *,
+    delivery: str,
+    allow_shell: bool,
+    target_wait_s: float = TARGET_WAIT_S,
+) -> RoundPlan:
     """The plan of a hand ``send``: round 0 of route ``send``, the text typed as given."""
     if not isinstance(text, str) or not text.strip():
         raise MadohubValueError("text must be a non-empty string")
@@ -262,5 +319,6 @@ def hand_send_plan(target: Tile, text: object, *, delivery: str, allow_shell: bo
         )
     return RoundPlan(
         route_id="send", source="", target=target, round=0, max_rounds=0, trigger="manual",
-        spec=None, dispatch="madoagent", delivery=delivery, extraction=None, prompt=text,
+        spec=None, dispatch=DISPATCHES["madoagent"], delivery=delivery, extraction=None,
+        prompt=text, allow_shell=allow_shell, target_wait_s=target_wait_s,
     )  # fmt: skip

@@ -1,16 +1,18 @@
 """Routes: source tile → target tile, with a trigger, a transform and loop protection.
 
 A route is a small task on the engine loop: it listens to the source's pushed
-output, asks its trigger whether to fire, applies loop protection, and hands
-each firing to :func:`madohub_nb.pipeline.round.run_round`.
+output, asks its trigger (a :class:`~madohub_nb.pipeline.triggers.TurnDetector`)
+for the next finished turn, applies loop protection, and hands each firing to a
+round (:func:`madohub_nb.pipeline.round.run_round`). Everything it needs from
+around it (the source's output stream and answer, tile states, rounds, events,
+the clock) comes through one small :class:`RouteContext`, so its loop runs
+without tmux in tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import hashlib
-import re
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -20,25 +22,23 @@ from ..errors import MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
-from ..model import HubEvent, RouteState
+from ..model import HubEvent, RoundStatus, RouteState, TileState
 from ..render import html_for_route
-from ..settings import AI_TRANSFORMS, DELIVERY_MODES, DISPATCH_MODES, check_choice
+from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .extract import extract
 from .protection import LoopGuard
-from .round import RoundPlan, RoundServices, run_round
+from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, run_round
 from .tile import Tile
 from .transforms import TransformSpec, make_transform_spec, require_ai_key
-from .triggers import (
-    IdleTrigger,
-    KeywordTrigger,
-    StreamTrigger,
-    check_completion_pattern,
-    check_trigger,
-)
+from .triggers import Heard, Turn, TurnDetector, check_completion_pattern, make_detector
 
 
 class RouteServices(RoundServices, Protocol):
-    """What a route needs from the hub around it: its rounds' needs, output, events, timing."""
+    """What a route needs from the hub around it today (the hub's Runtime implements it).
+
+    Routes reach it through :func:`route_context`; new code should offer a
+    :class:`RouteContext` directly.
+    """
 
     @property
     def idle_delay_ms(self) -> int:
@@ -54,15 +54,145 @@ class RouteServices(RoundServices, Protocol):
         """Run ``fn(*args)`` on the engine thread."""
 
 
-def _text_key(found: Extraction | None) -> str | None:
-    """The identity of an answer's text, whichever way it was read (transcript or screen)."""
-    if found is None:
-        return None
-    return hashlib.sha1(" ".join(found.text.split()).encode("utf-8", "replace")).hexdigest()
+class OutputListener(Protocol):
+    """One route's view of its source's output (:class:`madohub_nb.io.watch.Listener`)."""
+
+    async def wait(self, timeout_s: float | None) -> bool:
+        """Wait for new output (or the stream ending); False on timeout."""
+
+    def take(self) -> bytes:
+        """The bytes that arrived since the last call."""
+
+    def take_activity(self) -> float | None:
+        """When the source last spoke since the last call (seconds, the context's clock)."""
+
+    def close(self) -> None: ...
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
+class OutputStream(Protocol):
+    """A source's pushed output (:class:`madohub_nb.io.watch.PaneStream`)."""
+
+    ended: bool
+    """The stream stopped (a host's link dropped): open it again once the host is back."""
+    pane_exited: bool
+    """The pane's own process ended."""
+
+    def listen(self, wants_bytes: bool = True, pollable: bool = False) -> OutputListener: ...
+
+    async def settled(self) -> None:
+        """Wait until the source's output reaches the listeners as they asked."""
+
+
+class RouteContext(Protocol):
+    """Exactly what a route works with: its source's output and answer, tile states, rounds,
+    events and the clock. The hub gives each route one; tests give an in-memory one."""
+
+    @property
+    def session_id(self) -> str:
+        """The hub session whose log the route's rows go to."""
+
+    @property
+    def idle_delay_ms(self) -> int:
+        """Silence after the completion evidence before on-idle fires (live setting)."""
+
+    @property
+    def target_wait_s(self) -> float:
+        """How long a round waits for its target to be ready (live setting)."""
+
+    def now_ms(self) -> float:
+        """The clock of triggers and cooldowns (monotonic ms; output activity is on it too)."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait on that clock (a cooldown)."""
+
+    async def watch(self, tile: Tile) -> OutputStream:
+        """The pushed output of ``tile``'s pane (as :meth:`RouteServices.watch`)."""
+
+    async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
+        """``tile``'s last answer: its agent's own record when ``transcript``, else its screen."""
+
+    async def state(self, tile: Tile) -> TileState:
+        """``tile``'s state now."""
+
+    async def pane_gone(self, tile: Tile) -> bool:
+        """``tile``'s pane is gone or dead."""
+
+    async def history(self, tile: Tile) -> str:
+        """``tile``'s screen and scrollback, ANSI stripped (the terminal transforms)."""
+
+    async def run_round(self, plan: RoundPlan) -> RoundRecord:
+        """Run one round and log it (:func:`madohub_nb.pipeline.round.run_round`)."""
+
+    def record_now(self, rec: RoundRecord) -> RoundRecord:
+        """Log a row at once (the route ended on an error)."""
+
+    def emit(self, event: HubEvent) -> None:
+        """Tell listeners (widgets, tests) something changed; from any thread."""
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` on the engine thread."""
+
+
+class ServicesContext:
+    """Today's :class:`RouteServices` (the hub's Runtime) as a :class:`RouteContext`.
+
+    The tmux and file work a route needs (extract, state, history) runs in a
+    thread, never on the loop itself.
+    """
+
+    def __init__(self, services: RouteServices) -> None:
+        self._services = services
+
+    @property
+    def session_id(self) -> str:
+        return self._services.session_id
+
+    @property
+    def idle_delay_ms(self) -> int:
+        return self._services.idle_delay_ms
+
+    @property
+    def target_wait_s(self) -> float:
+        # The hub's live setting once its runtime offers one; until then the default.
+        return float(getattr(self._services, "target_wait_s", TARGET_WAIT_S))
+
+    def now_ms(self) -> float:
+        return time.monotonic() * 1000
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def watch(self, tile: Tile) -> OutputStream:
+        return await self._services.watch(tile)
+
+    async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
+        return await asyncio.to_thread(extract, tile, not transcript)
+
+    async def state(self, tile: Tile) -> TileState:
+        return await tile.astate()
+
+    async def pane_gone(self, tile: Tile) -> bool:
+        return await asyncio.to_thread(_pane_gone, tile)
+
+    async def history(self, tile: Tile) -> str:
+        return await asyncio.to_thread(tile.history)
+
+    async def run_round(self, plan: RoundPlan) -> RoundRecord:
+        return await run_round(self._services, plan)
+
+    def record_now(self, rec: RoundRecord) -> RoundRecord:
+        return self._services.record_now(rec)
+
+    def emit(self, event: HubEvent) -> None:
+        self._services.emit(event)
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        self._services.call_soon(fn, *args)
+
+
+def route_context(services: RouteServices) -> RouteContext:
+    """The context a route of today's hub gets (see :class:`ServicesContext`)."""
+    return ServicesContext(services)
 
 
 def _pane_gone(tile: Tile) -> bool:
@@ -75,37 +205,43 @@ class Route:
 
     def __init__(
         self,
-        services: RouteServices,
+        context: RouteContext,
         route_id: str,
         source: Tile,
         target: Tile,
         *,
-        trigger: str,
+        detector: TurnDetector,
         pattern: str | None,
         spec: TransformSpec,
         guard: LoopGuard,
-        dispatch: str,
+        dispatch: Dispatch,
         delivery: str,
         allow_shell: bool,
     ) -> None:
         self.id = route_id
-        self._services = services
+        self._context = context
         self.source_tile = source
         self.target_tile = target
-        self.trigger = trigger
+        self.detector = detector
+        """The trigger, as the one question the route asks it (see triggers.py)."""
         self.pattern = pattern
         self.spec = spec
         self.guard = guard
-        self.dispatch = dispatch
+        self.dispatch_mode = dispatch
         self.delivery = delivery
         self.allow_shell = allow_shell
+        self.target_wait_s: float | None = None
+        """How long each round waits for the target to be ready; None: the hub's setting."""
         self.state: RouteState = "active"
-        self.last_status: str | None = None
+        self.last_status: RoundStatus | None = None
         self.last_round_id: str | None = None
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         """Set once the route listens to its source (a turn finishing later will fire it)."""
+        # Output arrives in arbitrary chunks: keep a UTF-8 character split across two whole.
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._listener: OutputListener | None = None
 
     # the public face ------------------------------------------------------
     @property
@@ -117,6 +253,16 @@ class Route:
     def target(self) -> str:
         """The target tile's name."""
         return self.target_tile.name
+
+    @property
+    def trigger(self) -> str:
+        """The trigger's name, as ``hub.connect`` took it and the round log writes it."""
+        return self.detector.name
+
+    @property
+    def dispatch(self) -> str:
+        """The dispatch mode's name, as ``hub.connect`` took it and the round log writes it."""
+        return self.dispatch_mode.name
 
     @property
     def rounds(self) -> int:
@@ -174,7 +320,7 @@ class Route:
         """End the route for good (a round already typing finishes first)."""
         if self.state in ("active", "paused"):
             self._set_state("stopped")
-        self._services.call_soon(self._cancel_if_idle)
+        self._context.call_soon(self._cancel_if_idle)
 
     def end(self) -> None:
         """The hub closes: the route reads ``stopped`` at once (its task is cancelled next)."""
@@ -192,13 +338,11 @@ class Route:
 
     def _set_state(self, state: RouteState) -> None:
         self.state = state
-        self._services.emit(HubEvent("route_state", self.id, state, self))
+        self._context.emit(HubEvent("route_state", self.id, state, self))
 
     # the task -------------------------------------------------------------
     _in_round = False
     _started = False
-    completion_pattern: re.Pattern[str] | None = None
-    """Output that ends the source's turn (on-idle/on-complete); else the tile's, else its state."""
 
     def start(self) -> None:
         """Start listening (engine loop only)."""
@@ -213,11 +357,11 @@ class Route:
             return
         exc = task.exception()
         error = f"the route stopped on an unexpected error: {type(exc).__name__}: {exc}"
-        rec = self._services.record_now(
+        rec = self._context.record_now(
             RoundRecord(
                 route_id=self.id, source=self.source, target=self.target, round=self.rounds,
                 trigger=self.trigger, transform=self.transform, dispatch=self.dispatch,
-                status="error", error=error, session_id=self._services.session_id,
+                status="error", error=error, session_id=self._context.session_id,
             )
         )  # fmt: skip
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, error
@@ -230,103 +374,74 @@ class Route:
             self._task = None
 
     async def _run(self) -> None:
-        hub = self._services
-        source = self.source_tile
-        stream = await hub.watch(source)
-        legacy = self.dispatch == "legacy"
-        idle: IdleTrigger | None = None
-        keyword: KeywordTrigger | None = None
-        streamer: StreamTrigger | None = None
-        completion = self.completion_pattern or source.completion_pattern
-        # An on-idle route without a completion pattern can do without the bytes: a source
-        # flooding output is polled instead of streamed (see io/watch.py).
-        pollable = self.trigger in ("on-idle", "on-complete") and completion is None
-        listener = stream.listen(pollable=pollable)
-        await stream.settled()
-        if self.trigger in ("on-idle", "on-complete"):
-            idle = IdleTrigger(hub.idle_delay_ms, completion)
-            first = await asyncio.to_thread(extract, source, legacy)
-            idle.baseline(first.message_id if first else None, _text_key(first))
-        elif self.trigger == "on-keyword":
-            keyword = KeywordTrigger(self.pattern or "")
-        else:
-            streamer = StreamTrigger()
-        # Output arrives in arbitrary chunks: keep a UTF-8 character split across two whole.
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        """Listen to the source and ask the trigger, after each output or silence, for a turn."""
+        stream = await self._listen()
+        seen = _SeenSource(self)
+        await self.detector.start(seen)
         self.ready.set()
         try:
             while self.state in ("active", "paused", "exhausted"):
-                timeout_s: float | None = None
-                if idle is not None:
-                    idle.idle_delay_ms = hub.idle_delay_ms
-                    due = idle.next_check_ms()
-                    if due is not None:
-                        timeout_s = max(0.0, (due - _now_ms()) / 1000)
-                got = await listener.wait(timeout_s)
-                data = listener.take() if got else b""
-                spoke = listener.take_activity() if got else None
-                heard = bool(data) or spoke is not None  # (an on-idle listener gets no bytes)
-                if stream.pane_exited and not heard and await asyncio.to_thread(_pane_gone, source):
-                    # Pushed by the pane process's pidfd (watchers.py): no polling needed.
-                    self.last_error = f"source {source.name!r} exited (its pane is gone)"
-                    self._set_state("stopped")
-                    return
-                if stream.ended and not heard:
-                    if await source.astate() == "exited":
-                        self.last_error = f"source {source.name!r} exited"
-                        self._set_state("stopped")
+                heard = await self._hear(self.detector.wait_s(self.now_ms()))
+                if heard.quiet and (stream.pane_exited or stream.ended):
+                    if await self._source_gone(stream):
                         return
-                    stream = await hub.watch(source)  # (a remote host: once it is back)
-                    listener.close()
-                    listener = stream.listen(pollable=pollable)
-                    await stream.settled()
-                    if idle is not None:  # a turn may have ended unseen: look again
-                        idle.output(_now_ms())
-                    continue
-                now = _now_ms()
-                if idle is not None:
-                    if data:
-                        idle.output(now, strip_ansi(decoder.decode(data)))
-                    elif spoke is not None:  # seen by polling a flooding source
-                        idle.output(min(now, spoke * 1000))
-                    due = idle.next_check_ms()
-                    if due is None or now < due:
-                        continue
-                    decision = idle.evaluate(now, await source.astate())
-                    if decision.action != "fire":
-                        continue
-                    started = time.monotonic()
-                    found = await asyncio.to_thread(extract, source, legacy)
-                    unique = found is not None and found.method != "terminal"
-                    key = found.message_id if found else None
-                    if not idle.accept(key, unique=unique, text_key=_text_key(found)):
-                        self._skipped(idle.skip_reason)
-                        continue
-                    await self._fire(found, (time.monotonic() - started) * 1000)
-                elif data:
-                    text = strip_ansi(decoder.decode(data))
-                    if keyword is not None:
-                        decision = keyword.output(now, text)
-                        if decision.action != "fire":
-                            continue
-                        started = time.monotonic()
-                        found = await asyncio.to_thread(extract, source, legacy)
-                        # No answer yet (the match is mid-turn): route what matched.
-                        found = found or Extraction(decision.text, "terminal", None)
-                        await self._fire(found, (time.monotonic() - started) * 1000)
-                    elif streamer is not None:
-                        streamer.output(now, text)
-                        left = self.guard.cooldown_left_ms(_now_ms())
-                        if left > 0 and self.state == "active" and not self.guard.exhausted:
-                            await asyncio.sleep(left / 1000)
-                            streamer.output(_now_ms(), strip_ansi(decoder.decode(listener.take())))
-                        chunk = streamer.take()
-                        if chunk.strip():
-                            await self._fire(Extraction(chunk, "terminal", None), 0.0)
+                    if stream.ended:  # (a remote host: once it is back)
+                        stream = await self._listen()  # a turn may have ended unseen: look again
+                        heard = Heard(self.now_ms(), spoke_ms=self.now_ms())
+                turn = await self.detector.next_turn(heard, seen)
+                if turn is not None and turn.skipped:
+                    self._skipped(turn.skipped)
+                elif turn is not None:
+                    await self._fire(turn)
         finally:
-            listener.close()
+            if self._listener is not None:
+                self._listener.close()
 
-    async def _fire(self, found: Extraction | None, extract_ms: float) -> None:
+    async def _listen(self) -> OutputStream:
+        """(Re)open the source's output and listen to it until it has settled."""
+        stream = await self._context.watch(self.source_tile)
+        if self._listener is not None:
+            self._listener.close()
+        self._listener = stream.listen(pollable=self.detector.pollable)
+        await stream.settled()
+        return stream
+
+    async def _hear(self, timeout_s: float | None) -> Heard:
+        """What the source said within ``timeout_s`` (``quiet`` when nothing came)."""
+        assert self._listener is not None
+        got = await self._listener.wait(timeout_s)
+        data = self._listener.take() if got else b""
+        spoke = self._listener.take_activity() if got else None
+        # (An on-idle listener of a polled source gets the times it spoke, not bytes.)
+        return Heard(self.now_ms(), self._decode(data), spoke * 1000 if spoke is not None else None)
+
+    async def _output_after(self, delay_s: float) -> str:
+        """Wait ``delay_s``, then the output that arrived meanwhile (an ``always`` batch)."""
+        await self._context.sleep(delay_s)
+        return self._decode(self._listener.take()) if self._listener is not None else ""
+
+    def _decode(self, data: bytes) -> str:
+        """The one place output bytes become text: UTF-8 across chunks, ANSI stripped."""
+        return strip_ansi(self._decoder.decode(data)) if data else ""
+
+    async def _source_gone(self, stream: OutputStream) -> bool:
+        """Did the source go for good? Then the route stops, saying why."""
+        source = self.source_tile
+        if stream.pane_exited and await self._context.pane_gone(source):
+            # Pushed by the pane process's pidfd (io/watch.py): no polling needed.
+            self.last_error = f"source {source.name!r} exited (its pane is gone)"
+        elif stream.ended and await self._context.state(source) == "exited":
+            self.last_error = f"source {source.name!r} exited"
+        else:
+            return False
+        self._set_state("stopped")
+        return True
+
+    def now_ms(self) -> float:
+        return self._context.now_ms()
+
+    # firing ---------------------------------------------------------------
+    async def _fire(self, turn: Turn) -> None:
         """Apply loop protection and run one round."""
         if self.held and self.state == "paused" and self._unheld is not None:
             await self._unheld.wait()  # a host is unreachable: route this turn once it is back
@@ -335,32 +450,29 @@ class Route:
             return
         if self.state == "exhausted":
             # Log the answer to the last delivered prompt, so the conversation's end is on record.
-            await self._round(found, extract_ms, exhausted=True)
+            await self._round(turn, exhausted=True)
             self._stop_listening()
             return
-        left = self.guard.cooldown_left_ms(_now_ms())
+        left = self.guard.cooldown_left_ms(self.now_ms())
         if left > 0:
-            await asyncio.sleep(left / 1000)
+            await self._context.sleep(left / 1000)
             if self.state != "active":
                 self._skipped(self.state)
                 return
-        await self._round(found, extract_ms)
+        await self._round(turn)
 
     def _skipped(self, reason: str) -> None:
         """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
-        self._services.emit(HubEvent("turn_skipped", self.id, reason, self))
+        self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
 
-    async def _round(
-        self, found: Extraction | None, extract_ms: float, exhausted: bool = False
-    ) -> None:
+    async def _round(self, turn: Turn, exhausted: bool = False) -> None:
         screen_tail = None
-        if self.spec.name in ("full-output", "raw"):
-            screen_tail = (
-                (await asyncio.to_thread(self.source_tile.history)).rstrip("\n").splitlines()
-            )
+        if self.spec.transform.reads_screen:
+            screen_tail = (await self._context.history(self.source_tile)).rstrip("\n").splitlines()
         number = self.guard.rounds + (1 if exhausted else 0)
         if not exhausted:
-            number = self.guard.fire(_now_ms())
+            number = self.guard.fire(self.now_ms())
+        wait_s = self.target_wait_s
         plan = RoundPlan(
             route_id=self.id,
             source=self.source,
@@ -369,18 +481,20 @@ class Route:
             max_rounds=self.guard.max_rounds,
             trigger=self.trigger,
             spec=self.spec,
-            dispatch=self.dispatch,
+            dispatch=self.dispatch_mode,
             delivery=self.delivery,
-            extraction=found,
-            extract_ms=round(extract_ms, 3),
+            extraction=turn.found,
+            extract_ms=round(turn.extract_ms, 3),
             screen_tail=screen_tail,
             stop_keyword=self.guard.stop_keyword,
+            allow_shell=self.allow_shell,
             exhausted=exhausted,
             still_wanted=lambda: self.state != "stopped",
+            target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
         )
         self._in_round = True
         try:
-            rec = await run_round(self._services, plan)
+            rec = await self._context.run_round(plan)
         finally:
             self._in_round = False
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
@@ -389,7 +503,7 @@ class Route:
         elif not exhausted and self.guard.exhausted and self.state == "active":
             self._set_state("exhausted")
         else:
-            self._services.emit(HubEvent("route_state", self.id, self.state, self))
+            self._context.emit(HubEvent("route_state", self.id, self.state, self))
 
     def _stop_listening(self) -> None:
         if self._task is not None:
@@ -415,6 +529,33 @@ class Route:
         return html_for_route(self)
 
 
+class _SeenSource:
+    """The source as the route's trigger sees it (:class:`~.triggers.TurnSource`)."""
+
+    def __init__(self, route: Route) -> None:
+        self._route = route
+
+    def now_ms(self) -> float:
+        return self._route.now_ms()
+
+    async def answer(self) -> Extraction | None:
+        route = self._route
+        transcript = route.dispatch_mode.extracts_from_transcript
+        return await route._context.answer(route.source_tile, transcript=transcript)
+
+    async def state(self) -> str:
+        return await self._route._context.state(self._route.source_tile)
+
+    def cooldown_left_ms(self) -> float:
+        route = self._route
+        if route.state != "active" or route.guard.exhausted:
+            return 0.0
+        return route.guard.cooldown_left_ms(route.now_ms())
+
+    async def output_after(self, delay_s: float) -> str:
+        return await self._route._output_after(delay_s)
+
+
 def make_route(
     services: RouteServices,
     number: int,
@@ -435,28 +576,64 @@ def make_route(
     api_key: str | None,
     completion_pattern: str | None = None,
 ) -> Route:
-    """A route ``source`` → ``target`` (route number ``number``), every argument checked."""
+    """A route of today's hub: its Runtime's services as the context (see :func:`build_route`)."""
+    return build_route(
+        route_context(services), number, source, target, trigger=trigger, transform=transform,
+        template=template, max_rounds=max_rounds, cooldown_ms=cooldown_ms,
+        stop_keyword=stop_keyword, dispatch=dispatch, pattern=pattern, allow_shell=allow_shell,
+        delivery=delivery, model=model, api_key=api_key, completion_pattern=completion_pattern,
+    )  # fmt: skip
+
+
+def build_route(
+    context: RouteContext,
+    number: int,
+    source: Tile,
+    target: Tile,
+    *,
+    trigger: str,
+    transform: str,
+    template: str | None,
+    max_rounds: int,
+    cooldown_ms: int,
+    stop_keyword: str | None,
+    dispatch: str,
+    pattern: str | None,
+    allow_shell: bool,
+    delivery: str,
+    model: str | None,
+    api_key: str | None,
+    completion_pattern: str | None = None,
+) -> Route:
+    """A route ``source`` → ``target`` (route number ``number``), every argument checked.
+
+    The names (trigger, transform, dispatch) become the types that do the work:
+    a turn detector, a transform, a dispatch mode.
+    """
     if source is target:
         raise MadohubValueError(
             f"a route from {source.name!r} to itself would feed the agent its own output"
         )
-    check_trigger(trigger, pattern)
     completion = check_completion_pattern(trigger, completion_pattern)
+    detector = make_detector(
+        trigger,
+        pattern=pattern,
+        idle_delay_ms=lambda: context.idle_delay_ms,
+        completion_pattern=completion or source.completion_pattern,
+    )
     spec = make_transform_spec(transform, template, model)
     guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
-    check_choice("dispatch", dispatch, DISPATCH_MODES)
+    mode = dispatch_named(dispatch)
     check_choice("delivery", delivery, DELIVERY_MODES)
-    if target.profile.executes_input and dispatch != "shadow" and not allow_shell:
+    if target.profile.executes_input and mode.types_text and not allow_shell:
         raise MadohubValueError(
             f"target {target.name!r} is a {target.agent}: whatever is typed there runs as a command; "
             "pass allow_shell=True to route into it anyway"
         )
-    if transform in AI_TRANSFORMS:
+    if spec.is_ai:
         require_ai_key(transform, api_key)
-    route = Route(
-        services, f"{source.name}->{target.name}#{number}", source, target,
-        trigger=trigger, pattern=pattern, spec=spec, guard=guard, dispatch=dispatch,
+    return Route(
+        context, f"{source.name}->{target.name}#{number}", source, target,
+        detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
         delivery=delivery, allow_shell=allow_shell,
     )  # fmt: skip
-    route.completion_pattern = completion
-    return route

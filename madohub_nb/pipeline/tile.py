@@ -317,13 +317,17 @@ class Tile:
                 return f"the shell is not the terminal's foreground process ({who} is)"
             what = "the shell" if shell else "the program"
             label = f"{what} {leader.comm!r} (pid {leader.pid}{where})"
-            found = expected_reader(info.pid, leader.pid, label, read)
+            found = expected_reader(
+                info.pid, leader.pid, label, read, argv=self.machine.cmdline(leader.pid)
+            )
             return found if found is not None else f"{what} has exited"
         proc = self._running_agent() or self._discover(info)  # (a TmuxError: see reader)
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
         what = f"agent {self.agent!r} (pid {proc.pid}{where})"
-        found = expected_reader(info.pid, proc.pid, what, read)
+        # Its own program decides whether typed text runs as commands (a bash that a
+        # profile's process token matched is still a shell): Reader.runs_commands.
+        found = expected_reader(info.pid, proc.pid, what, read, argv=self.machine.cmdline(proc.pid))
         return found if found is not None else f"{what} has exited"
 
     def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
@@ -425,8 +429,26 @@ class Tile:
 
     def _program_state(self, info: PaneInfo) -> TileState:
         profile = foreground_profile(self.profile, info.current_command)
+        if profile is self.profile and profile.foreground_kind and self._shell_runs_program(info):
+            profile = get_profile(profile.foreground_kind)  # ``sh -c 'cat > f'``: no prompt
         self._active_profile = profile
         return self._screen_state(profile, info.current_command)
+
+    def _shell_runs_program(self, info: PaneInfo) -> bool:
+        """The foreground shell runs a program in the shell's own process group: a ``sh -c``
+        (how tmux starts a pane's command) or a script, which never shows a prompt.
+
+        An interactive shell runs each command in a group of its own (and tmux names
+        that program); a shell without job control keeps its children in its group.
+        (On a host the pane's processes read are its own and its foreground leader's
+        only, so this never holds there.)
+        """
+        try:
+            fg = foreground_of(self._stats(info.pid).get(info.pid))
+            procs = self.machine.pane_processes(fg) if fg is not None else []
+        except TmuxError:
+            return False
+        return any(st.pid != fg and st.pgrp == fg and not is_shell_name(st.comm) for st in procs)
 
     def _screen_state(self, profile: AgentProfile, current_command: str | None = None) -> TileState:
         """By the profile's screen markers, or, for a program without them, by quiet time."""

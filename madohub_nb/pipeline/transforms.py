@@ -29,6 +29,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from .. import settings
 from ..errors import MadohubValueError, MadohubWarning, TransformError
@@ -215,6 +216,81 @@ def warn_near_misses(template: Template) -> None:
 
 
 @dataclass(frozen=True)
+class Transform:
+    """What one transform does, as data: the route and the round ask it, never its name.
+
+    ``needs_ai``: it calls the Anthropic API (a key is needed when the route is made).
+    ``screen_lines``: it passes the last that many lines of the source's terminal as
+    they are (``full-output``, ``raw``), so the round reads the scrollback and there
+    is no template. ``default_template``: what ``prompt-wrap`` renders without one.
+    ``system`` / ``instruction``: an AI transform's system prompt and default request.
+    """
+
+    name: str
+    needs_ai: bool = False
+    screen_lines: int | None = None
+    default_template: str | None = None
+    system: str | None = None
+    instruction: str | None = None
+
+    @property
+    def reads_screen(self) -> bool:
+        """It needs the source's terminal lines (the round reads the scrollback for it)."""
+        return self.screen_lines is not None
+
+    @property
+    def takes_template(self) -> bool:
+        return not self.reads_screen
+
+    def render(self, spec: TransformSpec, ctx: TransformContext) -> str:
+        """The prompt of a transform that calls no API (``prompt-wrap``, ``full-output``, ``raw``)."""
+        if self.needs_ai:
+            raise MadohubValueError(
+                f"transform {self.name!r} calls the Anthropic API; "
+                "use 'await apply(spec, ctx, ai=...)'"
+            )
+        if self.screen_lines is not None:
+            return _terminal_tail(ctx, self.screen_lines, self.name)
+        assert spec.parsed is not None  # set by TransformSpec for a templated transform
+        return spec.parsed.render(ctx.values())
+
+    async def apply(
+        self, spec: TransformSpec, ctx: TransformContext, ai: AIClientConfig | None
+    ) -> TransformResult:
+        """The prompt for the target, and what an AI call cost."""
+        if not self.needs_ai:
+            return TransformResult(self.render(spec, ctx))
+        if not ctx.output.strip():
+            raise TransformError(
+                f"nothing to transform: the output of {ctx.source!r} is empty ({self.name})"
+            )
+        return await _call_model(spec, ctx, ai or AIClientConfig())
+
+
+TRANSFORM_TYPES: Final[Mapping[str, Transform]] = {
+    t.name: t
+    for t in (
+        Transform("ai-routing", needs_ai=True, system=ROUTING_SYSTEM, instruction=ROUTING_INSTRUCTION),
+        Transform("prompt-wrap", default_template=DEFAULT_TEMPLATE),
+        Transform("full-output", screen_lines=settings.FULL_OUTPUT_LINES),
+        Transform("raw", screen_lines=settings.RAW_LINES),
+        Transform("summary", needs_ai=True, system=SUMMARY_SYSTEM, instruction=SUMMARY_INSTRUCTION),
+    )
+}  # fmt: skip
+"""Every transform by name, in the order of ``settings.TRANSFORMS``."""
+
+
+def transform_named(name: object) -> Transform:
+    """The transform called ``name``, or a teaching error listing the transforms."""
+    found = TRANSFORM_TYPES.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise MadohubValueError(
+            f"unknown transform {name!r}; allowed: {', '.join(settings.TRANSFORMS)}"
+        )
+    return found
+
+
+@dataclass(frozen=True)
 class TransformSpec:
     """A validated transform choice: its name, template and (for AI transforms) model.
 
@@ -229,15 +305,13 @@ class TransformSpec:
     parsed: Template | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        settings.check_choice("transform", self.name, settings.TRANSFORMS)
+        kind = transform_named(self.name)
         if self.model is not None and (not isinstance(self.model, str) or not self.model.strip()):
             raise MadohubValueError(f"model must be a non-empty string or None, got {self.model!r}")
-        text = self.template
-        if text is None and self.name == "prompt-wrap":
-            text = DEFAULT_TEMPLATE
+        text = self.template if self.template is not None else kind.default_template
         if text is None:
             return
-        if self.name in ("full-output", "raw"):
+        if not kind.takes_template:
             raise MadohubValueError(
                 f"transform {self.name!r} takes no template (it passes terminal lines as they are); "
                 "use transform='prompt-wrap' to wrap the output in a template"
@@ -251,9 +325,14 @@ class TransformSpec:
         object.__setattr__(self, "parsed", parsed)
 
     @property
+    def transform(self) -> Transform:
+        """What this transform does (its name was checked when the spec was made)."""
+        return TRANSFORM_TYPES[self.name]
+
+    @property
     def is_ai(self) -> bool:
         """Whether this transform calls the Anthropic API."""
-        return self.name in settings.AI_TRANSFORMS
+        return self.transform.needs_ai
 
 
 def make_transform_spec(
@@ -315,7 +394,7 @@ def require_ai_key(transform_name: str, api_key: str | None) -> str | None:
     than as a failed round. Non-AI transforms need no key (returns the key or None).
     """
     key = resolve_api_key(api_key)
-    if transform_name in settings.AI_TRANSFORMS and key is None:
+    if transform_named(transform_name).needs_ai and key is None:
         raise MadohubValueError(
             f"transform {transform_name!r} calls the Anthropic API but no API key is set; "
             + _missing_key_hint()
@@ -386,16 +465,7 @@ def apply_sync(spec: TransformSpec, ctx: TransformContext) -> str:
     ``raw`` fall back to the output's lines when there are no screen lines, and
     raise TransformError when there is nothing at all.
     """
-    if spec.name == "prompt-wrap":
-        assert spec.parsed is not None  # set by TransformSpec for prompt-wrap
-        return spec.parsed.render(ctx.values())
-    if spec.name == "full-output":
-        return _terminal_tail(ctx, settings.FULL_OUTPUT_LINES, spec.name)
-    if spec.name == "raw":
-        return _terminal_tail(ctx, settings.RAW_LINES, spec.name)
-    raise MadohubValueError(
-        f"transform {spec.name!r} calls the Anthropic API; use 'await apply(spec, ctx, ai=...)'"
-    )
+    return spec.transform.render(spec, ctx)
 
 
 def _cut(text: str, limit: int = settings.MAX_ROUTED_CHARS) -> str:
@@ -412,8 +482,10 @@ def build_ai_request(spec: TransformSpec, ctx: TransformContext) -> tuple[str, s
     template places ``{output}`` itself, the rendered template is the whole
     message; otherwise the output follows it in a ``<source_output>`` block.
     """
-    system_text = ROUTING_SYSTEM if spec.name == "ai-routing" else SUMMARY_SYSTEM
-    system = system_text.format(
+    kind = spec.transform
+    if kind.system is None or kind.instruction is None:
+        raise MadohubValueError(f"transform {spec.name!r} calls no model; it has no AI request")
+    system = kind.system.format(
         source=ctx.source,
         target=ctx.target,
         target_kind=ctx.target_kind,
@@ -423,8 +495,7 @@ def build_ai_request(spec: TransformSpec, ctx: TransformContext) -> tuple[str, s
     values = {**ctx.values(), "output": _cut(ctx.output)}
     template = spec.parsed
     if template is None:
-        default = ROUTING_INSTRUCTION if spec.name == "ai-routing" else SUMMARY_INSTRUCTION
-        template = parse_template(default)
+        template = parse_template(kind.instruction)
     message = template.render(values)
     if "output" not in template.placeholders:
         message = f"{message}\n\n<source_output>\n{values['output']}\n</source_output>"
@@ -577,10 +648,4 @@ async def apply_with_usage(
     spec: TransformSpec, ctx: TransformContext, *, ai: AIClientConfig | None = None
 ) -> TransformResult:
     """``apply``, also returning what the AI call cost (the SDK's ``usage``)."""
-    if not spec.is_ai:
-        return TransformResult(apply_sync(spec, ctx))
-    if not ctx.output.strip():
-        raise TransformError(
-            f"nothing to transform: the output of {ctx.source!r} is empty ({spec.name})"
-        )
-    return await _call_model(spec, ctx, ai or AIClientConfig())
+    return await spec.transform.apply(spec, ctx, ai)

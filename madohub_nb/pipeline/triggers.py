@@ -8,15 +8,23 @@
 - ``always``: every batch of new output (ANSI stripped) is streamed.
 
 The engine feeds output and state in; these classes say fire, check or wait.
+Each trigger is also a *turn detector* (:class:`TurnDetector`) behind one
+method a route asks, :meth:`~TurnDetector.next_turn` ("is there a finished
+turn now?"), made from the trigger's name by :func:`make_detector`. A detector
+reaches the source only through the :class:`TurnSource` it is given (its answer,
+its state, the clock), so it runs without tmux.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..errors import MadohubValueError
+from ..io.transcripts import Extraction
 from ..settings import TRIGGERS, check_choice, check_regex
 
 RECHECK_MS = 2000
@@ -27,6 +35,9 @@ FIRED_KEYS_KEPT = 1000
 
 KEYWORD_WINDOW_CHARS = 4096
 """Output kept for keyword matching across chunk boundaries."""
+
+IDLE_TRIGGERS = ("on-idle", "on-complete")
+"""The triggers that wait for a finished turn: completion evidence, then silence."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,7 @@ def check_completion_pattern(
     """Compile a route's ``completion_pattern`` (on-idle/on-complete only); one-line errors."""
     if completion_pattern is None:
         return None
-    if trigger not in ("on-idle", "on-complete"):
+    if trigger not in IDLE_TRIGGERS:
         raise MadohubValueError(
             f"completion_pattern= is used by triggers 'on-idle' and 'on-complete', not {trigger!r}"
         )
@@ -206,3 +217,199 @@ def check_trigger(trigger: str, pattern: str | None) -> str:
     elif pattern is not None:
         raise MadohubValueError(f"pattern= is only used by trigger 'on-keyword', not {trigger!r}")
     return trigger
+
+
+# Turn detectors: what a route asks its trigger ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What the route's listener brought since the last question.
+
+    ``text``: the new output, decoded and ANSI stripped (``""``: none, e.g. the wait
+    timed out). ``spoke_ms``: when a flooding source was seen speaking by polling
+    (no bytes), or when a turn may have ended unseen (the stream was re-opened).
+    """
+
+    now_ms: float
+    text: str = ""
+    spoke_ms: float | None = None
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing was heard (the wait timed out, or the stream ended)."""
+        return not self.text and self.spoke_ms is None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A finished turn of the source, as a detector found it.
+
+    ``skipped``: the detector saw a finished turn and lets it go (``already routed``,
+    ``not new``, ``no answer``); the route tells listeners and routes nothing.
+    """
+
+    found: Extraction | None
+    extract_ms: float = 0.0
+    skipped: str = ""
+
+
+class TurnSource(Protocol):
+    """The source as a detector sees it: its answer, its state, the clock, the route's timing."""
+
+    def now_ms(self) -> float:
+        """The route's clock (ms)."""
+
+    async def answer(self) -> Extraction | None:
+        """The source's last answer now (its agent's record, else its screen)."""
+
+    async def state(self) -> str:
+        """The source's state now (``idle``, ``busy``, ...)."""
+
+    def cooldown_left_ms(self) -> float:
+        """How long the route must still wait before a round (0 when it is not active)."""
+
+    async def output_after(self, delay_s: float) -> str:
+        """Wait ``delay_s`` seconds, then the output that arrived meanwhile (decoded)."""
+
+
+def text_key(found: Extraction | None) -> str | None:
+    """The identity of an answer's text, whichever way it was read (transcript or screen)."""
+    if found is None:
+        return None
+    return hashlib.sha1(" ".join(found.text.split()).encode("utf-8", "replace")).hexdigest()
+
+
+class TurnDetector(Protocol):
+    """A trigger as a route sees it: one question, asked whenever something was heard."""
+
+    name: str
+    """The trigger's name as the API and the round log spell it (``on-idle``, ...)."""
+    pollable: bool
+    """The detector can do without the bytes (a flooding source may be polled instead)."""
+
+    async def start(self, source: TurnSource) -> None:
+        """The route begins listening: note what already happened (never fire for it)."""
+
+    def wait_s(self, now_ms: float) -> float | None:
+        """How long to wait for output before asking again (None: until output comes)."""
+
+    async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        """The next finished turn, if what was heard (or the silence) makes one."""
+
+
+async def _timed_answer(source: TurnSource) -> tuple[Extraction | None, float]:
+    started = source.now_ms()
+    found = await source.answer()
+    return found, source.now_ms() - started
+
+
+class IdleDetector:
+    """``on-idle`` / ``on-complete``: completion evidence, silence, then a new answer."""
+
+    def __init__(
+        self,
+        name: str,
+        idle_delay_ms: Callable[[], int],
+        completion_pattern: re.Pattern[str] | None = None,
+    ) -> None:
+        self.name = name
+        self._idle_delay_ms = idle_delay_ms
+        self.trigger = IdleTrigger(idle_delay_ms(), completion_pattern)
+        # Without a completion pattern the bytes are not needed, only when the source spoke.
+        self.pollable = completion_pattern is None
+
+    async def start(self, source: TurnSource) -> None:
+        first = await source.answer()
+        self.trigger.baseline(first.message_id if first else None, text_key(first))
+
+    def wait_s(self, now_ms: float) -> float | None:
+        self.trigger.idle_delay_ms = self._idle_delay_ms()  # a live setting
+        due = self.trigger.next_check_ms()
+        return None if due is None else max(0.0, (due - now_ms) / 1000)
+
+    async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        idle, now = self.trigger, heard.now_ms
+        if heard.text:
+            idle.output(now, heard.text)
+        elif heard.spoke_ms is not None:
+            idle.output(min(now, heard.spoke_ms))
+        due = idle.next_check_ms()
+        if due is None or now < due:
+            return None
+        if idle.evaluate(now, await source.state()).action != "fire":
+            return None
+        found, took_ms = await _timed_answer(source)
+        unique = found is not None and found.method != "terminal"
+        key = found.message_id if found else None
+        if not idle.accept(key, unique=unique, text_key=text_key(found)):
+            return Turn(found, took_ms, skipped=idle.skip_reason)
+        return Turn(found, took_ms)
+
+
+class KeywordDetector:
+    """``on-keyword``: a match in new output ends a turn; its answer is routed, else the match."""
+
+    name = "on-keyword"
+    pollable = False
+
+    def __init__(self, pattern: str) -> None:
+        self.trigger = KeywordTrigger(pattern)
+
+    async def start(self, source: TurnSource) -> None:
+        return None
+
+    def wait_s(self, now_ms: float) -> float | None:
+        return None
+
+    async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        if not heard.text:
+            return None
+        decision = self.trigger.output(heard.now_ms, heard.text)
+        if decision.action != "fire":
+            return None
+        found, took_ms = await _timed_answer(source)
+        # No answer yet (the match is mid-turn): route what matched.
+        return Turn(found or Extraction(decision.text, "terminal", None), took_ms)
+
+
+class StreamDetector:
+    """``always``: every batch of new output is a turn; output during the cooldown joins it."""
+
+    name = "always"
+    pollable = False
+
+    def __init__(self) -> None:
+        self.trigger = StreamTrigger()
+
+    async def start(self, source: TurnSource) -> None:
+        return None
+
+    def wait_s(self, now_ms: float) -> float | None:
+        return None
+
+    async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        if not heard.text:
+            return None
+        self.trigger.output(heard.now_ms, heard.text)
+        left = source.cooldown_left_ms()
+        if left > 0:
+            self.trigger.output(source.now_ms(), await source.output_after(left / 1000))
+        chunk = self.trigger.take()
+        return Turn(Extraction(chunk, "terminal", None)) if chunk.strip() else None
+
+
+def make_detector(
+    trigger: str,
+    *,
+    pattern: str | None,
+    idle_delay_ms: Callable[[], int],
+    completion_pattern: re.Pattern[str] | None = None,
+) -> TurnDetector:
+    """The detector of a trigger named as the API names it (checked by :func:`check_trigger`)."""
+    check_trigger(trigger, pattern)
+    if trigger in IDLE_TRIGGERS:
+        return IdleDetector(trigger, idle_delay_ms, completion_pattern)
+    if trigger == "on-keyword":
+        return KeywordDetector(pattern or "")
+    return StreamDetector()

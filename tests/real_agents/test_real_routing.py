@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SkippedTurns, repaint, wait_until
+from conftest import SkippedTurns, log_rows, repaint, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
@@ -178,13 +178,6 @@ def _conversation_prompts(fake: FakeOpenAIResponses) -> list[str | None]:
     return [prompt_text(r["body"]) for r in fake.requests if r["body"].get("tools")]
 
 
-def _rows(hub: mh.Hub, route: mh.Route | None = None) -> list[dict[str, Any]]:
-    df = hub.log.df
-    if route is not None:
-        df = df[df["route_id"] == route.id]
-    return [{str(k): v for k, v in row.items()} for row in df.to_dict("records")]
-
-
 def _sink(hub: mh.Hub) -> mh.Tile:
     """A plain shell tile as the target of ``shadow`` routes (nothing is ever typed into it)."""
     tile = hub.tile("sink", agent="shell", command="bash --norc --noprofile")
@@ -215,7 +208,7 @@ def _rounds_of(hub: mh.Hub, route: mh.Route, n: int) -> Callable[[], list[dict[s
     """A condition: the route has logged at least ``n`` rows; returns them."""
 
     def check() -> list[dict[str, Any]]:
-        rows = _rows(hub, route)
+        rows = log_rows(hub, route)
         return rows if len(rows) >= n else []
 
     return check
@@ -280,7 +273,7 @@ def test_claude_to_claude_route_delivers_exactly_the_wrapped_answer(
     wrapped = template.format(output=answer)
     assert second_fake_anthropic.wait_for_prompts(1, REPLY_TIMEOUT_S) == [wrapped]
     real_hub.wait_rounds_sync(1, ROUND_TIMEOUT_S)
-    (row,) = _rows(real_hub, route)
+    (row,) = log_rows(real_hub, route)
     assert row["extracted"] == answer
     assert row["extraction_method"] == "jsonl"
     assert row["prompt"] == wrapped
@@ -364,23 +357,23 @@ def test_codex_and_claude_route_to_each_other_with_rollout_and_jsonl_extraction(
     real_hub.wait_rounds_sync(2, ROUND_TIMEOUT_S)
     cx.save_screen(screens_dir / "relay_codex.txt")
 
-    (a,) = [r for r in _rows(real_hub, to_claude) if r["status"] != "exhausted"]
+    (a,) = [r for r in log_rows(real_hub, to_claude) if r["status"] != "exhausted"]
     assert (a["extraction_method"], a["extracted"], a["status"]) == (
         "rollout",
         codex_answer,
         "delivered",
     ), a["error"]
     assert a["extraction_path"] and Path(a["extraction_path"]).name.startswith("rollout-")
-    (b,) = _rows(real_hub, to_codex)
+    (b,) = log_rows(real_hub, to_codex)
     assert (b["extraction_method"], b["prompt"], b["status"]) == ("jsonl", for_codex, "delivered")
     assert b["meta"]["submit_verified"] is True
     # Codex's answer to the relayed prompt ends the relay (route exhausted, logged, not typed).
     wait_until(
-        lambda: [r["status"] for r in _rows(real_hub, to_claude)] == ["delivered", "exhausted"],
+        lambda: [r["status"] for r in log_rows(real_hub, to_claude)] == ["delivered", "exhausted"],
         ROUND_TIMEOUT_S,
         what="the exhausted row of codex->claude",
     )
-    assert _rows(real_hub, to_claude)[1]["extracted"] == default_answer(for_codex)
+    assert log_rows(real_hub, to_claude)[1]["extracted"] == default_answer(for_codex)
     assert fake_anthropic.prompts == [for_claude]
 
 
@@ -404,7 +397,7 @@ def test_on_idle_never_fires_while_claude_is_busy_or_waiting_for_permission(
     wait_until(lambda: src.state == "busy", REPLY_TIMEOUT_S, what="busy")
     assert route.rounds == 0
     real_hub.wait_rounds_sync(1, ROUND_TIMEOUT_S)
-    (first,) = _rows(real_hub, route)
+    (first,) = log_rows(real_hub, route)
     assert first["extracted"] == default_answer(slow)
     transcript = Path(first["extraction_path"])
     (turn_end,) = _turn_ends(transcript)
@@ -424,7 +417,7 @@ def test_on_idle_never_fires_while_claude_is_busy_or_waiting_for_permission(
     pane.press("Enter")  # "❯ 1. Yes" is selected
     wait_until(target.exists, REPLY_TIMEOUT_S, what="the tool to run")
     real_hub.wait_rounds_sync(2, ROUND_TIMEOUT_S)
-    second = _rows(real_hub, route)[1]
+    second = log_rows(real_hub, route)[1]
     assert second["status"] == "shadow" and second["extraction_method"] == "jsonl"
     assert second["fired_at"].to_pydatetime() > _turn_ends(transcript)[1]
     found = src.last_response()
@@ -434,7 +427,7 @@ def test_on_idle_never_fires_while_claude_is_busy_or_waiting_for_permission(
     skipped = SkippedTurns(real_hub)
     repaint(real_hub, src)
     assert skipped.wait(route, 0, ROUND_TIMEOUT_S) == "already routed"
-    assert route.rounds == 2 and len(_rows(real_hub, route)) == 2
+    assert route.rounds == 2 and len(log_rows(real_hub, route)) == 2
 
 
 # --------------------------------------------------------------------------- 5. multi-line
@@ -499,7 +492,7 @@ def test_extraction_follows_claude_to_its_new_session_after_clear(
     wait_until(lambda: tile.last_response() is None, 10, what="no answer after /clear")
     # /clear's own "turn" is seen by the route and skipped, not fired.
     assert skipped.wait(route, 0, ROUND_TIMEOUT_S) in ("no answer", "already routed")
-    assert len(_rows(real_hub, route)) == 1
+    assert len(log_rows(real_hub, route)) == 1
     real_hub.send("agent", "After the clear").result(ROUND_TIMEOUT_S)
     after = wait_until(_answered(tile, default_answer("After the clear")), REPLY_TIMEOUT_S)
     assert isinstance(after, mh.Extraction) and after.method == "jsonl"
@@ -601,7 +594,7 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     for_claude = f"From OpenCode:\n{default_answer(relay)}"
     assert fake_anthropic.wait_for_prompts(1, ROUND_TIMEOUT_S) == [for_claude]
     wait_until(_rounds_of(real_hub, route, 1), ROUND_TIMEOUT_S, what="the routed round")
-    (row,) = _rows(real_hub, route)
+    (row,) = log_rows(real_hub, route)
     assert (row["extraction_method"], row["status"]) == ("terminal", "delivered"), row["error"]
     assert row["extracted"] == default_answer(relay)
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
@@ -794,7 +787,7 @@ def test_aider_routes_both_ways_with_claude(
     assert any(fake_anthropic_prompt(r["body"]) == expected for r in fake_anthropic.requests), [
         fake_anthropic_prompt(r["body"]) for r in fake_anthropic.requests
     ]
-    (row,) = _rows(real_hub, out_route)
+    (row,) = log_rows(real_hub, out_route)
     assert (row["extraction_method"], row["extracted"]) == (
         "terminal",
         default_answer("Say hi [[sleep 2]]"),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until
+from conftest import log_rows, wait_until
 
 import madohub_nb as mh
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
@@ -52,11 +52,6 @@ def reviewer_api() -> Iterator[FakeAnthropic]:
         yield fake
 
 
-def _rows(hub: mh.Hub, route: mh.Route) -> list[dict[str, Any]]:
-    df = hub.log.df
-    return df[df["route_id"] == route.id].to_dict("records")
-
-
 def _turn_messages(fake: FakeAnthropic | FakeOpenAIResponses, since: int) -> list[dict[str, Any]]:
     """What the fake reported for the conversation requests answered after ``since``."""
     return [r for r in fake.reported[since:] if not r["title"]]
@@ -90,7 +85,7 @@ def test_real_claude_round_usage_equals_what_the_api_reported(
     a.submit(prompt)
     assert reviewer_api.wait_for_prompts(1, REPLY_TIMEOUT_S) == [f"Check: {default_answer(prompt)}"]
     usage_hub.wait_rounds_sync(1, ROUND_TIMEOUT_S)
-    (row,) = _rows(usage_hub, route)
+    (row,) = log_rows(usage_hub, route)
     assert (row["status"], row["extraction_method"]) == ("delivered", "jsonl"), row["error"]
 
     billed = _turn_messages(fake_anthropic, since)
@@ -123,7 +118,7 @@ def test_real_codex_round_usage_equals_what_the_api_reported(
     since = len(fake_openai.reported)
     cx.submit("Count the tokens of this Codex turn")
     usage_hub.wait_rounds_sync(1, ROUND_TIMEOUT_S)
-    (row,) = _rows(usage_hub, route)
+    (row,) = log_rows(usage_hub, route)
     assert (row["status"], row["extraction_method"]) == ("shadow", "rollout"), row["error"]
 
     billed = _turn_messages(fake_openai, since)
@@ -160,7 +155,7 @@ def test_real_claude_tool_turn_counts_each_api_message_once(
     pane.press("Enter")  # "❯ 1. Yes" is selected
     wait_until(target.exists, REPLY_TIMEOUT_S, what="the tool to run")
     usage_hub.wait_rounds_sync(1, ROUND_TIMEOUT_S)
-    (row,) = _rows(usage_hub, route)
+    (row,) = log_rows(usage_hub, route)
     assert (row["status"], row["extraction_method"]) == ("shadow", "jsonl"), row["error"]
     assert row["extracted"].startswith("Done:")
 
