@@ -21,6 +21,9 @@ TileState = Literal["idle", "busy", "waiting", "exited", "unknown", "unreachable
 """``unreachable``: the tile's remote host cannot be reached now (its ssh link dropped)."""
 TILE_STATES: Final[tuple[str, ...]] = get_args(TileState)
 
+HostState = Literal["reachable", "unreachable"]
+"""Whether a remote host answers now (``host_state`` events say when it changes)."""
+
 RouteState = Literal["active", "paused", "stopped", "exhausted"]
 
 RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]

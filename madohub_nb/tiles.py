@@ -25,8 +25,8 @@ from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import HubEvent
-from .pipeline.hosts import HostLink, HostState
+from .model import HostState, HubEvent
+from .pipeline.hosts import HostLink
 from .pipeline.tile import Tile, watch_start
 
 

@@ -18,18 +18,17 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Final, Literal
+from typing import Any
 
 from ..errors import MadohubError
 from ..io.remote import SshMachine
+from ..model import HostState
 
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
 """Waits between reconnection attempts (the last one repeats)."""
 CLOSE_WAIT_S = 1.0
 """How long close() waits for a host to end the panes the hub made there."""
 
-HostState = Literal["reachable", "unreachable"]
-HOST_STATES: Final = ("reachable", "unreachable")
 HostStateCallback = Callable[[str, HostState, "str | None"], None]
 """``(host, state, why)``: told on the engine loop when a host goes or comes back."""
 
