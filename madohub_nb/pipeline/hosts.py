@@ -8,8 +8,10 @@ say ``unreachable``) and the link says so (``on_state(host, "unreachable",
 why)``), then tries again with backoff (0.5 s doubling to 10 s), saying why each
 try failed, and ``on_state(host, "reachable", None)`` once the host answers and
 the control connection is back. What happens to routes meanwhile is the route
-side's business (runtime: they are held, then resume and look at their sources
-again, so a turn is routed once: neither lost nor typed twice).
+side's business (the route registry, on the ``host_state`` events: they are held,
+then resume and look at their sources again, so a turn is routed once: neither
+lost nor typed twice). A session that ended on the host is not the host going
+away: its tiles read ``exited`` and the host stays reachable.
 """
 
 from __future__ import annotations
@@ -63,14 +65,17 @@ class HostLink:
 
     @property
     def machine(self) -> SshMachine:
+        """The host's machine, which its tiles ask (the same object as ``ssh``)."""
         return self.ssh
 
     @property
     def reachable(self) -> bool:
+        """False from a dropped link until the host answers again."""
         return self.ssh.reachable
 
     @property
     def closing(self) -> bool:
+        """Set by :meth:`close`."""
         return self.ssh.closing
 
     def probe(self) -> None:
