@@ -11,6 +11,14 @@ Two channels:
   processes (about 2.5 ms each). A command whose connection closed before it
   was written runs as a process instead; one that was written is never sent
   twice (it may have run).
+
+Text a pane sets (its screen, title, working directory, command name) is never
+read as protocol: tmux sends a command's answer inside its ``%begin``…``%end``
+block unescaped, so a pane printing ``%end …`` could end the block early and
+make what follows look like events of other panes. Such answers are *framed*
+(see :func:`pane_free`): the command is followed by a second one printing a
+random marker, and everything up to the marker is the answer; a pane cannot
+print a marker it never saw.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Protocol
 
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
+from .launch import launch_buffer_name, launcher, with_exec
 
 PANE_ID_RE = re.compile(r"^%\d+$")
 SOCKET_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
@@ -39,21 +48,14 @@ SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 _PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9-]+$")
 TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
 
-_PANE_FORMAT = "\t".join(
-    [
-        "#{pane_id}",
-        "#{pane_pid}",
-        "#{pane_dead}",
-        "#{pane_current_command}",
-        "#{session_name}",
-        "#{pane_in_mode}",
-        "#{pane_width}",
-        "#{pane_height}",
-        "#{pane_current_path}",
-        "#{pane_dead_status}",
-        "#{pane_title}",  # last: a title may hold a tab
-    ]
-)
+_PANE_FIELDS = (
+    "#{pane_id}", "#{pane_pid}", "#{pane_dead}", "#{pane_current_command}", "#{session_name}",
+    "#{pane_in_mode}", "#{pane_width}", "#{pane_height}", "#{pane_current_path}",
+    "#{pane_dead_status}", "#{pane_title}",
+)  # fmt: skip
+"""What :meth:`Tmux.pane_info` asks for. A pane chooses its command name, path and title,
+and any of them may hold tabs or line breaks: the fields are joined by a separator made
+for each call, which the pane cannot know."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,9 @@ class PaneInfo:
     title: str = ""
 
 
-def _parse_pane_info(line: str) -> PaneInfo | None:
-    parts = line.split("\t", 10)
-    if len(parts) != 11 or not parts[1].isdigit():
+def _parse_pane_info(answer: str, separator: str) -> PaneInfo | None:
+    parts = answer.split(separator)
+    if len(parts) != len(_PANE_FIELDS) or not parts[1].isdigit():
         return None
     return PaneInfo(
         pane_id=parts[0],
@@ -84,8 +86,8 @@ def _parse_pane_info(line: str) -> PaneInfo | None:
         current_command=parts[3],
         session=parts[4],
         in_mode=parts[5] == "1",
-        width=int(parts[6] or 0),
-        height=int(parts[7] or 0),
+        width=int(parts[6]) if parts[6].isdigit() else 0,
+        height=int(parts[7]) if parts[7].isdigit() else 0,
         current_path=parts[8],
         dead_status=int(parts[9]) if parts[9].lstrip("-").isdigit() else None,
         title=parts[10],
@@ -104,6 +106,8 @@ class Tmux:
         self._channel: ControlClient | None = None
         self.channel_commands = 0
         """Commands answered over the control connection (the rest ran as processes)."""
+        self._launch_buffers: dict[str, str] = {}
+        """The buffer that carried each new pane's command (its shell deletes it on reading)."""
 
     def argv(self, *args: str) -> list[str]:
         """The full command line for a tmux command on this server."""
@@ -144,7 +148,7 @@ class Tmux:
 
     def _usable_channel(self, args: tuple[str, ...], input: str | None) -> ControlClient | None:
         channel = self._channel
-        if channel is None or not channel.alive or input is not None or not quotable(args):
+        if channel is None or not channel.alive or input is not None or not channel_ok(args):
             return None
         return channel
 
@@ -183,10 +187,10 @@ class Tmux:
         read, and which the tmux server a client starts keeps as its own for its lifetime.
 
         Over the control connection when it takes the command, else as text on the
-        stdin of ``tmux start-server ; source-file -`` (through ssh for a host).
-        Arguments with a line break cannot be written so and go on the command line.
+        stdin of ``tmux start-server ; source-file -`` (through ssh for a host); line
+        breaks are written as escapes (:func:`command_line`), so nothing goes in argv.
         """
-        if self._channel_from_here(args, None) is not None or not one_line(args):
+        if self._channel_from_here(args, None) is not None:
             return self.run(*args)
         line, _ = command_line(args)
         return self.run("start-server", ";", "source-file", "-", input=line + "\n")
@@ -259,7 +263,8 @@ class Tmux:
         """Start ``command`` in a new window of ``session`` (created if needed).
 
         Returns the new pane's id and pid. Each tile gets a window of its own so
-        that panes keep a stable size.
+        that panes keep a stable size. The command reaches the pane's shell through a
+        buffer of its own, never in argv (see :mod:`madohub_nb.io.launch`).
         """
         opts: list[str] = ["-P", "-F", "#{pane_id} #{pane_pid}"]
         if cwd:
@@ -268,11 +273,18 @@ class Tmux:
             opts += ["-e", f"{key}={value}"]
         if window_name:
             opts += ["-n", window_name]
-        cmd = [command] if command else []
+        cmd: list[str] = []
+        carry: list[str] = []  # the command, into its buffer, before the pane starts
+        buffer = None
+        if command:
+            buffer = launch_buffer_name()
+            carry = ["set-buffer", "-b", buffer, "--", with_exec(command), ";"]
+            cmd = [launcher(buffer)]
         if not self.has_session(session):
             # The options go in the same tmux call, so that they apply before a command that
             # exits at once is reaped: its pane then stays, dead, with its exit status.
             out = self._run_unlisted(
+                *carry,
                 "new-session",
                 "-d",
                 "-s",
@@ -315,26 +327,37 @@ class Tmux:
                 "focus-events",
                 "on",
             )
-            return _pane_and_pid(out)
-        out = self._run_unlisted("new-window", "-d", "-t", f"{session}:", *opts, *cmd)
-        pane_id, pid = _pane_and_pid(out)
-        self.run("resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False)
+            pane_id, pid = _pane_and_pid(out)
+        else:
+            out = self._run_unlisted(*carry, "new-window", "-d", "-t", f"{session}:", *opts, *cmd)
+            pane_id, pid = _pane_and_pid(out)
+            self.run(
+                "resize-window", "-t", pane_id, "-x", str(width), "-y", str(height), check=False
+            )
+        if buffer is not None:
+            self._launch_buffers[pane_id] = buffer
         return pane_id, pid
 
     def kill_session(self, name: str) -> None:
         self.run("kill-session", "-t", f"={name}", check=False)
 
     def kill_pane(self, pane_id: str) -> None:
+        buffer = self._launch_buffers.pop(pane_id, None)
+        if buffer is not None:  # (its shell never read it if it could not start)
+            self.run("delete-buffer", "-b", buffer, check=False)
         self.run("kill-pane", "-t", pane_id, check=False)
 
     # panes --------------------------------------------------------------
     def pane_info(self, target: str) -> PaneInfo | None:
         """Facts about a pane (by ``%N`` id or ``session:window.pane`` target); None if gone."""
-        out = self.run("display-message", "-p", "-t", target, _PANE_FORMAT, check=False)
-        line = out.rstrip("\r\n")
-        if not line.strip():
+        separator = f"|{uuid.uuid4().hex}|"
+        out = self.run(
+            "display-message", "-p", "-t", target, separator.join(_PANE_FIELDS), check=False
+        )
+        answer = out.removesuffix("\n")  # (a title holds no line break)
+        if not answer.strip():
             return None
-        info = _parse_pane_info(line)
+        info = _parse_pane_info(answer, separator)
         if info is None or (PANE_ID_RE.match(target) and info.pane_id != target):
             # display-message falls back to the current pane for unknown ids.
             return None
@@ -461,6 +484,59 @@ NESTING_COMMANDS = frozenset(
 of its own, which a caller cannot count in advance; they run as processes instead."""
 
 
+QUIET_COMMANDS = frozenset(
+    {"send-keys", "refresh-client", "resize-window", "resize-pane", "kill-pane", "kill-window",
+     "kill-session", "set-option", "set-window-option", "set-hook", "paste-buffer",
+     "delete-buffer", "set-buffer", "select-pane", "select-window", "set-environment",
+     "start-server", "has-session", "clear-history"}
+)  # fmt: skip
+"""Commands that print nothing when they succeed (an error names only their arguments)."""
+
+FORMAT_COMMANDS = frozenset({"display-message", "list-panes", "new-window", "new-session"})
+"""Commands whose answer is the expansion of a format (and of nothing else, given ``-F``)."""
+
+PANE_FREE_FORMATS = frozenset(
+    {"pane_id", "pane_pid", "pid", "pane_dead", "pane_dead_status", "pane_in_mode",
+     "pane_width", "pane_height", "pane_synchronized", "history_size", "cursor_x", "cursor_y",
+     "window_activity", "window_id", "session_id"}
+)  # fmt: skip
+"""Format variables no pane can set (numbers, flags, ids): not its text, title, path or
+command name, which a program in the pane chooses and may fill with protocol lines."""
+
+_FORMAT_VARIABLE_RE = re.compile(r"#\{([a-z_]+)\}")
+
+
+def split_commands(args: tuple[str, ...] | list[str]) -> list[list[str]]:
+    """``args`` cut at each lone ``;`` into the commands of one tmux command line."""
+    commands: list[list[str]] = [[]]
+    for arg in args:
+        if arg == ";":
+            commands.append([])
+        else:
+            commands[-1].append(arg)
+    return [c for c in commands if c]
+
+
+def pane_free(args: tuple[str, ...] | list[str]) -> bool:
+    """Can tmux's answer to ``args`` hold nothing a pane sets? Only then may it be read as a
+    plain ``%begin``…``%end`` block; any other answer is framed (see :class:`ControlClient`)."""
+    for command in split_commands(args):
+        name, rest = command[0], command[1:]
+        if name in QUIET_COMMANDS:
+            continue
+        if name not in FORMAT_COMMANDS or (
+            "-F" not in rest and ("-P" in rest or name == "list-panes")
+        ):
+            return False  # (without -F, new-window -P and list-panes print their own formats)
+        if any("#" in _FORMAT_VARIABLE_RE.sub(_pane_free_variable, a) for a in rest):
+            return False
+    return True
+
+
+def _pane_free_variable(m: re.Match[str]) -> str:
+    return "" if m.group(1) in PANE_FREE_FORMATS else "#"
+
+
 def one_line(args: tuple[str, ...] | list[str]) -> bool:
     """Can ``args`` be written as one tmux command line? (No line break, no NUL.)"""
     return not any("\n" in a or "\r" in a or "\0" in a for a in args)
@@ -476,12 +552,20 @@ def quotable(args: tuple[str, ...] | list[str]) -> bool:
     )
 
 
+def channel_ok(args: tuple[str, ...] | list[str]) -> bool:
+    """Can ``args`` go over a control connection? One line, no nesting, and either one
+    command (its answer then framed if need be) or commands that print no pane text."""
+    return quotable(args) and (len(split_commands(args)) == 1 or pane_free(args))
+
+
 def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
     """``args`` as one tmux command line (each argument single-quoted) and how many commands.
 
     A lone ``;`` argument separates commands, as on tmux's own command line.
     Inside single quotes tmux takes every character literally (``;``, ``$``,
-    ``~``, ``#{…}``, backslashes); a quote is written ``'\\''``.
+    ``~``, ``#{…}``, backslashes); a quote is written ``'\\''``. A control
+    character (a line break) is written as an octal escape in double quotes
+    (``'a'"\\012"'b'``), so that any argument fits on one line.
     """
     words = []
     commands = 1
@@ -490,8 +574,17 @@ def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
             words.append(";")
             commands += 1
         else:
-            words.append("'" + arg.replace("'", "'\\''") + "'")
+            quoted = "'" + arg.replace("'", "'\\''") + "'"
+            words.append(_CONTROL_RE.sub(_escaped_controls, quoted))
     return " ".join(words), commands
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def _escaped_controls(m: re.Match[str]) -> str:
+    """A run of control characters inside single quotes: close them, escape, reopen."""
+    return "'\"" + "".join(f"\\{ord(c):03o}" for c in m.group()) + "\"'"
 
 
 _KEY_NAMES = {"\r": "C-m", "\n": "C-j", "\t": "Tab"}
@@ -580,14 +673,26 @@ class RemoteShell(Protocol):
 
 @dataclass
 class _Pending:
-    """A command written to the control connection, waiting for its answer block(s)."""
+    """A command written to the control connection, waiting for its answer block(s).
+
+    It leaves the queue only when its answer has been read (or the connection ended), even
+    when its caller gave up: the reader must still know which block is whose, and which
+    answer is framed.
+    """
 
     blocks: int
     future: asyncio.Future[str]
     check: bool
     name: str
+    marker: bytes | None = None
+    """The random line that ends a framed answer (see :meth:`ControlClient.command_line`)."""
     lines: list[bytes] = field(default_factory=list)
     error: bool = False
+
+
+def _answer_end(line: bytes, number: list[bytes]) -> bool:
+    """Is ``line`` the ``%end``/``%error`` of the block numbered ``number``?"""
+    return line.startswith((b"%end ", b"%error ")) and line.split(b" ")[2:3] == number
 
 
 class ControlClient:
@@ -620,6 +725,13 @@ class ControlClient:
         """(the server's epoch second, our monotonic time) from the last ``%begin`` read."""
         self._pending: deque[_Pending] = deque()
         """Commands written and not yet answered, oldest first (tmux answers in order)."""
+        # What the reader is inside of: a plain block (its lines, number, whether ours), or a
+        # framed answer (its raw lines up to the marker, and its first block's number).
+        self._block: list[bytes] | None = None
+        self._number: list[bytes] = []
+        self._ours = False
+        self._framed: list[bytes] | None = None
+        self._unyielded = 0
 
     @property
     def alive(self) -> bool:
@@ -643,23 +755,40 @@ class ControlClient:
         """Run tmux ``args`` over this connection; its output, as ``tmux`` would print it.
 
         Raises ``ChannelClosed`` if the connection was gone before the command was
-        written (nothing ran), ``TmuxError`` if tmux refused it (when ``check``) or
-        the connection closed while it ran.
+        written (nothing ran) or the command cannot go over it (several commands, one
+        of which may print pane text), ``TmuxError`` if tmux refused it (when
+        ``check``) or the connection closed while it ran.
         """
         line, blocks = command_line(args)
-        return await self.command_line(line, blocks, check, args[0])
+        framed = not pane_free(args)
+        if framed and blocks > 1:
+            raise ChannelClosed()
+        return await self.command_line(line, blocks, check, args[0], framed=framed)
 
-    async def command_line(self, line: str, blocks: int, check: bool, name: str) -> str:
-        """Run one ready-made tmux command line of ``blocks`` commands (none may nest others)."""
+    async def command_line(
+        self, line: str, blocks: int, check: bool, name: str, *, framed: bool = False
+    ) -> str:
+        """Run one ready-made tmux command line of ``blocks`` commands (none may nest others).
+
+        ``framed``: its answer may hold text a pane set (one command only). The line is
+        followed by ``display-message -p MARKER`` (a random word, on a line of its own
+        so that it runs even if the command fails): the answer is everything read up to
+        the marker, however many ``%end`` lines the pane printed.
+        """
         proc = self._proc
         if not self.alive or proc is None or proc.stdin is None:
             raise ChannelClosed()
-        pending = _Pending(blocks, asyncio.get_running_loop().create_future(), check, name)
+        marker = f"madohub-{uuid.uuid4().hex}" if framed else None
+        pending = _Pending(
+            blocks, asyncio.get_running_loop().create_future(), check, name,
+            marker.encode() if marker else None,
+        )  # fmt: skip
         # A caller cancelled while it waits (the hub closing) leaves the answer unread.
         pending.future.add_done_callback(_retrieve)
         self._pending.append(pending)
+        data = line + "\n" + (f"display-message -p {marker}\n" if marker else "")
         try:
-            proc.stdin.write(line.encode("utf-8", "surrogateescape") + b"\n")
+            proc.stdin.write(data.encode("utf-8", "surrogateescape"))
         except (ConnectionError, RuntimeError) as exc:
             self._pending.remove(pending)
             raise ChannelClosed() from exc
@@ -673,7 +802,7 @@ class ControlClient:
             self._fail_pending()
             raise TmuxError(f"tmux {name} got no answer within {COMMAND_TIMEOUT_S:.0f} s") from None
 
-    def _block(self, lines: list[bytes], error: bool) -> None:
+    def _answered(self, lines: list[bytes], error: bool) -> None:
         """One ``%begin``…``%end``/``%error`` block of ours: it answers the oldest command."""
         if not self._pending:
             return
@@ -694,13 +823,15 @@ class ControlClient:
         else:
             pending.future.set_result("" if pending.error else text)
 
-    def _fail_pending(self) -> None:
-        while self._pending:
-            pending = self._pending.popleft()
+    def _fail_pending(self, forget: bool = False) -> None:
+        """Fail every waiting command; ``forget``: the connection ended, drop them too."""
+        for pending in self._pending:
             if not pending.future.done():
                 pending.future.set_exception(
                     TmuxError(f"tmux {pending.name}: the control connection closed while it ran")
                 )
+        if forget:
+            self._pending.clear()
 
     @property
     def pid(self) -> int | None:
@@ -722,47 +853,22 @@ class ControlClient:
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         stdout = self._proc.stdout
-        block: list[bytes] | None = None
-        number: list[bytes] = []  # the block's command number, as in "%begin TIME NUMBER FLAGS"
-        ours = False
-        unyielded = 0
         try:
             while True:
                 line = await stdout.readline()
-                if not line:
+                if not line or not self._line(line.rstrip(b"\r\n")):
                     break
-                body = line.rstrip(b"\r\n")
-                if block is not None:  # inside a command's answer: every line is output
-                    if body.startswith((b"%end ", b"%error ")) and body.split(b" ")[2:3] == number:
-                        if ours:
-                            self._block(block, body.startswith(b"%error"))
-                        block = None
-                    else:
-                        block.append(body)
-                elif body.startswith(b"%output "):
-                    pane_id, _, data = body[len(b"%output ") :].partition(b" ")
-                    self._on_output(
-                        pane_id.decode(), data
-                    )  # still escaped: see decode_control_output
-                    unyielded += len(data)
-                    if unyielded > YIELD_EVERY_BYTES:
-                        # A flood is read without ever waiting: let listeners take their bytes
-                        # before their bounded buffers drop some.
-                        unyielded = 0
-                        await asyncio.sleep(0)
-                elif body.startswith(b"%begin "):
-                    fields = body.split(b" ")
-                    block, number, ours = [], fields[2:3], fields[3:4] == [b"1"]
-                    if fields[1].isdigit():
-                        self.server_clock = (int(fields[1]), time.monotonic())
-                elif body.startswith(b"%exit"):
-                    break
+                if self._unyielded > YIELD_EVERY_BYTES:
+                    # A flood is read without ever waiting: let listeners take their bytes
+                    # before their bounded buffers drop some.
+                    self._unyielded = 0
+                    await asyncio.sleep(0)
         except asyncio.CancelledError:
-            self._fail_pending()
+            self._fail_pending(forget=True)
             return
         except ValueError:  # a line over the stream limit; the stream is unusable
             pass
-        self._fail_pending()
+        self._fail_pending(forget=True)
         if self._stopping:
             return
         # The server or session is gone: reap the client so its transport closes cleanly.
@@ -772,6 +878,63 @@ class ControlClient:
                 proc.stdin.close()
             await proc.wait()
         self._on_exit()
+
+    def _line(self, body: bytes) -> bool:
+        """Read one line of the control stream; False when tmux said the client exits."""
+        if self._framed is not None:  # inside a framed answer: nothing is protocol
+            pending = self._pending[0] if self._pending else None
+            if pending is None or body != pending.marker:
+                self._framed.append(body)
+            else:
+                self._end_framed(self._framed)
+            return True
+        if self._block is not None:  # inside a command's answer: every line is output
+            if _answer_end(body, self._number):
+                if self._ours:
+                    self._answered(self._block, body.startswith(b"%error"))
+                self._block = None
+            else:
+                self._block.append(body)
+        elif body.startswith(b"%output "):
+            pane_id, _, data = body[len(b"%output ") :].partition(b" ")
+            self._on_output(pane_id.decode(), data)  # still escaped: see decode_control_output
+            self._unyielded += len(data)
+        elif body.startswith(b"%begin "):
+            fields = body.split(b" ")
+            if fields[1].isdigit():
+                self.server_clock = (int(fields[1]), time.monotonic())
+            ours = fields[3:4] == [b"1"]
+            if ours and self._pending and self._pending[0].marker is not None:
+                self._framed, self._number = [], fields[2:3]
+            else:
+                self._block, self._number, self._ours = [], fields[2:3], ours
+        elif body.startswith(b"%exit"):
+            return False
+        return True
+
+    def _end_framed(self, lines: list[bytes]) -> None:
+        """The marker was read: ``lines`` are the command's block, then what tmux sent between
+        it and the marker's block, then that block's ``%begin``.
+
+        The command's block ends at the *last* ``%end``/``%error`` of its number: the pane's
+        text (which may forge any line) comes before it, and after it only tmux writes.
+        """
+        self._framed = None
+        ends = [i for i, ln in enumerate(lines[:-1]) if _answer_end(ln, self._number)]
+        if not ends or not lines[-1].startswith(b"%begin "):
+            # tmux always closes a block before the next begins: this stream is not what we
+            # think, so its answers cannot be trusted (its output still flows).
+            self._broken = True
+            self.tmux.drop_channel(self)
+            self._fail_pending(forget=True)
+            return
+        end = ends[-1]
+        self._answered(lines[:end], lines[end].startswith(b"%error"))
+        marker_number = lines[-1].split(b" ")[2:3]
+        for between in lines[end + 1 : -1]:  # events tmux wrote between the two answers
+            self._line(between)
+        # The marker's own block closes with the next line; it answers nobody.
+        self._block, self._number, self._ours = [], marker_number, False
 
     async def stop(self) -> None:
         self._stopping = True

@@ -29,6 +29,9 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "codex": ("@openai/codex", "codex"),
     "opencode": ("opencode-ai", "opencode"),
     "qwen": ("@qwen-code/qwen-code", "qwen"),
+    "gemini": ("@google/gemini-cli", "gemini"),
+    "copilot": ("@github/copilot", "copilot"),
+    "pi": ("@mariozechner/pi-coding-agent", "pi"),
 }
 
 #: Short agent name -> PyPI package and the executable its venv puts in ``venv/bin``.
@@ -44,6 +47,9 @@ PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("opencode", "1.18.33"),
     ("qwen", "0.24.4"),
     ("aider", "0.86.2"),
+    ("gemini", "0.61.0"),
+    ("copilot", "1.0.102"),
+    ("pi", "0.73.1"),
 )
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
@@ -239,6 +245,7 @@ def _version_matches(exe: Path, version: str) -> bool:
             "CLAUDE_CONFIG_DIR": tmp,
             "DISABLE_AUTOUPDATER": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "PI_OFFLINE": "1",  # (else Pi fetches fd and ripgrep at each start)
         }
         try:
             out = subprocess.run(
@@ -251,7 +258,7 @@ def _version_matches(exe: Path, version: str) -> bool:
             )
         except (OSError, subprocess.TimeoutExpired):
             return False
-    return out.returncode == 0 and version in out.stdout
+    return out.returncode == 0 and version in out.stdout + out.stderr  # (Pi prints to stderr)
 
 
 def main() -> int:

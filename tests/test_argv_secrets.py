@@ -1,0 +1,180 @@
+"""A tile's command never appears in any process's argv, at any time (issue 22 item 6).
+
+Every process's cmdline is read (psutil, real processes) over and over while tiles
+start and run; a secret in the command (``export MY_TOKEN=…``), in a command of
+several lines, or in an ``env`` value with a line break must never show. The
+command still runs in its cwd with its env, ``exec``\\ s its last program as
+``bash -c`` did, and a failed start is reported as before.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import wait_until
+
+import madohub_nb as mh
+from madohub_nb.errors import TileError
+from madohub_nb.io.launch import LAUNCH_BUFFER_PREFIX, with_exec
+from madohub_nb.io.tmux import command_line
+
+
+class ArgvWatch:
+    """Reads every process's cmdline until stopped; keeps those that hold ``needles``."""
+
+    def __init__(self, *needles: str) -> None:
+        self.needles = needles
+        self.found: list[tuple[int, list[str]]] = []
+        self.passes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for proc in psutil.process_iter(["cmdline"]):
+                words = " ".join(proc.info["cmdline"] or [])
+                if any(n in words for n in self.needles):
+                    self.found.append((proc.pid, proc.info["cmdline"]))
+            self.passes += 1
+
+    def stop(self) -> list[tuple[int, list[str]]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.found
+
+
+@pytest.fixture
+def token() -> str:
+    return f"tok-{secrets.token_hex(8)}"
+
+
+@pytest.fixture
+def watch(token: str) -> Iterator[ArgvWatch]:
+    w = ArgvWatch(token)
+    yield w
+    w.stop()
+
+
+def _buffers(socket: str) -> list[str]:
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-buffers", "-F", "#{buffer_name}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return out.stdout.split()
+
+
+def test_a_tiles_command_and_env_are_in_no_argv_while_it_starts_and_runs(
+    hub: mh.Hub, tmux_socket: str, project: Path, token: str, watch: ArgvWatch
+) -> None:
+    out = project / "ran.txt"
+    # Several lines, a line break in an env value, a builtin last (the shell stays).
+    first = hub.tile(
+        "first", cwd=project, env={"MY_NOTE": f"line\n{token}-env"},
+        command=f"export MY_TOKEN={token}\necho \"$MY_TOKEN $(pwd)\" > {out}; sleep 600; true",
+    )  # fmt: skip
+    second = hub.tile("second", command=f"export MY_TOKEN={token}; sleep 600")
+    first.ready.result(10)
+    second.ready.result(10)
+    wait_until(lambda: out.exists() and out.read_text().strip(), 10, what="the command's file")
+    assert out.read_text().split() == [token, str(project)]  # its env, its cwd
+    info = first.pane_info()
+    assert info is not None
+    pane = psutil.Process(info.pid)
+    assert pane.environ().get("MY_NOTE") == f"line\n{token}-env"
+    assert [c.name() for c in pane.children()] == ["sleep"]
+    # The last program is exec'd, as bash -c did: it is the pane's own process.
+    info = second.pane_info()
+    assert info is not None and info.current_command == "sleep"
+    assert psutil.Process(info.pid).cmdline() == ["sleep", "600"]
+    assert psutil.Process(info.pid).environ().get("MY_TOKEN") == token
+    passes = watch.passes
+    wait_until(lambda: watch.passes > passes + 2, 10, what="more reads of every argv")
+    assert watch.stop() == []
+    assert not [b for b in _buffers(tmux_socket) if b.startswith(LAUNCH_BUFFER_PREFIX)]
+
+
+def test_a_command_that_fails_at_start_is_reported_and_leaves_no_buffer(
+    hub: mh.Hub, tmux_socket: str, token: str, watch: ArgvWatch
+) -> None:
+    tile = hub.tile("t", command=f"export MY_TOKEN={token}; echo boom; exit 3")
+    with pytest.raises(TileError, match="exited at once with status 3; it printed: boom"):
+        tile.ready.result(15)
+    assert watch.stop() == []
+    assert not [b for b in _buffers(tmux_socket) if b.startswith(LAUNCH_BUFFER_PREFIX)]
+
+
+def test_a_remote_tiles_command_is_in_no_argv_on_the_host(
+    tmux_socket: str, remote_socket: str, sshd: object, tmp_path: Path, token: str,
+    watch: ArgvWatch,
+) -> None:  # fmt: skip
+    hub = mh.Hub(
+        socket_name=tmux_socket,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=sshd.ssh_command,  # type: ignore[attr-defined]
+        remote_socket_name=remote_socket,
+    )
+    try:
+        tile = hub.tile(
+            "far", host="box", command=f'export MY_TOKEN={token}\necho "$MY_TOKEN"; sleep 600'
+        )
+        tile.ready.result(30)
+        wait_until(lambda: token in tile.screen(), 15, what="the remote command ran")
+        info = tile.pane_info()
+        assert info is not None and psutil.Process(info.pid).cmdline() == ["sleep", "600"]
+        passes = watch.passes
+        wait_until(lambda: watch.passes > passes + 2, 10, what="more reads of every argv")
+        assert watch.stop() == []
+        assert not [b for b in _buffers(remote_socket) if b.startswith(LAUNCH_BUFFER_PREFIX)]
+    finally:
+        hub.close()
+
+
+@pytest.mark.parametrize(
+    ("command", "launched"),
+    [
+        ("claude", "exec claude"),
+        ("export K=v; sleep 9", "export K=v; exec sleep 9"),
+        ('cd /x && claude --a "b c"', 'cd /x && exec claude --a "b c"'),
+        ("a\nb > out 2>&1", "a\nexec b > out 2>&1"),
+        ("sh -c 'echo boom; exit 3'", "exec sh -c 'echo boom; exit 3'"),
+        ("a || b", "a || exec b"),
+        ("exec claude", "exec claude"),
+        # the shell must stay, or the reading is not sure: unchanged
+        ("a; exit 3", "a; exit 3"),
+        ("echo hi", "echo hi"),
+        ("FOO=1 claude", "FOO=1 claude"),
+        ("a | b", "a | b"),
+        ("sleep 1 &", "sleep 1 &"),
+        ("if a; then b; fi", "if a; then b; fi"),
+        ("trap 'x' EXIT; claude", "trap 'x' EXIT; claude"),
+        ('echo "$(date)"; claude', 'echo "$(date)"; claude'),
+        ("claude # note", "claude # note"),
+        ("claude;", "claude;"),
+        ("cat <<EOF\nx\nEOF", "cat <<EOF\nx\nEOF"),
+    ],
+)
+def test_the_last_program_of_a_plain_list_is_execd(command: str, launched: str) -> None:
+    assert with_exec(command) == launched
+
+
+def test_any_argument_fits_one_tmux_command_line(tmux_socket: str) -> None:
+    text = 'it\'s\n$HOME ~ #{pane_id} \\ "q"\r\t\x01 ; end'
+    line, _ = command_line(["set-buffer", "-b", "x", "--", text])
+    assert "\n" not in line and "\r" not in line
+    subprocess.run(
+        ["tmux", "-L", tmux_socket, "new-session", "-d", "-s", "s", "sleep 60"], check=True
+    )
+    subprocess.run(
+        ["tmux", "-L", tmux_socket, "source-file", "-"], input=line + "\n", text=True, check=True
+    )
+    shown = subprocess.run(
+        ["tmux", "-L", tmux_socket, "show-buffer", "-b", "x"], capture_output=True, check=True
+    )
+    assert shown.stdout == text.encode()
