@@ -21,6 +21,9 @@ TileState = Literal["idle", "busy", "waiting", "exited", "unknown", "unreachable
 """``unreachable``: the tile's remote host cannot be reached now (its ssh link dropped)."""
 TILE_STATES: Final[tuple[str, ...]] = get_args(TileState)
 
+HostState = Literal["reachable", "unreachable"]
+"""Whether a remote host answers now (``host_state`` events say when it changes)."""
+
 RouteState = Literal["active", "paused", "stopped", "exhausted"]
 
 RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
@@ -32,7 +35,14 @@ own session record (Gemini, Qwen, Copilot, OpenCode, Pi, Aider), the screen."""
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
 
 EventKind = Literal[
-    "tile_output", "tile_state", "tile_added", "route_state", "route_added", "round", "turn_skipped"
+    "tile_output",
+    "tile_state",
+    "tile_added",
+    "route_state",
+    "route_added",
+    "round",
+    "turn_skipped",
+    "host_state",
 ]
 
 
@@ -43,7 +53,8 @@ class HubEvent:
     ``tile_output`` (tile name, ``data`` = bytes count), ``tile_state`` (name, state),
     ``tile_added`` (name, ``data`` = the tile), ``route_state`` / ``route_added``
     (route id, state, ``data`` = the route), ``round`` (route id, status, ``data`` = the record),
-    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``).
+    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``),
+    ``host_state`` (host name, ``reachable`` or ``unreachable``, ``data`` = why, or None).
     """
 
     kind: EventKind

@@ -230,12 +230,10 @@ def attach_command(socket_name: str | None, session: str) -> str:
 def tile_attach_command(tile: Any) -> str:
     """:func:`attach_command` of a tile (its hub's socket, its session); over ssh for a tile
     on a remote host (``ssh -t box 'tmux … attach -r …'``)."""
-    command = attach_command(getattr(tile.tmux, "socket_name", None), str(tile.session))
-    host = getattr(tile, "host", None)
-    if host is None or not hasattr(host, "ssh"):
-        return command
-    ssh = " ".join(shlex.quote(w) for w in host.ssh)
-    return f"{ssh} -t {shlex.quote(host.host)} {shlex.quote(command)}"
+    machine = tile.machine
+    return str(
+        machine.terminal_command(attach_command(machine.tmux.socket_name, str(tile.session)))
+    )
 
 
 def tile_header_html(

@@ -2,7 +2,8 @@
 
 Routes are kept in a list that is copied on write, so the engine thread reads it
 while another thread adds a route. Ended routes beyond ``ENDED_ROUTES_KEPT``
-leave the list (their rounds stay in the log).
+leave the list (their rounds stay in the log). While a host is unreachable
+(``host_state`` events), the routes touching its tiles are held.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class RouteRegistry:
         """Routes in the order made (the newest ``ENDED_ROUTES_KEPT`` ended ones kept)."""
         self.routes_dropped = 0
         """Ended routes no longer in ``routes`` (beyond ``ENDED_ROUTES_KEPT``)."""
+        self._held: dict[str, list[Route]] = {}
+        """Routes held while their tiles' host is unreachable, by host."""
 
     def add(self, make: Callable[[int], Route]) -> Route:
         """Number, register and start the route ``make(number)`` builds (it validates)."""
@@ -82,6 +85,28 @@ class RouteRegistry:
             if route.state == "active":
                 route.last_error = f"paused: the round log cannot be written ({exc})"
                 route.pause()
+
+    def on_event(self, event: HubEvent) -> None:
+        """``host_state`` (engine loop): while a host is unreachable the active routes touching
+        its tiles are held, paused with why (a turn that finishes meanwhile waits); once it is
+        back they resume and look at their sources again, so a turn is routed once."""
+        if event.kind != "host_state":
+            return
+        host, why = event.name, event.data
+        if event.state != "unreachable":
+            for route in self._held.pop(host, []):
+                route.release()
+            return
+        held = self._held.setdefault(host, [])
+        for route in self.routes:
+            if route in held:
+                if route.held:
+                    route.last_error = f"paused: {why}"
+            elif route.state == "active" and any(
+                t.machine.name == host for t in (route.source_tile, route.target_tile)
+            ):
+                route.hold(f"paused: {why}")
+                held.append(route)
 
     def end_all(self) -> None:
         """Mark every route ended (from any thread): no new round starts."""

@@ -62,9 +62,10 @@ class Runtime:
             events=self.events, emit=self.emit, tile_options=self._tile_options,
             ssh_command=lambda: parse_ssh_command(settings["ssh_command"]),
             remote_socket_name=settings["remote_socket_name"],
-            routes=lambda: self.routes.routes, closed=lambda: self.closed,
+            closed=lambda: self.closed,
             on_first_pane=self._end_panes_at_exit,
         )  # fmt: skip
+        self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:

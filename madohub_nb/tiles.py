@@ -1,8 +1,12 @@
 """The tile registry: the hub's tiles by name and by pane, made, adopted, watched, ended.
 
 Tiles are kept in dicts that are copied on write, so the engine thread reads them
-while another thread adds a tile. A tile lives on this machine's tmux or on a
-remote host's (one :class:`HostLink` per host, made on first use).
+while another thread adds a tile. A tile lives on a machine: this one
+(:class:`~madohub_nb.io.machine.LocalMachine`) or a remote host (the
+:class:`~madohub_nb.io.remote.SshMachine` of its :class:`HostLink`, made on first
+use); panes are known by :class:`~madohub_nb.io.machine.PaneRef` (machine, pane id).
+When a host goes or comes back, a ``host_state`` event says so (the route registry
+holds and releases routes on it).
 """
 
 from __future__ import annotations
@@ -10,20 +14,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .agents.detect import detect_kind, kind_from_command
+from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
+from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import HubEvent
+from .model import HostState, HubEvent
 from .pipeline.hosts import HostLink
-from .pipeline.remote_tile import RemoteTile
-from .pipeline.route import Route
 from .pipeline.tile import Tile, watch_start
 
 
@@ -41,7 +44,6 @@ class TileRegistry:
         tile_options: Callable[[], dict[str, Any]],
         ssh_command: Callable[[], Sequence[str]],
         remote_socket_name: str | None,
-        routes: Callable[[], Iterable[Route]],
         closed: Callable[[], bool],
         on_first_pane: Callable[[], None],
     ) -> None:
@@ -54,10 +56,11 @@ class TileRegistry:
         self._ssh_command = ssh_command
         self.remote_socket_name = remote_socket_name
         """The tmux socket (``tmux -L``) used on remote hosts; None: their default server."""
-        self._routes = routes
         self._closed = closed
         self._on_first_pane = on_first_pane
         self.watcher = OutputWatcher(tmux, on_output=self._on_output)
+        self.machine = LocalMachine(tmux, self.watcher)
+        """This machine (its tmux server and output watcher)."""
         self.hosts: dict[str, HostLink] = {}
         """Remote hosts in use, by name (one ssh control connection each)."""
         self._hosts_lock = threading.Lock()
@@ -65,7 +68,7 @@ class TileRegistry:
         """Held while a pane is made (the first one makes the session) and while closing."""
         self._lock = threading.Lock()
         self.tiles: dict[str, Tile] = {}
-        self._names_by_pane: dict[str, str] = {}
+        self._names_by_pane: dict[PaneRef, str] = {}
 
     # machines ------------------------------------------------------------------------
     def host_link(self, host: str) -> HostLink:
@@ -76,13 +79,20 @@ class TileRegistry:
             if link is None:
                 link = HostLink(
                     host, self._ssh_command(), self.remote_socket_name,
-                    self._on_remote_output, self._routes,
+                    self._on_remote_output, self._host_state,
                 )  # fmt: skip
                 link.probe()  # a one-line error within about 10 s for a bad or dead host
                 self.hosts = {**self.hosts, host: link}
         if not link.reachable:
             raise TmuxError(link.last_error or f"host {host!r} is unreachable")
         return link
+
+    def _machine(self, host: str | None) -> Machine:
+        """This machine, or ``host`` (its link made and checked on first use)."""
+        return self.host_link(host).machine if host is not None else self.machine
+
+    def _host_state(self, host: str, state: HostState, why: str | None) -> None:
+        self._events.emit(HubEvent("host_state", host, state, why))  # (engine thread)
 
     # making and adopting ------------------------------------------------------------
     def create(
@@ -97,7 +107,7 @@ class TileRegistry:
         """A new pane running ``command``; its start-up is checked on the engine thread."""
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        tmux = self.host_link(host).tmux if host is not None else self.tmux
+        tmux = self._machine(host).tmux
         with self.spawn_lock:  # the first pane also makes the session: one at a time
             if self._closed():  # (close() raced this call; make no pane it would not kill)
                 raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
@@ -113,21 +123,15 @@ class TileRegistry:
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
         _copy_outcome(started, tile)
         if tile.error is not None:  # its pane is gone: stop streaming it
-            self._engine.call_soon(self._watcher_of(tile).forget, tile.pane_id)
+            self._engine.call_soon(tile.machine.watcher.forget, tile.pane_id)
 
     def adopt(self, name: str, pane: str, agent: str | None, host: str | None = None) -> Tile:
         """An existing pane; its agent is detected from its process tree unless given."""
-        tmux = self.host_link(host).tmux if host is not None else self.tmux
-        info = tmux.resolve_pane(pane)
+        info = self._machine(host).tmux.resolve_pane(pane)
         if info.dead:
             raise TileError(f"pane {pane!r} is dead (its program exited); pick a live pane")
-        if host is not None:
-            probe = self._make(
-                name, info.pane_id, agent or "shell", info.session, False, None, host
-            )
-            kind = agent or probe.detect_kind(info)
-        else:
-            kind = agent or detect_kind(info.pid, info.current_command)
+        probe = self._make(name, info.pane_id, agent or "shell", info.session, False, None, host)
+        kind = agent or probe.detect_kind(info)
         if kind not in known_kinds():
             raise TileError(
                 f"could not tell which agent runs in pane {info.pane_id} (it runs "
@@ -141,25 +145,19 @@ class TileRegistry:
         self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
         host: str | None,
     ) -> Tile:  # fmt: skip
-        link = self.hosts[host] if host is not None else None
-        watcher = link.watcher if link is not None else self.watcher
-        kwargs: dict[str, Any] = dict(
-            session=session, created=created, pane_pid=pid,
+        machine: Machine = self.hosts[host].machine if host is not None else self.machine
+        watcher = machine.watcher
+        return Tile(
+            name, pane_id, kind, machine, session=session, created=created, pane_pid=pid,
             last_output_mono=lambda: watcher.last_output_mono(pane_id), **self._tile_options(),
         )  # fmt: skip
-        if link is None:
-            return Tile(name, pane_id, kind, self.tmux, **kwargs)
-        reachable = lambda: link.reachable  # noqa: E731
-        return RemoteTile(
-            name, pane_id, kind, link.tmux, host=link.ssh, reachable=reachable, **kwargs
-        )
 
     def _add(
         self, name: str, pane_id: str, kind: str, session: str, created: bool, pid: int | None,
         host: str | None = None,
     ) -> Tile:  # fmt: skip
         tile = self._make(name, pane_id, kind, session, created, pid, host)
-        key = _pane_key(host, pane_id)
+        key = tile.ref
         with self._lock:
             clash = self._check_name_free(name, key, raise_=False)
             if clash is None:
@@ -179,7 +177,7 @@ class TileRegistry:
     # finding -------------------------------------------------------------------------
     def named(self, name: str | Tile, role: str) -> Tile:
         """The tile called ``name`` (or ``name`` itself), or a teaching error naming the tiles."""
-        key = name.name if isinstance(name, Tile) else name
+        key = name if isinstance(name, str) else name.name
         tile = self.tiles.get(key)
         if tile is None:
             known = ", ".join(sorted(self.tiles)) or "none yet; make one with hub.tile(...)"
@@ -187,36 +185,32 @@ class TileRegistry:
         return tile
 
     def _check_name_free(
-        self, name: str, pane_id: str | None = None, raise_: bool = True
+        self, name: str, pane: PaneRef | None = None, raise_: bool = True
     ) -> str | None:
         problem = None
         if name in self.tiles and self.tiles[name].error is None:
             # (a tile whose command failed at start-up may be made again under its name)
             problem = f"a tile named {name!r} already exists; pick another name"
         for other in self.tiles.values():
-            if pane_id is not None and _key_of(other) == pane_id and other.error is None:
-                problem = f"pane {pane_id} is already the tile {other.name!r}"
+            if pane is not None and other.ref == pane and other.error is None:
+                problem = f"pane {pane} is already the tile {other.name!r}"
         if problem and raise_:
             raise MadohubValueError(problem)
         return problem
 
     # output --------------------------------------------------------------------------
     async def watch(self, tile: Tile) -> PaneStream:
-        """The pushed output of ``tile``'s pane (engine thread)."""
-        if isinstance(tile, RemoteTile):  # (no pidfd for a process on another host)
-            return await self.hosts[tile.host_name].watch(tile.pane_id, tile.session)
-        return await self.watcher.watch(tile.pane_id, tile.session, tile.pane_pid)
-
-    def _watcher_of(self, tile: Tile) -> OutputWatcher:
-        if isinstance(tile, RemoteTile):
-            return self.hosts[tile.host_name].watcher
-        return self.watcher
+        """The pushed output of ``tile``'s pane, from its own machine (engine thread)."""
+        return await tile.machine.watch(tile.pane_id, tile.session, tile.pane_pid)
 
     def _on_remote_output(self, host: str, pane_id: str, nbytes: int) -> None:
-        self._on_output(_pane_key(host, pane_id), nbytes)
+        self._output_of(PaneRef(host, pane_id), nbytes)
 
     def _on_output(self, pane_id: str, nbytes: int) -> None:
-        name = self._names_by_pane.get(pane_id)
+        self._output_of(PaneRef(None, pane_id), nbytes)
+
+    def _output_of(self, pane: PaneRef, nbytes: int) -> None:
+        name = self._names_by_pane.get(pane)
         if name is not None:
             self._events.emit(HubEvent("tile_output", name, data=nbytes))  # (engine thread)
 
@@ -224,12 +218,12 @@ class TileRegistry:
     @property
     def made_here(self) -> bool:
         """Whether this hub made panes on this machine's tmux."""
-        return any(t.created and not isinstance(t, RemoteTile) for t in self.tiles.values())
+        return any(t.created and t.machine.name is None for t in self.tiles.values())
 
     async def close(self) -> None:
         """Stop watching; end the session of the panes this hub made, here and on hosts."""
         await self.watcher.close()
-        made = {getattr(t, "host_name", None) for t in self.tiles.values() if t.created}
+        made = {t.machine.name for t in self.tiles.values() if t.created}
         await asyncio.gather(
             *(link.close(self.session_name if name in made else None)
               for name, link in self.hosts.items()),
@@ -237,15 +231,6 @@ class TileRegistry:
         )  # fmt: skip
         if None in made:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
-
-
-def _pane_key(host: str | None, pane_id: str) -> str:
-    """How a pane is known across hosts: ``%3`` here, ``box:%3`` on host ``box``."""
-    return pane_id if host is None else f"{host}:{pane_id}"
-
-
-def _key_of(tile: Tile) -> str:
-    return _pane_key(getattr(tile, "host_name", None), tile.pane_id)
 
 
 def _copy_outcome(started: concurrent.futures.Future[Tile], tile: Tile) -> None:

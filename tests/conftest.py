@@ -341,12 +341,15 @@ def standin_from_bash(
     stays the pane's own process), adopted as a tile, idle."""
     from madohub_nb.agents.detect import detect_kind
     from madohub_nb.demo import standin_command
+    from madohub_nb.io.machine import LocalMachine
 
     pane = bash_pane(hub, name, cwd=cwd, history=history)
     command = standin_command("claude", persona="echo")
     type_at_prompt(hub, pane, f"MADOHUB_STANDIN_THINK_S={think_s} {command}")
     pid = hub.tmux.pane_info(pane).pid  # type: ignore[attr-defined]
-    wait_until(lambda: detect_kind(pid) == "claude", 15, what="claude in the foreground")
+    wait_until(
+        lambda: detect_kind(LocalMachine(), pid) == "claude", 15, what="claude in the foreground"
+    )
     tile = hub.tile(name, pane=pane)  # type: ignore[attr-defined]
     assert tile.agent == "claude"
     wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")

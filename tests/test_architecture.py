@@ -38,6 +38,13 @@ LAYERS: dict[str, int] = {
     "madohub_nb.demo": 5,  # stand-in agents and the demo script, on top of the hub
 }
 OUTSIDE = ("madohub_nb", "madohub_nb.testing", "madohub_nb.__main__")
+MACHINE_SIDE = "madohub_nb.io"
+"""The only place that may tell machines apart: everything else asks ``tile.machine``."""
+CLASSES_OF_A_PLACE = frozenset(
+    {"Tile", "RemoteTile", "Machine", "LocalMachine", "SshMachine", "MemoryMachine", "Process"}
+)
+"""Classes whose ``isinstance`` test would tell a pane here from one elsewhere (``Process``:
+``psutil.Process``, the old local/remote tell)."""
 
 
 def _module_name(path: Path) -> str:
@@ -174,6 +181,39 @@ def test_there_is_no_import_cycle() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def _class_names(node: ast.expr) -> list[str]:
+    if isinstance(node, ast.Tuple):
+        return [n for elt in node.elts for n in _class_names(elt)]
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.BinOp):  # isinstance(x, A | B)
+        return _class_names(node.left) + _class_names(node.right)
+    return []
+
+
+def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
+    """One tile class on any machine: code outside io/ asks ``tile.machine``, never
+    ``isinstance(tile, RemoteTile)`` or ``isinstance(proc, psutil.Process)``."""
+    found = []
+    for module, path in _modules().items():
+        if module == MACHINE_SIDE or module.startswith(MACHINE_SIDE + "."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("isinstance", "issubclass")
+                and len(node.args) == 2
+            ):
+                continue
+            told = CLASSES_OF_A_PLACE.intersection(_class_names(node.args[1]))
+            if told:
+                found.append(f"{module}:{node.lineno} tests the class {', '.join(sorted(told))}")
+    assert not found, "ask tile.machine instead:\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize(
     ("source", "check", "expected"),
     [
@@ -209,3 +249,29 @@ def test_the_checks_catch_what_they_look_for(
     monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
     with pytest.raises(AssertionError, match=expected):
         globals()[check]()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(t: object) -> bool:\n    return isinstance(t, RemoteTile)\n",
+        "import psutil\ndef f(p: object) -> bool:\n    return isinstance(p, psutil.Process)\n",
+        "def f(m: object) -> bool:\n    return isinstance(m, (int, SshMachine))\n",
+        "def f(m: object) -> bool:\n    return isinstance(m, LocalMachine | None)\n",
+    ],
+)
+def test_the_class_rule_catches_a_planted_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Planted outside io/ (in pipeline/), an isinstance test of a place's class fails the
+    rule; the same code inside io/ does not."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    (copy / "io" / "planted.py").write_text(source)
+    test_only_io_tells_tiles_and_machines_apart_by_class()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
+        test_only_io_tells_tiles_and_machines_apart_by_class()

@@ -21,16 +21,23 @@ from conftest import kill_tree, wait_until
 
 from madohub_nb.agents import (
     UNKNOWN_KIND,
+    AgentProcess,
     claude_config_dir,
     codex_home,
     detect_kind,
-    find_agent_process,
-    open_rollout_file,
+    find_agent,
+    newest_rollout,
     read_session_file,
     session_status,
 )
+from madohub_nb.agents.claude import CONFIG_ENV
+from madohub_nb.agents.codex import HOME_ENV, ROLLOUT_GLOB
 from madohub_nb.agents.detect import kind_from_command
 from madohub_nb.errors import MadohubValueError
+from madohub_nb.io.machine import LocalMachine
+
+LOCAL = LocalMachine()
+"""This machine's processes and files, as a tile here reads them."""
 
 # Holds every file named on its command line open, then sleeps.
 STAND_IN = f"""#!{sys.executable}
@@ -87,6 +94,12 @@ def new_pane(socket: str, command: str, cwd: Path | None = None) -> tuple[str, i
     return pane_id, int(pid)
 
 
+def _open_rollout(pid: int) -> Path | None:
+    """The rollout a process tree holds open, as a Codex tile finds it."""
+    found = newest_rollout([f.path for f in LOCAL.open_files([pid], ROLLOUT_GLOB)])
+    return Path(found) if found is not None else None
+
+
 def _name_is(pid: int, name: str) -> bool:
     try:
         return psutil.Process(pid).name() == name
@@ -94,7 +107,7 @@ def _name_is(pid: int, name: str) -> bool:
         return False
 
 
-# --- find_agent_process / detect_kind ---------------------------------------------
+# --- find_agent / detect_kind ---------------------------------------------
 
 
 def test_stand_in_script_is_named_after_itself(bin_dir: Path, started: list[int]) -> None:
@@ -108,23 +121,23 @@ def test_each_agent_kind_is_found_as_the_panes_own_process(tmux_socket: str, bin
     panes = {kind: new_pane(tmux_socket, f"exec {bin_dir / kind}")[1] for kind in kinds}
     for kind, pane_pid in panes.items():
         wait_until(partial(_name_is, pane_pid, kind), what=f"{kind} to replace the shell")
-        found = find_agent_process(pane_pid)
+        found = find_agent(LOCAL, pane_pid)
         assert found is not None
-        assert found[0] == kind and found[1].pid == pane_pid
-        assert detect_kind(pane_pid) == kind
+        assert found.kind == kind and found.pid == pane_pid
+        assert detect_kind(LOCAL, pane_pid) == kind
 
 
 def test_agent_started_from_the_panes_shell_is_found(tmux_socket: str, bin_dir: Path) -> None:
     pane_id, pane_pid = new_pane(tmux_socket, "bash --norc --noprofile")
-    wait_until(lambda: detect_kind(pane_pid) == "shell", what="the pane's shell to start")
+    wait_until(lambda: detect_kind(LOCAL, pane_pid) == "shell", what="the pane's shell to start")
     tmux(tmux_socket, "send-keys", "-t", pane_id, "-l", f"{bin_dir / 'claude'}")
     tmux(tmux_socket, "send-keys", "-t", pane_id, "Enter")
-    found = wait_until(lambda: find_agent_process(pane_pid), what="claude under the pane's shell")
-    assert isinstance(found, tuple)
-    kind, proc = found
+    found = wait_until(lambda: find_agent(LOCAL, pane_pid), what="claude under the pane's shell")
+    assert isinstance(found, AgentProcess)
+    kind, proc = found.kind, psutil.Process(found.pid)
     assert kind == "claude"
     assert proc.pid != pane_pid and proc.ppid() == pane_pid
-    assert detect_kind(pane_pid, "claude") == "claude"
+    assert detect_kind(LOCAL, pane_pid, "claude") == "claude"
 
 
 def test_agent_deeper_in_the_tree_is_found_breadth_first(tmux_socket: str, bin_dir: Path) -> None:
@@ -132,9 +145,9 @@ def test_agent_deeper_in_the_tree_is_found_breadth_first(tmux_socket: str, bin_d
     inner = f"{bin_dir / 'codex'}; true"
     command = f"bash -c '{bin_dir / 'sample'} & bash -c \"{inner}\"; wait'"
     _, pane_pid = new_pane(tmux_socket, command)
-    found = wait_until(lambda: find_agent_process(pane_pid), what="codex two levels down")
-    assert isinstance(found, tuple)
-    assert found[0] == "codex" and found[1].name() == "codex"
+    found = wait_until(lambda: find_agent(LOCAL, pane_pid), what="codex two levels down")
+    assert isinstance(found, AgentProcess)
+    assert found.kind == "codex" and found.comm == "codex"
 
 
 def test_script_launched_by_an_interpreter_is_found_by_its_file_name(
@@ -143,8 +156,8 @@ def test_script_launched_by_an_interpreter_is_found_by_its_file_name(
     # Like "node …/codex.js": the command name is the interpreter, argv[1] the agent.
     _, pane_pid = new_pane(tmux_socket, f"exec {sys.executable} {bin_dir / 'codex.js'}")
     wait_until(lambda: _name_is(pane_pid, Path(sys.executable).name), what="the interpreter")
-    found = find_agent_process(pane_pid)
-    assert found is not None and found[0] == "codex" and found[1].pid == pane_pid
+    found = find_agent(LOCAL, pane_pid)
+    assert found is not None and found.kind == "codex" and found.pid == pane_pid
 
 
 def test_names_that_merely_contain_a_token_are_not_agents(
@@ -153,37 +166,37 @@ def test_names_that_merely_contain_a_token_are_not_agents(
     (tmp_path / "claude.md").write_text("notes\n")
     _, sample_pid = new_pane(tmux_socket, f"exec {bin_dir / 'sample'}")
     wait_until(lambda: _name_is(sample_pid, "sample"), what="sample to start")
-    assert find_agent_process(sample_pid) is None
-    assert detect_kind(sample_pid) == UNKNOWN_KIND
+    assert find_agent(LOCAL, sample_pid) is None
+    assert detect_kind(LOCAL, sample_pid) == UNKNOWN_KIND
     # A program that is not an interpreter, given a file whose name holds a token.
     _, tail_pid = new_pane(tmux_socket, "exec tail -f claude.md", cwd=tmp_path)
     wait_until(lambda: _name_is(tail_pid, "tail"), what="tail to start")
-    assert find_agent_process(tail_pid) is None
-    assert detect_kind(tail_pid, "tail") == UNKNOWN_KIND
+    assert find_agent(LOCAL, tail_pid) is None
+    assert detect_kind(LOCAL, tail_pid, "tail") == UNKNOWN_KIND
     # An interpreter running a script whose name only starts with a token.
     _, script_pid = new_pane(tmux_socket, f"exec {sys.executable} {bin_dir / 'amp_tool.py'}")
     wait_until(lambda: _name_is(script_pid, Path(sys.executable).name), what="the script to start")
-    assert find_agent_process(script_pid) is None
+    assert find_agent(LOCAL, script_pid) is None
 
 
 def test_plain_shell_pane_is_a_shell(tmux_socket: str) -> None:
     _, pane_pid = new_pane(tmux_socket, "bash --norc --noprofile")
-    assert find_agent_process(pane_pid) is None
-    assert detect_kind(pane_pid, "bash") == "shell"
+    assert find_agent(LOCAL, pane_pid) is None
+    assert detect_kind(LOCAL, pane_pid, "bash") == "shell"
 
 
 def test_vanished_process_is_not_an_error() -> None:
     proc = subprocess.Popen(["true"])
     proc.wait()
-    assert find_agent_process(proc.pid) is None
-    assert detect_kind(proc.pid) == UNKNOWN_KIND
-    assert detect_kind(proc.pid, "bash") == "shell"
+    assert find_agent(LOCAL, proc.pid) is None
+    assert detect_kind(LOCAL, proc.pid) == UNKNOWN_KIND
+    assert detect_kind(LOCAL, proc.pid, "bash") == "shell"
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, "123", 1.5])
 def test_bad_pane_pid_is_refused(bad: object) -> None:
     with pytest.raises(MadohubValueError, match="pane_pid"):
-        find_agent_process(bad)  # type: ignore[arg-type]
+        find_agent(LOCAL, bad)  # type: ignore[arg-type]
 
 
 # --- Claude: config dir and sessions/<pid>.json ------------------------------------
@@ -212,7 +225,10 @@ def test_claude_config_dir_prefers_the_processes_claude_config_dir(
     home: Path, tmp_path: Path, started: list[int]
 ) -> None:
     proc = _sleeper({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}, started)
-    assert claude_config_dir(proc, tmp_path / "fallback") == tmp_path / "cfg"
+    assert (
+        claude_config_dir(LOCAL.environ(proc.pid, CONFIG_ENV), tmp_path / "fallback")
+        == tmp_path / "cfg"
+    )
 
 
 def test_claude_config_dir_falls_back_to_the_processes_home(
@@ -220,15 +236,21 @@ def test_claude_config_dir_falls_back_to_the_processes_home(
 ) -> None:
     other_home = tmp_path / "agent-home"
     proc = _sleeper({"HOME": str(other_home)}, started)
-    assert claude_config_dir(proc, tmp_path / "fallback") == other_home / ".claude"
+    assert (
+        claude_config_dir(LOCAL.environ(proc.pid, CONFIG_ENV), tmp_path / "fallback")
+        == other_home / ".claude"
+    )
 
 
 def test_claude_config_dir_uses_the_hub_setting_when_the_process_says_nothing(
     tmp_path: Path, started: list[int]
 ) -> None:
     proc = _sleeper({"PATH": "/usr/bin:/bin"}, started)
-    assert claude_config_dir(proc, str(tmp_path / "hub-claude")) == tmp_path / "hub-claude"
-    assert claude_config_dir(proc, None) is None
+    assert (
+        claude_config_dir(LOCAL.environ(proc.pid, CONFIG_ENV), str(tmp_path / "hub-claude"))
+        == tmp_path / "hub-claude"
+    )
+    assert claude_config_dir(LOCAL.environ(proc.pid, CONFIG_ENV), None) is None
     assert claude_config_dir(None, tmp_path / "x") == tmp_path / "x"
 
 
@@ -236,7 +258,7 @@ def test_claude_config_dir_of_a_vanished_process_is_the_fallback(tmp_path: Path)
     proc = subprocess.Popen(["true"])
     gone = psutil.Process(proc.pid)
     proc.wait()
-    assert claude_config_dir(gone, tmp_path) == tmp_path
+    assert claude_config_dir(LOCAL.environ(gone.pid, CONFIG_ENV), tmp_path) == tmp_path
 
 
 @pytest.fixture
@@ -315,12 +337,15 @@ def test_codex_home_from_the_processes_environment(
     home: Path, tmp_path: Path, started: list[int]
 ) -> None:
     with_codex_home = _sleeper({"HOME": str(home), "CODEX_HOME": str(tmp_path / "ch")}, started)
-    assert codex_home(with_codex_home) == tmp_path / "ch"
+    assert codex_home(LOCAL.environ(with_codex_home.pid, HOME_ENV)) == tmp_path / "ch"
     with_home = _sleeper({"HOME": str(tmp_path / "h")}, started)
-    assert codex_home(with_home, tmp_path / "fb") == tmp_path / "h" / ".codex"
+    assert (
+        codex_home(LOCAL.environ(with_home.pid, HOME_ENV), tmp_path / "fb")
+        == tmp_path / "h" / ".codex"
+    )
     bare = _sleeper({"PATH": "/usr/bin:/bin"}, started)
-    assert codex_home(bare, tmp_path / "fb") == tmp_path / "fb"
-    assert codex_home(bare) is None
+    assert codex_home(LOCAL.environ(bare.pid, HOME_ENV), tmp_path / "fb") == tmp_path / "fb"
+    assert codex_home(LOCAL.environ(bare.pid, HOME_ENV)) is None
 
 
 def _rollout(home: Path, name: str = "rollout-2026-11-29T23-04-07-01a2298d.jsonl") -> Path:
@@ -338,7 +363,7 @@ def test_rollout_file_held_open_by_codex_is_found(
     proc = subprocess.Popen([bin_dir / "codex", other, rollout])
     started.append(proc.pid)
     codex = psutil.Process(proc.pid)
-    found = wait_until(lambda: open_rollout_file(codex), what="the rollout to be open")
+    found = wait_until(lambda: _open_rollout(codex.pid), what="the rollout to be open")
     assert found == rollout
 
 
@@ -349,7 +374,7 @@ def test_rollout_file_held_by_a_descendant_is_found(
     rollout = _rollout(home)
     parent = subprocess.Popen(["bash", "-c", f"{bin_dir / 'codex'} {rollout}; true"])
     started.append(parent.pid)
-    found = wait_until(lambda: open_rollout_file(psutil.Process(parent.pid)), what="rollout")
+    found = wait_until(lambda: _open_rollout(parent.pid), what="rollout")
     assert found == rollout
 
 
@@ -362,8 +387,8 @@ def test_no_open_rollout_file_is_none(home: Path, bin_dir: Path, started: list[i
         lambda: any(f.path == str(not_a_rollout) for f in codex.open_files()),
         what="the other file to be open",
     )
-    assert open_rollout_file(codex) is None
-    assert open_rollout_file(None) is None
+    assert _open_rollout(codex.pid) is None
+    assert newest_rollout([]) is None
 
 
 @pytest.mark.parametrize(

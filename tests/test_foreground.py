@@ -44,6 +44,7 @@ from madohub_nb.agents.process_table import (
     process_table,
     use_process_table,
 )
+from madohub_nb.io.machine import LocalMachine
 from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.settings import TYPING_DELAY_MS
 
@@ -185,7 +186,7 @@ def test_background_job_named_like_an_agent_never_makes_a_shell_an_agent(hub: mh
     proc = wait_until(job, 10, what="the background job")
     assert isinstance(proc, psutil.Process)
     try:
-        assert detect_kind(pid) == "shell"
+        assert detect_kind(LocalMachine(), pid) == "shell"
         tile = hub.tile("sh", pane=pane)
         assert tile.agent == "shell"
         with pytest.raises(mh.MadohubValueError, match="allow_shell"):

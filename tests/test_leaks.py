@@ -32,11 +32,9 @@ SHELL = "env PS1='$ ' bash --norc --noprofile"
 
 def _sessions_file(tile: mh.Tile, home: Path) -> Path:
     """The agent's sessions file, in its own config dir (demo agents keep a private one)."""
-    from madohub_nb.agents.claude import claude_config_dir
-
     proc = tile.agent_process()
     assert proc is not None
-    config = claude_config_dir(proc, home / ".claude")
+    config = tile.claude_config(proc) or home / ".claude"
     assert config is not None
     path = config / "sessions" / f"{proc.pid}.json"
     assert path.exists(), path

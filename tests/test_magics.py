@@ -660,7 +660,6 @@ def test_magic_tile_host_makes_a_remote_tile(
     ip: InteractiveShell, tmux_socket: str, remote_socket: str, sshd: object, tmp_path: Path
 ) -> None:
     from madohub_nb import get_hub
-    from madohub_nb.pipeline.remote_tile import RemoteTile
 
     run = ip.run_line_magic
     run("config", f"MadoHub.socket_name = '{tmux_socket}'")
@@ -668,7 +667,7 @@ def test_magic_tile_host_makes_a_remote_tile(
     run("config", f"MadoHub.ssh_command = '{sshd.ssh_command}'")  # type: ignore[attr-defined]
     run("config", f"MadoHub.remote_socket_name = '{remote_socket}'")
     tile = run("madohub", 'tile far --host box --cmd "sleep 600"')
-    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert tile.machine.name == "box"
     assert any(line.endswith(" far") for line in _remote_panes(remote_socket))
     df = run("madohub", "tiles")
     attach = df.loc[0, "attach"]

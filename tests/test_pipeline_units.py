@@ -16,6 +16,7 @@ import pytest
 
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
+from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import Extraction
 from madohub_nb.io.watch import PaneStream
@@ -73,7 +74,8 @@ class Services:
 
 def _tile(name: str, agent: str = "claude") -> Tile:
     """A Tile object for pane %99 of a tmux server that is never started."""
-    return Tile(name, "%99", agent, Tmux("mh-never-started"), session="s", created=False)
+    machine = LocalMachine(Tmux("mh-never-started"))
+    return Tile(name, "%99", agent, machine, session="s", created=False)
 
 
 def _plan(**changes: Any) -> RoundPlan:

@@ -15,6 +15,7 @@ import madohub_nb as mh
 from madohub_nb.agents.detect import detect_kind
 from madohub_nb.agents.profiles import PROFILES, get_profile, known_kinds, screen_state
 from madohub_nb.agents.registry import agents_file, load_agents_file, unregister_agent
+from madohub_nb.io.machine import LocalMachine
 
 AGENTS_TOML = """\
 [myagent]
@@ -128,7 +129,9 @@ def test_hub_loads_agents_toml_and_detects_the_registered_kind(
         tile = hub.tile("bot", command=f"{shlex.quote(sys.executable)} {script}")
         tile.ready.result(10)  # the agent of a command that names none is detected once started
         assert tile.agent == "quietbot"
-        assert tile.pane_pid is not None and detect_kind(tile.pane_pid) == "quietbot"
+        assert (
+            tile.pane_pid is not None and detect_kind(LocalMachine(), tile.pane_pid) == "quietbot"
+        )
         wait_until(lambda: tile.state == "idle", 10, what="quiet bot ready")
         hub.send("bot", "hello", allow_shell=True).result(30)
         wait_until(lambda: "bot: hello" in tile.screen(), 10)

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +24,8 @@ from conftest import FAST_IDLE_MS, log_rows, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
+from madohub_nb.io.machine import PaneRef
 from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost, parse_ssh_command
-from madohub_nb.pipeline.remote_tile import RemoteTile
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
     rhub: mh.Hub, tmux_socket: str, remote_socket: str, project: Path
 ) -> None:
     tile = start_standin(rhub, "far", cwd=project, host="box")
-    assert isinstance(tile, RemoteTile) and tile.host_name == "box"
+    assert tile.ref == PaneRef("box", tile.pane_id) and tile.machine.name == "box"
     assert any(line.endswith(" far") for line in _panes(remote_socket))
     assert not any(line.endswith(" far") for line in _panes(tmux_socket))
     # Output comes over one control connection per host: an ssh process running tmux -C.
@@ -133,8 +134,139 @@ def test_adopting_a_pane_on_the_host_detects_its_agent(
     )  # fmt: skip
     pane = out.stdout.strip()
     tile = rhub.tile("adopted", pane=pane, host="box")
-    assert tile.agent == "claude" and isinstance(tile, RemoteTile)
+    assert tile.agent == "claude" and tile.machine.name == "box"
     wait_until(lambda: tile.state == "idle", 20, what="adopted idle")
+
+
+def test_a_session_ending_on_the_host_exits_its_tiles_and_leaves_the_host_reachable(
+    rhub: mh.Hub, remote_socket: str, project: Path
+) -> None:
+    """Issue 22.2: the end of one tmux session on a host is not the host going away."""
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-s", "far", "-P", "-F",
+         "#{pane_id}", "env PS1='$ ' bash --norc"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    adopted = rhub.tile("adopted", pane=out.stdout.strip(), agent="shell", host="box")
+    made = start_standin(rhub, "made", cwd=project, host="box")  # the hub's own session
+    wait_until(lambda: adopted.state == "idle", 20, what="the adopted shell idle")
+    link = rhub.hosts["box"]
+    wait_until(lambda: len(link.watcher.client_pids()) == 2, 10, what="a client per session")
+    master = link.ssh._master
+    assert master is not None and master.poll() is None
+    route = rhub.connect("adopted", "made", trigger="on-keyword", pattern="DONE", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    states: list[tuple[str, str]] = []
+    rhub.events.subscribe(
+        lambda e: (
+            states.append((e.name, e.state)) if e.kind in ("tile_state", "host_state") else None
+        )
+    )
+    subprocess.run(["tmux", "-L", remote_socket, "kill-session", "-t", "far"], check=True)
+    wait_until(lambda: adopted.state == "exited", 10, what="the adopted tile exited")
+    time.sleep(3)  # time for any reconnect loop to show itself
+    assert link.reachable and link.reconnects == 0
+    assert made.state == "idle" and ("made", "unreachable") not in states
+    assert not any(kind == "box" for kind, _ in states)  # no host_state event at all
+    assert link.ssh._master is master and master.poll() is None  # the master never restarted
+    assert len(link.watcher.client_pids()) == 1  # the dead session is not watched again
+    wait_until(lambda: route.state == "stopped", 10, what="the route from the ended pane stopped")
+    assert "exited" in (route.last_error or "")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.parametrize("keep_panes", [False, True])
+def test_the_ssh_master_ends_with_the_interpreter_without_close(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, keep_panes: bool
+) -> None:
+    """Issue 22.3: a hub that only adopted a pane on a host, in an interpreter that exits
+    without close(), leaves no ssh master (a reusable authenticated socket) behind."""
+    out = subprocess.run(
+        ["tmux", "-L", remote_socket, "new-session", "-d", "-P", "-F", "#{pane_id}",
+         "env PS1='$ ' bash --norc"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    ssh_command = sshd.ssh_command  # type: ignore[attr-defined]
+    script = f"""
+import madohub_nb as mh
+hub = mh.Hub(socket_name={tmux_socket!r}, ssh_command={ssh_command!r},
+             remote_socket_name={remote_socket!r}, log_path={str(tmp_path / "r.db")!r},
+             keep_panes={keep_panes!r})
+hub.tile("far", pane={out.stdout.strip()!r}, agent="shell", host="box").ready.result(30)
+ssh = hub.hosts["box"].ssh
+print(ssh._master.pid, ssh._control_dir, flush=True)
+"""
+    root = Path(mh.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    pid_text, folder = done.stdout.split()
+    try:
+        wait_until(lambda: not _running(int(pid_text)), 10, what="the ssh master ended")
+    finally:
+        if _running(int(pid_text)):
+            os.kill(int(pid_text), signal.SIGTERM)
+    assert not os.path.exists(folder)  # its socket folder is removed too
+
+
+def test_after_close_no_probe_starts_an_ssh_master_again(rhub: mh.Hub) -> None:
+    rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    link = rhub.hosts["box"]
+    folder = link.ssh._control_dir
+    assert folder is not None and os.path.isdir(folder)
+    rhub.close()
+    link.probe()  # what a reconnect does: the host answers, but no master is made
+    assert link.ssh.control_path is None and link.ssh._master is None
+    assert not os.path.exists(folder)
+
+
+def _flaky_ssh(sshd: object, tmp_path: Path, when: str, then: str) -> tuple[str, Path]:
+    """An ssh_command that, while its flag file exists, answers remote commands matching the
+    shell pattern ``when`` by running ``then`` here instead (a host misbehaving on one read)."""
+    flag = tmp_path / "flaky-on"
+    wrapper = tmp_path / "flaky-ssh"
+    ssh_command = sshd.ssh_command  # type: ignore[attr-defined]
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$*" in {when}) if [ -e {flag} ]; then {then}; fi;; esac\n'
+        f'exec {ssh_command} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper), flag
+
+
+def test_a_failed_read_of_process_stats_on_the_host_is_not_an_exit(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, project: Path
+) -> None:
+    """Issue 22.11: a stats read the host did not answer reads unreachable, not exited (then
+    deliveries would fail with "has exited"), and the tile is itself again once it answers."""
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"/proc/"*"/stat "*', "exit 255")
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
+        ssh_command=ssh_command, remote_socket_name=remote_socket,
+    )  # fmt: skip
+    try:
+        tile = start_standin(hub, "far", cwd=project, host="box")
+        flag.touch()
+        seen = set()
+        for _ in range(5):
+            seen.add(tile.state)
+            time.sleep(0.1)
+        assert seen == {"unreachable"}
+        assert "did not answer" in str(tile.reader()) or "cannot reach" in str(tile.reader())
+        flag.unlink()
+        wait_until(lambda: tile.state == "idle", 10, what="the tile idle again")
+        rec = hub.send("far", "hello").result(60)
+        assert rec.status == "delivered", rec.error
+    finally:
+        hub.close()
 
 
 def test_the_hubs_secrets_do_not_reach_the_host_unless_a_tile_names_them(
@@ -260,7 +392,7 @@ def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open
 ) -> None:
     writer = start_standin(rhub, "writer", kind="codex", cwd=project, host="box")
     reviewer = start_standin(rhub, "reviewer", cwd=project)
-    assert isinstance(writer, RemoteTile) and writer.profile.extractor == "rollout"
+    assert writer.machine.name == "box" and writer.profile.extractor == "rollout"
     before = writer.last_response()  # no prompt yet: no rollout is open, the screen answers
     assert before is None or before.method == "terminal"
     route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
@@ -326,6 +458,30 @@ def test_typing_into_a_shell_on_the_host_checks_its_foreground_there(
     wait_until(lambda: "bash" in getattr(sh.reader(), "what", ""), 10, what="the shell back")
 
 
+def test_a_tile_view_of_a_shell_on_the_host_shows_new_output(
+    rhub: mh.Hub, remote_socket: str
+) -> None:
+    """The view follows the output of the pane's own machine (the host's watcher), as it
+    does for a pane here: it used to ask the local watcher and never redrew."""
+    from madohub_nb.notebook.widgets import TileView
+
+    sh = rhub.tile("sh", agent="shell", command="env PS1='$ ' bash --norc", host="box")
+    wait_until(lambda: sh.state == "idle", 20, what="the remote shell's prompt")
+    view = TileView(rhub, "sh", min_interval_s=0.05)
+    try:
+        wait_until(lambda: view.redraws >= 1 and not view._drawing, 15, what="the first redraw")
+        # Typed on the host's tmux directly: no route or delivery of the hub listens to it.
+        subprocess.run(
+            ["tmux", "-L", remote_socket, "send-keys", "-t", sh.pane_id, "echo MARK-$((40+2))"]
+            + ["Enter"],
+            check=True,
+        )
+        wait_until(lambda: "MARK-42" in view.screen_value, 5, what="the new output in the view")
+        assert sh.pane_id not in rhub.watcher.streams  # no stray stream on this machine's tmux
+    finally:
+        view.close()
+
+
 def test_a_remote_shell_target_is_refused_without_allow_shell(rhub: mh.Hub) -> None:
     rhub.tile("sh", command="bash --norc", host="box").ready.result(30)
     writer = rhub.tile("w", command="bash --norc")
@@ -342,6 +498,10 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     reviewer = start_standin(rhub, "reviewer", cwd=project)
     route = rhub.connect("writer", "reviewer", template="Review: {output}", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10)
+    host_events: list[tuple[str, str]] = []
+    rhub.events.subscribe(
+        lambda e: host_events.append((e.name, e.state)) if e.kind == "host_state" else None
+    )
     # A 4 s turn; the link drops during it and stays down (the key is refused) until after
     # the turn has ended: the finished turn must be routed once the host is back.
     rhub.send("writer", "slow draft [[sleep 4]]").result(60)
@@ -365,6 +525,8 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     ]
     wait_until(lambda: _prompts(reviewer) == ["Review: Done: slow draft [[sleep 4]]"], 20)
     assert route.last_error is None and writer.state == "idle"
+    # The link said so as events (the route registry held and released the route on them).
+    assert host_events[0] == ("box", "unreachable") and host_events[-1] == ("box", "reachable")
     # Nothing is routed twice: a repaint after the reconnect is no new turn.
     rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "-l", "--", "x")
     rhub.hosts["box"].tmux.run("send-keys", "-t", writer.pane_id, "BSpace")
@@ -458,6 +620,24 @@ def box(sshd: object) -> Iterator[SshHost]:
     host = SshHost("box", parse_ssh_command(sshd.ssh_command))  # type: ignore[attr-defined]
     yield host
     host.stop_master()
+
+
+def test_a_host_streaming_without_end_into_a_bounded_read_is_cut_off(
+    sshd: object, tmp_path: Path
+) -> None:
+    """Issue 22.11: a hostile host answering a tail read with endless bytes is stopped at
+    the read's bound, at once (not after the 10 s timeout, with all of it in memory)."""
+    flood = "while :; do head -c 65536 /dev/zero; sleep 0.01; done"
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"tail -c"*', flood)
+    host = SshHost("box", parse_ssh_command(ssh_command))
+    flag.touch()
+    try:
+        started = time.monotonic()
+        with pytest.raises(mh.MadohubError, match="more than"):
+            host.read_tail("/etc/hostname")
+        assert time.monotonic() - started < 5
+    finally:
+        host.close()
 
 
 def test_stats_of_several_processes_are_one_read(box: SshHost) -> None:

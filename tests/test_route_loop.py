@@ -18,6 +18,7 @@ import pytest
 
 from madohub_nb.errors import LogError
 from madohub_nb.io.log import RoundRecord
+from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import Extraction
 from madohub_nb.model import HubEvent, TileState
@@ -34,7 +35,8 @@ HORIZON_S = 120.0
 
 def _tile(name: str) -> Tile:
     """A Tile object for a tmux server that is never started (the context does all I/O)."""
-    return Tile(name, "%99", "claude", Tmux("mh-never-started"), session="s", created=False)
+    machine = LocalMachine(Tmux("mh-never-started"))
+    return Tile(name, "%99", "claude", machine, session="s", created=False)
 
 
 def answer(text: str, key: str, method: str = "jsonl") -> Extraction:

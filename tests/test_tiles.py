@@ -19,7 +19,7 @@ def test_created_tile_runs_its_agent_and_reads_idle(hub: mh.Hub, project: Path) 
     assert tile.pane_id.startswith("%")
     assert "❯" in tile.screen()
     assert hub.tiles["writer"] is tile
-    assert tile.agent_process() is not None and "claude" in tile.agent_process().name()
+    assert tile.agent_process() is not None and "claude" in tile.agent_process().comm
 
 
 def test_last_response_comes_from_the_transcript(hub: mh.Hub, project: Path) -> None:

@@ -8,13 +8,13 @@ from .claude import (
     read_session_file,
     session_status,
 )
-from .codex import codex_home, open_rollout_file
+from .codex import codex_home, newest_rollout
 from .detect import (
     UNKNOWN_KIND,
+    AgentProcess,
     agent_kind_of,
     detect_kind,
-    find_agent_process,
-    process_environ,
+    find_agent,
 )
 from .profiles import (
     PROFILES,
@@ -30,16 +30,16 @@ __all__ = [
     "SCREEN_STATES",
     "SHELL_COMMANDS",
     "UNKNOWN_KIND",
+    "AgentProcess",
     "AgentProfile",
     "ClaudeSession",
     "agent_kind_of",
     "claude_config_dir",
     "codex_home",
     "detect_kind",
-    "find_agent_process",
+    "find_agent",
     "get_profile",
-    "open_rollout_file",
-    "process_environ",
+    "newest_rollout",
     "read_session_file",
     "screen_state",
     "session_status",

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import psutil
-
 from ..settings import AGENT_FILE_MAX_BYTES
-from .detect import process_environ
 
 SESSION_STATUSES: Final = ("idle", "busy", "waiting")
+CONFIG_ENV: Final = ("CLAUDE_CONFIG_DIR", "HOME")
+"""The variables of Claude's environment that say where its config dir is."""
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,30 @@ class ClaudeSession:
 
 
 def claude_config_dir(
-    proc: psutil.Process | None, fallback: str | Path | None = None
+    environ: Mapping[str, str] | None, fallback: str | Path | None = None
 ) -> Path | None:
-    """The agent's config dir: its ``CLAUDE_CONFIG_DIR``, its ``HOME``/.claude, ``fallback``, or None."""
-    env = process_environ(proc)
+    """The agent's config dir from its environment (:data:`CONFIG_ENV`): its
+    ``CLAUDE_CONFIG_DIR``, its ``HOME``/.claude, ``fallback`` (the hub's setting), or None."""
+    env = environ or {}
     if env.get("CLAUDE_CONFIG_DIR"):
-        return Path(env["CLAUDE_CONFIG_DIR"]).expanduser()
+        return home_relative(env["CLAUDE_CONFIG_DIR"], env)
     if env.get("HOME"):
         return Path(env["HOME"]) / ".claude"
     if fallback is not None and str(fallback):
         return Path(fallback).expanduser()
     return None
+
+
+def home_relative(value: str, environ: Mapping[str, str]) -> Path:
+    """``value`` with a leading ``~`` meaning the process's own ``HOME`` (if it has one)."""
+    if (value == "~" or value.startswith("~/")) and environ.get("HOME"):
+        return Path(environ["HOME"] + value[1:])
+    return Path(value).expanduser()
+
+
+def session_file_path(config_dir: str | Path, pid: int) -> Path:
+    """``<config_dir>/sessions/<pid>.json``: where Claude says what it is doing."""
+    return Path(config_dir) / "sessions" / f"{int(pid)}.json"
 
 
 def _text(data: dict[str, Any], key: str) -> str | None:
@@ -105,7 +118,7 @@ def read_session_file(config_dir: str | Path | None, pid: int) -> ClaudeSession 
     regular file, too big, or without a usable sessionId."""
     if config_dir is None:
         return None
-    path = Path(config_dir) / "sessions" / f"{int(pid)}.json"
+    path = session_file_path(config_dir, pid)
     return parse_session_file(read_small_regular_file(path), path, pid)
 
 

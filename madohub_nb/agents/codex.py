@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-import psutil
-
-from .detect import process_environ
+from .claude import home_relative
 
 ROLLOUT_GLOB: Final = "rollout-*.jsonl"
+HOME_ENV: Final = ("CODEX_HOME", "HOME")
+"""The variables of Codex's environment that say where its home is."""
 
 
-def codex_home(proc: psutil.Process | None, fallback: str | Path | None = None) -> Path | None:
-    """The agent's Codex home: its ``CODEX_HOME``, its ``HOME``/.codex, ``fallback``, or None."""
-    env = process_environ(proc)
+def codex_home(
+    environ: Mapping[str, str] | None, fallback: str | Path | None = None
+) -> Path | None:
+    """The agent's Codex home from its environment (:data:`HOME_ENV`): its ``CODEX_HOME``,
+    its ``HOME``/.codex, ``fallback``, or None."""
+    env = environ or {}
     if env.get("CODEX_HOME"):
-        return Path(env["CODEX_HOME"]).expanduser()
+        return home_relative(env["CODEX_HOME"], env)
     if env.get("HOME"):
         return Path(env["HOME"]) / ".codex"
     if fallback is not None and str(fallback):
@@ -32,26 +36,8 @@ def codex_home(proc: psutil.Process | None, fallback: str | Path | None = None) 
     return None
 
 
-def open_rollout_file(proc: psutil.Process | None) -> Path | None:
-    """The ``rollout-*.jsonl`` that ``proc`` or a descendant holds open (the newest), or None."""
-    if proc is None:
-        return None
-    try:
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        procs = [proc]
-    found: dict[str, float] = {}
-    for p in procs:
-        try:
-            files = p.open_files()
-        except psutil.Error:
-            continue
-        for f in files:
-            if fnmatch.fnmatch(os.path.basename(f.path), ROLLOUT_GLOB):
-                try:
-                    found[f.path] = os.stat(f.path).st_mtime
-                except OSError:
-                    continue
-    if not found:
-        return None
-    return Path(max(found, key=lambda path: (found[path], path)))
+def newest_rollout(open_paths: Sequence[str]) -> str | None:
+    """The newest (last) of the files a Codex process tree holds open that is a
+    ``rollout-*.jsonl``, or None (no prompt yet: no rollout)."""
+    rollouts = [p for p in open_paths if fnmatch.fnmatch(os.path.basename(p), ROLLOUT_GLOB)]
+    return rollouts[-1] if rollouts else None

@@ -12,20 +12,30 @@ without its secrets (:func:`~madohub_nb.io.tmux.client_environment`), so no
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
 import os
 import re
+import selectors
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
-from .tmux import client_environment
+from .machine import OpenFile, argv_from_bytes, environ_from_bytes
+from .tmux import Tmux, client_environment
+from .watch import OutputWatcher, PaneStream
+
+T = TypeVar("T")
 
 HOST_RE = re.compile(
     r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$"
@@ -38,6 +48,10 @@ READ_TIMEOUT_S = 10.0
 STAT_MAX_BYTES = 4096
 TAIL_MAX_BYTES = 1024 * 1024
 """The most of a transcript read from a host per extraction (its last bytes)."""
+ANSWER_MAX_BYTES = TAIL_MAX_BYTES + 64 * 1024
+"""The most a host may answer to one bounded read (a tail read's bytes, its path and size)."""
+STDERR_MAX_BYTES = 64 * 1024
+"""The most of ssh's (or the host's) complaints kept from one read."""
 OPEN_FILES_MAX_PROCS = 64
 """The most processes (an agent and its descendants) whose open files one read looks at."""
 OPEN_FILES_MAX_FDS = 256
@@ -107,6 +121,7 @@ class SshHost:
         self._master: subprocess.Popen[bytes] | None = None
         self._control_dir: str | None = None
         self._stopping = threading.Lock()
+        self._closed = False
 
     # one shared connection ---------------------------------------------------------------
     @property
@@ -120,8 +135,16 @@ class SshHost:
     def start_master(self) -> bool:
         """Open one ssh connection that later commands share (``ssh -M -N``, our child, ended
         by pid in :meth:`stop_master`): a bounded read then costs milliseconds, not a new
-        ssh handshake. False (and commands connect on their own) when it cannot be made."""
+        ssh handshake. False (and commands connect on their own) when it cannot be made.
+        A master that still runs is kept: restarting it would end every client sharing it.
+        After :meth:`close` none is made (a reconnect's probe may still run then). The
+        interpreter's exit ends it, whether or not the hub was closed."""
+        if self._closed:
+            return False
+        if self.control_path is not None:
+            return True
         self.stop_master()
+        atexit.register(self.close)
         folder = self._control_dir or tempfile.mkdtemp(prefix="mh-ssh-")
         self._control_dir = folder
         path = os.path.join(folder, "c")
@@ -142,6 +165,15 @@ class SshHost:
             time.sleep(0.01)
         self.stop_master()
         return False
+
+    def close(self) -> None:
+        """End our ssh master for good and remove its socket folder; no master is made again."""
+        self._closed = True
+        atexit.unregister(self.close)
+        self.stop_master()
+        folder, self._control_dir = self._control_dir, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def stop_master(self) -> None:
         """End our ssh master by pid. A second caller waits until the first has ended it."""
@@ -175,20 +207,60 @@ class SshHost:
         ]  # fmt: skip
 
     def run(
-        self, shell: str, timeout_s: float = READ_TIMEOUT_S
+        self, shell: str, timeout_s: float = READ_TIMEOUT_S, max_bytes: int = ANSWER_MAX_BYTES
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run one bounded read (``shell``, built by this class) on the host."""
+        """Run one bounded read (``shell``, built by this class) on the host.
+
+        Bounded in time (``timeout_s``) and in bytes: a host answering more than
+        ``max_bytes`` (or :data:`STDERR_MAX_BYTES` of complaints) is cut off at once,
+        with a TmuxError, so a hostile host cannot fill memory for the whole timeout.
+        """
         self.reads += 1
+        argv = self.argv((), shell=shell)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=client_environment(),
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = bytearray(), bytearray()
+        limits = {
+            proc.stdout.fileno(): (out, max_bytes),
+            proc.stderr.fileno(): (err, STDERR_MAX_BYTES),
+        }
+        deadline = time.monotonic() + timeout_s
         try:
-            return subprocess.run(
-                self.argv((), shell=shell),
-                capture_output=True,
-                env=client_environment(),
-                stdin=subprocess.DEVNULL,
-                timeout=timeout_s,
-            )
+            with selectors.DefaultSelector() as selector:
+                for pipe in (proc.stdout, proc.stderr):
+                    selector.register(pipe, selectors.EVENT_READ)
+                while selector.get_map():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TmuxError(
+                            f"host {self.host!r} did not answer within {timeout_s:.0f} s"
+                        )
+                    for key, _ in selector.select(left):
+                        chunk = os.read(key.fd, 65536)
+                        if not chunk:
+                            selector.unregister(key.fileobj)
+                            continue
+                        buffer, limit = limits[key.fd]
+                        buffer += chunk
+                        if len(buffer) > limit:
+                            raise TmuxError(
+                                f"host {self.host!r} answered more than {limit} bytes to a "
+                                "bounded read; it was cut off (is something on the host "
+                                "writing into its files or shell start-up?)"
+                            )
+            returncode = proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise TmuxError(f"host {self.host!r} did not answer within {timeout_s:.0f} s") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        return subprocess.CompletedProcess(argv, returncode, bytes(out), bytes(err))
 
     # bounded reads ---------------------------------------------------------------
     def read_stats(self, pids: Iterable[int]) -> dict[int, ProcStat | None]:
@@ -256,19 +328,21 @@ class SshHost:
         return found
 
     def read_cmdline(self, pid: int) -> list[str]:
-        raw = self.read_head(f"/proc/{int(pid)}/cmdline", STAT_MAX_BYTES) or b""
-        return [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+        return argv_from_bytes(self.read_head(f"/proc/{int(pid)}/cmdline", STAT_MAX_BYTES) or b"")
 
     def read_environ(self, pid: int, names: Iterable[str]) -> dict[str, str]:
         """Only the named variables of a process's environment (the rest is dropped at once)."""
         raw = self.read_head(f"/proc/{int(pid)}/environ", 256 * 1024) or b""
-        keep = set(names)
-        out = {}
-        for item in raw.split(b"\0"):
-            key, sep, value = item.decode("utf-8", "replace").partition("=")
-            if sep and key in keep:
-                out[key] = value
-        return out
+        return environ_from_bytes(raw, names)
+
+    def find_first(self, folder: str, name: str) -> str | None:
+        """The first regular file ``<folder>/*/<name>`` on the host (one bounded read), or None."""
+        pattern = f"{shlex.quote(folder)}/*/{shlex.quote(name)}"
+        proc = self.run(
+            f'for f in {pattern}; do [ -f "$f" ] && printf \'%s\\n\' "$f" && break; done'
+        )
+        found = proc.stdout.decode("utf-8", "replace").partition("\n")[0]
+        return found if proc.returncode == 0 and found.startswith("/") else None
 
     def probe(self, socket_name: str | None) -> None:
         """Check the host answers and has tmux, within the connect timeout; one-line errors."""
@@ -286,6 +360,175 @@ class SshHost:
             raise TmuxError(
                 f"`tmux -V` failed on host {self.host!r} (status {proc.returncode}): {said}"
             )
+
+
+class SshMachine(SshHost):
+    """A remote host as a :class:`~madohub_nb.io.machine.Machine`: its tmux (commands over
+    the control connection), its output watcher, and every read bounded and over ssh.
+
+    Directory scans are not done here (no bounded read lists a folder of transcripts).
+    ``reachable`` is kept by the host's link (pipeline/hosts.py), which reconnects.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        ssh_command: Sequence[str] = ("ssh",),
+        socket_name: str | None = None,
+        on_output: Callable[[str, int], None] | None = None,
+        on_client_exit: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(host, ssh_command)
+        self.socket_name = socket_name
+        self._tmux = Tmux(socket_name, remote=self)
+        self._watcher = OutputWatcher(
+            self._tmux, on_output=on_output, on_client_exit=on_client_exit
+        )
+        self.reachable = True
+        """False from a dropped control connection until the host answers again."""
+        self.closing = False
+        """Set by close(): nothing waits for the host any more."""
+        self._back: asyncio.Event | None = None
+        self._checking = False
+        self._gone_sessions: set[str] = set()
+
+    def checking(self) -> None:
+        """A control client ended and the link is finding out whether the host or only a
+        session went: watches wait meanwhile; tiles still read the host (loop)."""
+        self._checking = True
+        self._new_wait()
+
+    def went_down(self) -> None:
+        """The host does not answer: it reads unreachable; watches wait for it (loop)."""
+        self.reachable, self._checking = False, False
+        self._new_wait()
+
+    def came_back(self) -> None:
+        """The host answers (again): watches waiting for it go on (loop)."""
+        self.reachable, self._checking = True, False
+        if self._back is not None:
+            self._back.set()
+
+    def _new_wait(self) -> None:
+        if self._back is None or self._back.is_set():
+            self._back = asyncio.Event()
+
+    def stop_waiting(self) -> None:
+        """Closing: watches waiting for the host end their wait (loop)."""
+        self.closing = True
+        if self._back is not None:
+            self._back.set()
+
+    def forget_session(self, session: str) -> None:
+        """``session`` ended on the host: its panes are no longer streamed, nor ever watched
+        again (a client attached to a session that is gone would exit at once, for ever)."""
+        self._gone_sessions.add(session)
+        for stream in list(self._watcher.streams.values()):
+            if stream.session == session:
+                self._watcher.forget(stream.pane_id)
+
+    def session_gone(self, session: str) -> bool:
+        return session in self._gone_sessions
+
+    def has_session(self, session: str) -> bool:
+        """Does ``session`` exist on the host's tmux (one bounded read)? A TmuxError when the
+        host cannot be reached."""
+        words = ["tmux", *(["-L", self.socket_name] if self.socket_name else [])]
+        words += ["has-session", "-t", f"={session}"]
+        proc = self.run(" ".join(shlex.quote(w) for w in words))
+        if proc.returncode == 255:
+            raise TmuxError(ssh_problem(self.host, proc.stderr))
+        return proc.returncode == 0
+
+    async def watch(self, pane_id: str, session: str, pane_pid: int | None = None) -> PaneStream:
+        """Stream a pane of this host, waiting for the host while it is unreachable.
+        (``pane_pid`` is not watched: a process on another host has no pidfd here.)"""
+        while (not self.reachable or self._checking) and not self.closing:
+            back = self._back
+            if back is None:
+                break
+            await back.wait()
+        if session in self._gone_sessions:
+            raise TmuxError(
+                f"the tmux session {session!r} on host {self.host!r} has ended, and pane "
+                f"{pane_id} with it"
+            )
+        return await self._watcher.watch(pane_id, session)
+
+    @property
+    def name(self) -> str | None:
+        return self.host
+
+    @property
+    def tmux(self) -> Tmux:
+        return self._tmux
+
+    @property
+    def watcher(self) -> OutputWatcher:
+        return self._watcher
+
+    @property
+    def dir_scans(self) -> bool:
+        return False
+
+    def terminal_command(self, command: str) -> str:
+        ssh = " ".join(shlex.quote(w) for w in self.ssh)
+        return f"{ssh} -t {shlex.quote(self.host)} {shlex.quote(command)}"
+
+    def stats(self, pids: Iterable[int]) -> dict[int, ProcStat | None]:
+        return self.read_stats(pids)
+
+    def pane_processes(self, pane_pid: int) -> list[ProcStat]:
+        """The pane's own process and its terminal's foreground leader (two bounded reads;
+        a walk of the whole tree would read every process's argv over ssh)."""
+        pane = self.read_stats([pane_pid]).get(pane_pid)
+        if pane is None:
+            return []
+        found = [pane]
+        if pane.tpgid > 0 and pane.tpgid != pane.pid:
+            leader = self.read_stats([pane.tpgid]).get(pane.tpgid)
+            if leader is not None:
+                found.append(leader)
+        return found
+
+    def cmdline(self, pid: int) -> list[str]:
+        return self.read_cmdline(pid)
+
+    def environ(self, pid: int, names: Iterable[str]) -> dict[str, str]:
+        return self.read_environ(pid, names)
+
+    def cwd(self, pid: int) -> str | None:
+        return None
+
+    def started_at(self, pid: int) -> float | None:
+        return None
+
+    def open_files(self, pids: Iterable[int], name_glob: str) -> list[OpenFile]:
+        """Open files of the process tree (one bounded read), oldest by name first: a
+        rollout's name starts with its start time."""
+        found = self.read_open_files(pids, f"*/{name_glob}")
+        return [OpenFile(pid, path) for pid, path in sorted(found, key=lambda f: (f[1], f[0]))]
+
+    def find_file(self, folder: str, name: str) -> str | None:
+        return self.find_first(folder, name)
+
+    def with_file(self, path: str, parse: Callable[[Path], T]) -> T | None:
+        """``parse`` of the file's last :data:`TAIL_MAX_BYTES` (whole lines) copied into a
+        local temporary file."""
+        got = self.read_tail(shlex.quote(path))
+        if got is None:
+            return None
+        _, data, whole = got
+        if not whole:
+            data = data.partition(b"\n")[2]  # the first line is cut: drop it
+        fd, name = tempfile.mkstemp(prefix="madohub-tail-", suffix=".jsonl")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return parse(Path(name))
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
 
 def _last_line(data: bytes) -> str:

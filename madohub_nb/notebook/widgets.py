@@ -156,7 +156,8 @@ class TileView(_HubView):
     def _follow_output(self) -> None:
         """Ask for the tile's output events (engine thread): tmux sends no unwatched pane's."""
         if not self._closed:
-            stream = self.hub.watcher.stream(self.tile.pane_id, self.tile.session)
+            # The tile's own machine: a pane on a host streams from that host's watcher.
+            stream = self.tile.machine.watcher.stream(self.tile.pane_id, self.tile.session)
             self._listener = stream.listen(wants_bytes=False)
 
     def close(self) -> None:

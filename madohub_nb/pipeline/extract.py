@@ -18,45 +18,37 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
-
-from ..agents.claude import claude_config_dir, read_session_file
-from ..agents.codex import codex_home, open_rollout_file
+from ..agents.codex import ROLLOUT_GLOB, newest_rollout
 from ..agents.screen import strip_ansi, terminal_last_response
-from ..io.transcripts import (
-    Extraction,
-    cwd_to_project_dir,
-    find_claude_transcript,
-    find_codex_rollout,
-)
+from ..io.transcripts import Extraction, cwd_to_project_dir, find_codex_rollout
 
 if TYPE_CHECKING:
+    from ..agents.detect import AgentProcess
     from .tile import Tile
 
 
-def claude_transcript_path(proc: psutil.Process, claude_home: str | None) -> Path | None:
-    """The transcript a running Claude Code process writes, or None."""
-    config = claude_config_dir(proc, claude_home)
+def claude_transcript(tile: Tile, proc: AgentProcess) -> str | None:
+    """The transcript a running Claude Code process writes (a path on its machine), or None."""
+    config = tile.claude_config(proc)
     if config is None:
         return None
     projects = config / "projects"
-    session = read_session_file(config, proc.pid)
+    session = tile.claude_session(proc)
     if session is not None and session.session_id:
         # The session may have no transcript yet (no prompt so far): then there is no answer.
         # Never fall back to the folder here: another agent in the same cwd writes there too.
-        return find_claude_transcript(projects, session.session_id)
+        return tile.machine.find_file(str(projects), f"{session.session_id}.jsonl")
+    if not tile.machine.dir_scans:
+        return None
     # No sessions file (older versions, an exited agent): the newest transcript of its cwd.
-    cwd: str | None
-    try:
-        cwd = proc.cwd()
-    except psutil.Error:
-        cwd = session.cwd if session is not None else None
+    cwd = tile.machine.cwd(proc.pid) or (session.cwd if session is not None else None)
     if not cwd:
         return None
     folder = cwd_to_project_dir(cwd, projects)
     if folder is None:
         return None
-    return _newest_regular_file(folder.glob("*.jsonl"))
+    found = _newest_regular_file(folder.glob("*.jsonl"))
+    return str(found) if found is not None else None
 
 
 def _newest_regular_file(paths: Iterable[Path]) -> Path | None:
@@ -76,32 +68,28 @@ def _newest_regular_file(paths: Iterable[Path]) -> Path | None:
     return best[1] if best is not None else None
 
 
-def codex_rollout_path(proc: psutil.Process) -> Path | None:
-    """The rollout file a running Codex process writes, or None."""
-    path = open_rollout_file(proc)
-    if path is not None:
-        return path
-    home = codex_home(proc)
-    if home is None:
+def codex_rollout(tile: Tile, proc: AgentProcess) -> str | None:
+    """The rollout file a running Codex process writes (a path on its machine), or None.
+
+    The one Codex (or a descendant: the native child of its ``node``) holds open; where
+    directories may be scanned, else the newest rollout of its cwd since it started.
+    """
+    machine = tile.machine
+    found = newest_rollout([f.path for f in machine.open_files([proc.pid], ROLLOUT_GLOB)])
+    if found is not None or not machine.dir_scans:
+        return found
+    home = tile.codex_home(proc)
+    cwd, started = machine.cwd(proc.pid), machine.started_at(proc.pid)
+    if home is None or cwd is None or started is None:
         return None
-    try:
-        cwd, started = proc.cwd(), proc.create_time()
-    except psutil.Error:
-        return None
-    return find_codex_rollout(home, cwd=cwd, started_after=started)
+    rollout = find_codex_rollout(home, cwd=cwd, started_after=started)
+    return str(rollout) if rollout is not None else None
 
 
 def transcript_path(tile: Tile) -> Path | None:
-    """Where the tile's agent keeps its transcript, if it has one we can find."""
-    proc = tile.agent_process()
-    if not isinstance(proc, psutil.Process):  # none, or on a remote host (remote_tile.py)
-        return None
-    extractor = tile.profile.extractor
-    if extractor == "jsonl":
-        return claude_transcript_path(proc, tile.claude_home())
-    if extractor == "rollout":
-        return codex_rollout_path(proc)
-    return None
+    """Where the tile's agent keeps its transcript (a path on the tile's machine), if found."""
+    found = tile.transcript_path()
+    return Path(found) if found is not None else None
 
 
 ANSWER_HISTORY_LINES = 5000
@@ -160,7 +148,7 @@ def from_terminal(tile: Tile) -> Extraction | None:
 def extract(tile: Tile, terminal_only: bool = False) -> Extraction | None:
     """The tile's last response: transcript first (unless ``terminal_only``), then the screen."""
     if not terminal_only and tile.profile.extractor in ("jsonl", "rollout"):
-        found = tile.transcript_response()  # (a remote tile reads a bounded tail over ssh)
+        found = tile.transcript_response()  # (on a host: a bounded tail over ssh)
         if found is not None:
             return found
     return from_terminal(tile)

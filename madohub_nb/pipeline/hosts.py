@@ -1,13 +1,17 @@
 """Links to remote hosts: one ssh control connection per host, dropped and re-made.
 
-A :class:`HostLink` owns a host's tmux (commands over ``ssh host tmux …``), its
-output watcher (one ``ssh host tmux -C attach`` per session) and whether it can
-be reached. When the control connection ends without the hub asking, the host
-reads unreachable: its tiles say ``unreachable``, the routes touching them are
-held (paused with ``last_error``; a turn that finishes meanwhile waits), and a
-task tries again with backoff (0.5 s doubling to 10 s). Once the host answers
-and the control connection is back, held routes resume and look at their
-sources again, so a turn is routed once: neither lost nor typed twice.
+A :class:`HostLink` owns a host's :class:`~madohub_nb.io.remote.SshMachine` (its
+tmux over ``ssh host tmux …``, its output watcher: one ``ssh host tmux -C
+attach`` per session) and keeps whether it can be reached. When the control
+connection ends without the hub asking, the host reads unreachable (its tiles
+say ``unreachable``) and the link says so (``on_state(host, "unreachable",
+why)``), then tries again with backoff (0.5 s doubling to 10 s), saying why each
+try failed, and ``on_state(host, "reachable", None)`` once the host answers and
+the control connection is back. What happens to routes meanwhile is the route
+side's business (the route registry, on the ``host_state`` events: they are held,
+then resume and look at their sources again, so a turn is routed once: neither
+lost nor typed twice). A session that ended on the host is not the host going
+away: its tiles read ``exited`` and the host stays reachable.
 """
 
 from __future__ import annotations
@@ -15,18 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from ..errors import MadohubError
-from ..io.remote import SshHost
-from ..io.tmux import Tmux
-from ..io.watch import OutputWatcher, PaneStream
-from .route import Route
+from ..io.remote import SshMachine
+from ..model import HostState
 
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 10.0)
 """Waits between reconnection attempts (the last one repeats)."""
 CLOSE_WAIT_S = 1.0
 """How long close() waits for a host to end the panes the hub made there."""
+
+HostStateCallback = Callable[[str, HostState, "str | None"], None]
+"""``(host, state, why)``: told on the engine loop when a host goes or comes back."""
 
 
 class HostLink:
@@ -38,25 +44,39 @@ class HostLink:
         ssh_command: Sequence[str],
         socket_name: str | None,
         on_output: Callable[[str, str, int], None],
-        routes: Callable[[], Iterable[Route]],
+        on_state: HostStateCallback,
     ) -> None:
-        self.ssh = SshHost(host, ssh_command)
-        self.name = self.ssh.host
-        self.socket_name = socket_name
-        self.tmux = Tmux(socket_name, remote=self.ssh)
-        self.watcher = OutputWatcher(
-            self.tmux, on_output=lambda pane, n: on_output(self.name, pane, n),
+        self.ssh = SshMachine(
+            host, ssh_command, socket_name,
+            on_output=lambda pane, n: on_output(self.name, pane, n),
             on_client_exit=self._client_exited,
         )  # fmt: skip
-        self._routes = routes
-        self.reachable = True
+        """The host as a machine (its tmux, watcher and bounded reads)."""
+        self.name = self.ssh.host
+        self.socket_name = socket_name
+        self.tmux = self.ssh.tmux
+        self.watcher = self.ssh.watcher
+        self._on_state = on_state
         self.last_error: str | None = None
         self.reconnects = 0
         """Times the control connection was made again after a drop."""
-        self.closing = False
-        self._back: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._held: list[Route] = []
+        self._checks: set[asyncio.Task[None]] = set()
+
+    @property
+    def machine(self) -> SshMachine:
+        """The host's machine, which its tiles ask (the same object as ``ssh``)."""
+        return self.ssh
+
+    @property
+    def reachable(self) -> bool:
+        """False from a dropped link until the host answers again."""
+        return self.ssh.reachable
+
+    @property
+    def closing(self) -> bool:
+        """Set by :meth:`close`."""
+        return self.ssh.closing
 
     def probe(self) -> None:
         """Reach the host and its tmux now (a one-line error within about 10 s otherwise),
@@ -65,33 +85,46 @@ class HostLink:
         if not self.closing:
             self.ssh.start_master()
 
-    # watching ---------------------------------------------------------------------------
-    async def watch(self, pane_id: str, session: str) -> PaneStream:
-        """Stream a pane of this host, waiting for the host while it is unreachable."""
-        while not self.reachable and not self.closing:
-            back = self._back
-            if back is None:
-                break
-            await back.wait()
-        return await self.watcher.watch(pane_id, session)
-
-    def holds(self, route: Route) -> bool:
-        return any(
-            getattr(t, "host_name", None) == self.name
-            for t in (route.source_tile, route.target_tile)
-        )
-
     def _client_exited(self, session: str) -> None:
+        """A control client ended without the hub asking (engine loop): the host went, or
+        only that session did. The ssh master gone too says the host went; else one bounded
+        read tells (a session that ended is forgotten: its tiles read ``exited``)."""
         if self.closing or self.watcher.closed:
             return
-        self.reachable = False
-        self.last_error = f"host {self.name!r} is unreachable (its ssh connection closed); retrying"
-        if self._back is None or self._back.is_set():
-            self._back = asyncio.Event()
-        for route in self._routes():
-            if self.holds(route) and route.state == "active":
-                route.hold(f"paused: {self.last_error}")
-                self._held.append(route)
+        if not self.reachable or self.ssh.control_path is None:
+            self._down(session, "its ssh connection closed")
+            return
+        self.ssh.checking()
+        self._spawn(self._after_exit(session), f"check {self.name} {session}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _after_exit(self, session: str) -> None:
+        try:
+            alive = await asyncio.to_thread(self.ssh.has_session, session)
+            if not alive:
+                self.ssh.forget_session(session)
+                self.ssh.came_back()
+                return
+            # The session is there but its client ended (killed by someone): watch it again.
+            await self._watch_session(session)
+        except (MadohubError, OSError) as exc:
+            self._down(session, f"{exc}")
+            return
+        self.ssh.came_back()
+
+    async def _watch_session(self, session: str) -> None:
+        for stream in [s for s in self.watcher.streams.values() if s.session == session]:
+            stream.ended = False
+            await self.watcher.watch(stream.pane_id, session)
+
+    def _down(self, session: str, why: str) -> None:
+        self.ssh.went_down()
+        self.last_error = f"host {self.name!r} is unreachable ({why}); retrying"
+        self._on_state(self.name, "unreachable", self.last_error)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
                 self._reconnect(session), name=f"reconnect {self.name}"
@@ -105,25 +138,21 @@ class HostLink:
                 attempt += 1
                 try:
                     await asyncio.to_thread(self.probe)
-                    panes = [s for s in self.watcher.streams.values() if s.session == session]
-                    for stream in panes:
-                        stream.ended = False
-                        await self.watcher.watch(stream.pane_id, session)
+                    alive = await asyncio.to_thread(self.ssh.has_session, session)
+                    if alive:
+                        await self._watch_session(session)
+                    else:  # the host is back, that session is not: forget it
+                        self.ssh.forget_session(session)
                 except (MadohubError, OSError) as exc:
                     self.last_error = f"host {self.name!r} is unreachable ({exc}); retrying"
-                    for route in self._held:
-                        if route.held:
-                            route.last_error = f"paused: {self.last_error}"
+                    self._on_state(self.name, "unreachable", self.last_error)
                     continue
-                if not self.watcher.client_pids():
-                    continue
-                self.reachable, self.last_error = True, None
+                if alive and not self.watcher.client_pids():
+                    continue  # its client did not stay: not back yet
+                self.last_error = None
                 self.reconnects += 1
-                held, self._held = self._held, []
-                for route in held:
-                    route.release()
-                if self._back is not None:
-                    self._back.set()
+                self.ssh.came_back()
+                self._on_state(self.name, "reachable", None)
                 return
         finally:
             self._task = None
@@ -131,16 +160,16 @@ class HostLink:
     # closing ----------------------------------------------------------------------------
     async def close(self, session: str | None) -> None:
         """Stop watching; end ``session`` (the panes the hub made) without waiting on a dead host."""
-        self.closing = True
+        self.ssh.stop_waiting()
+        for check in list(self._checks):
+            check.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._back is not None:
-            self._back.set()
         await self.watcher.close()
         if session is None or not self.reachable:
-            self.ssh.stop_master()
+            self.ssh.close()
         else:
             # A thread of its own: a host that stopped answering must not hold close() up.
             done = threading.Event()
@@ -148,11 +177,11 @@ class HostLink:
             def kill() -> None:
                 with contextlib.suppress(MadohubError, OSError):
                     self.tmux.kill_session(session)
-                self.ssh.stop_master()
+                self.ssh.close()
                 done.set()
 
             threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
             if not await asyncio.to_thread(done.wait, CLOSE_WAIT_S):
                 # Slow or silent host: our ssh child ends now all the same (by pid), which
                 # also ends a kill still waiting on its shared connection.
-                await asyncio.to_thread(self.ssh.stop_master)
+                await asyncio.to_thread(self.ssh.close)

@@ -9,26 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import psutil
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import settings
-from ..agents.claude import claude_config_dir, read_session_file
-from ..agents.detect import detect_kind, find_agent_process, is_shell_name
+from ..agents.claude import CONFIG_ENV as CLAUDE_ENV
+from ..agents.claude import (
+    ClaudeSession,
+    claude_config_dir,
+    parse_session_file,
+    session_file_path,
+)
+from ..agents.codex import HOME_ENV as CODEX_ENV
+from ..agents.codex import codex_home
+from ..agents.detect import AgentProcess, detect_kind, find_agent, foreground_of, is_shell_name
 from ..agents.foreground import (
+    DEAD_STATES,
+    STOPPED_STATES,
     ProcStat,
     Reader,
     StatsReader,
     expected_reader,
-    foreground_pgrp,
-    read_stat,
 )
 from ..agents.profiles import (
     AgentProfile,
@@ -40,7 +47,8 @@ from ..agents.profiles import (
 )
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
-from ..io.tmux import PaneInfo, Tmux
+from ..io.machine import Machine, PaneRef, PaneTmux
+from ..io.tmux import PaneInfo
 from ..io.transcripts import read_last_response, turn_finished
 from ..model import TileState
 from ..render import html_for_tile
@@ -48,6 +56,8 @@ from . import extract as extraction
 
 if TYPE_CHECKING:
     from ..io.transcripts import Extraction
+
+T = TypeVar("T")
 
 EXIT_CHECK_S = 0.5
 """How long a new tile's command is watched for exiting at once."""
@@ -127,14 +137,19 @@ class TypedInput:
 
 
 class Tile:
-    """One named pane. Created by :meth:`Hub.tile`; do not construct directly."""
+    """One named pane on a machine. Created by :meth:`Hub.tile`; do not construct directly.
+
+    Everything that depends on where the pane lives (tmux, processes, files) is
+    asked of ``machine`` (:class:`~madohub_nb.io.machine.Machine`): this class is
+    the same for a pane here and one on a remote host.
+    """
 
     def __init__(
         self,
         name: str,
         pane_id: str,
         agent: str,
-        tmux: Tmux,
+        machine: Machine,
         *,
         session: str,
         created: bool,
@@ -149,10 +164,12 @@ class Tile:
         self.agent = agent
         self.session = session
         self.created = created
-        self.tmux = tmux
+        self.machine = machine
+        """Where the pane lives: this machine or a remote host."""
         self._claude_home = claude_home
-        self._agent_proc: psutil.Process | None = None
+        self._agent_proc: AgentProcess | None = None
         self._seen_agent = False
+        self._environs: dict[tuple[int, int], dict[str, str]] = {}
         self.last_state: TileState = "unknown"
         self._on_state = on_state
         self.pane_pid = pane_pid
@@ -175,6 +192,16 @@ class Tile:
         """Output that says this tile's turn is over; on-idle routes wait for it, then silence."""
         self.last_input: TypedInput | None = None
         """What was typed into the pane last, and where (for answer_after_input extraction)."""
+
+    @property
+    def tmux(self) -> PaneTmux:
+        """The tmux server the pane is on (its machine's)."""
+        return self.machine.tmux
+
+    @property
+    def ref(self) -> PaneRef:
+        """Which pane on which machine (pane ids are unique per tmux server only)."""
+        return PaneRef(self.machine.name, self.pane_id)
 
     def claude_home(self) -> str | None:
         """The hub's fallback Claude config directory (``claude_home`` setting)."""
@@ -208,34 +235,57 @@ class Tile:
         except TmuxError:
             return ""
 
-    def agent_process(self) -> psutil.Process | None:
-        """The agent's own process (first match breadth-first from the pane's pid), if running."""
-        proc = self._running_agent()
-        if proc is not None:
-            return proc
-        info = self.pane_info()
-        if info is None or info.dead or not self.profile.runs_as_process:
-            return None
-        found = find_agent_process(info.pid)
-        if found is None:
-            return None
-        _, proc = found
-        self._agent_proc = proc
-        self._seen_agent = True
-        return proc
+    # processes on the machine ----------------------------------------------------------
+    def _stats(self, *pids: int) -> dict[int, ProcStat | None]:
+        """Stats of processes on the tile's machine; a TmuxError when it did not answer (a
+        host): that says nothing about the processes, so nothing is concluded from it."""
+        return self.machine.stats(pids)
 
-    def _running_agent(self) -> psutil.Process | None:
-        """The agent process found before, if it still runs (no tmux call; pid reuse detected)."""
+    def agent_process(self) -> AgentProcess | None:
+        """The agent's own process (first match among the pane's processes), if running."""
+        try:
+            proc = self._running_agent()
+            if proc is not None:
+                return proc
+            info = self.pane_info()
+            if info is None or info.dead or not self.profile.runs_as_process:
+                return None
+            return self._discover(info)
+        except TmuxError:  # a host that did not answer: not known now
+            return None
+
+    def _discover(self, info: PaneInfo) -> AgentProcess | None:
+        found = find_agent(self.machine, info.pid, self.agent)
+        if found is not None:
+            self._agent_proc, self._seen_agent = found, True
+        return found
+
+    def _running_agent(self, stat: ProcStat | None = None) -> AgentProcess | None:
+        """The agent process found before, if it still runs (no tmux call; pid reuse detected).
+        ``stat``: its stats, read already."""
         proc = self._agent_proc
         if proc is None:
             return None
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                return proc
-        except psutil.Error:
-            pass
+        st = stat if stat is not None else self._stats(proc.pid).get(proc.pid)
+        if st is not None and st.start_ticks == proc.start_ticks and st.state not in DEAD_STATES:
+            return proc
         self._agent_proc = None
         return None
+
+    def _environ(self, proc: AgentProcess, names: tuple[str, ...]) -> dict[str, str]:
+        """The agent's variables that locate its files (read once per process)."""
+        key = (proc.pid, proc.start_ticks)
+        if key not in self._environs:
+            try:
+                env = self.machine.environ(proc.pid, (*CLAUDE_ENV, *CODEX_ENV))
+            except TmuxError:
+                return {}
+            self._environs = {key: env}
+        return {k: v for k, v in self._environs[key].items() if k in names}
+
+    def _where(self) -> str:
+        """Said after a pid in messages: which machine it is on (nothing for this one)."""
+        return f" on {self.machine.name}" if self.machine.name is not None else ""
 
     def reader(self) -> Reader | str:
         """The process that should read what is typed into this pane, or why there is none.
@@ -246,8 +296,16 @@ class Tile:
         """
         info = self.pane_info()
         if info is None or info.dead:
-            return self._pane_gone()
-        where, read = self._where(), self._stats_reader()
+            return "the pane has exited" if self.machine.reachable else "the host is unreachable"
+        try:
+            return self._reader(info)
+        except TmuxError as exc:  # the host did not answer: no reader can be pinned now
+            return f"its host did not answer ({exc})"
+
+    def _reader(self, info: PaneInfo) -> Reader | str:
+        where = self._where()
+        # This machine's stats are read on the loop (microseconds); another's in a thread.
+        read: StatsReader | None = None if self.machine.name is None else self.machine.stats
         if self.profile.executes_input:
             # The user opted in to typing here: the reader is whoever holds the terminal's
             # foreground, a shell or (terminal tiles, a shell running a REPL or cat) a program.
@@ -259,51 +317,26 @@ class Tile:
                 return f"the shell is not the terminal's foreground process ({who} is)"
             what = "the shell" if shell else "the program"
             label = f"{what} {leader.comm!r} (pid {leader.pid}{where})"
-            found = expected_reader(info.pid, leader.pid, label, read, argv=self._argv(leader.pid))
+            found = expected_reader(
+                info.pid, leader.pid, label, read, argv=self.machine.cmdline(leader.pid)
+            )
             return found if found is not None else f"{what} has exited"
-        proc = self._reading_agent()
+        proc = self._running_agent() or self._discover(info)  # (a TmuxError: see reader)
         if proc is None:
             return f"no {self.agent} process runs in the terminal's foreground"
         what = f"agent {self.agent!r} (pid {proc.pid}{where})"
         # Its own program decides whether typed text runs as commands (a bash that a
         # profile's process token matched is still a shell): Reader.runs_commands.
-        found = expected_reader(info.pid, proc.pid, what, read, argv=self._argv(proc.pid))
+        found = expected_reader(info.pid, proc.pid, what, read, argv=self.machine.cmdline(proc.pid))
         return found if found is not None else f"{what} has exited"
 
-    # where the reader is read (a remote tile reads them on its host) --------------------
-    def _pane_gone(self) -> str:
-        return "the pane has exited"
-
-    def _where(self) -> str:
-        """Said after a pid in messages: which machine it is on (nothing for this one)."""
-        return ""
-
-    def _stats_reader(self) -> StatsReader | None:
-        """How the reader's ``/proc`` stats are read; None: this machine's ``read_stat``."""
-        return None
-
-    def _argv(self, pid: int) -> list[str]:
-        """A process's command line ([] when it is gone or not ours to read)."""
-        try:
-            return psutil.Process(pid).cmdline()
-        except psutil.Error:
-            return []
-
     def _foreground_leader(self, pane_pid: int) -> ProcStat | None:
-        fg = foreground_pgrp(pane_pid)
-        return read_stat(fg) if fg is not None else None
-
-    def _reading_agent(self) -> psutil.Process | None:
-        return self._running_agent() or self.agent_process()
-
-    def _in_foreground(self, proc: psutil.Process) -> bool:
-        """True when ``proc`` runs (not stopped) in its terminal's foreground process group."""
-        st = read_stat(proc.pid)
-        return st is not None and st.state not in "Tt" and st.pgrp == st.tpgid
+        fg = foreground_of(self._stats(pane_pid).get(pane_pid))
+        return self._stats(fg).get(fg) if fg is not None else None
 
     @property
     def state(self) -> TileState:
-        """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown``, read fresh."""
+        """``idle`` | ``busy`` | ``waiting`` | ``exited`` | ``unknown`` | ``unreachable``, read fresh."""
         state = self._read_state()
         if state != self.last_state:
             self.last_state = state
@@ -312,28 +345,81 @@ class Tile:
         return state
 
     def _read_state(self) -> TileState:
+        if not self.machine.reachable:
+            return "unreachable"
+        try:
+            return self._read_machine_state()
+        except TmuxError:  # a read the host did not answer: not an exit (issue 22.11)
+            return "unreachable"
+
+    def _read_machine_state(self) -> TileState:
         profile = self.profile
-        # A live agent process means a live pane: then no tmux call is needed but the screen.
-        proc = self._running_agent() if profile.runs_as_process else None
+        # A live agent process means a live pane: then no tmux call is needed but the screen,
+        # and its one stats read (one ssh read on a host) serves the foreground check too.
+        cached = self._agent_proc if profile.runs_as_process else None
+        st = self._stats(cached.pid).get(cached.pid) if cached is not None else None
+        proc = self._running_agent(st) if cached is not None else None
         if proc is None:
             info = self.pane_info()
             if info is None or info.dead:
-                return "exited"
+                return "exited" if self.machine.reachable else "unreachable"
             if not profile.runs_as_process:  # the pane's own program: a shell or any program
                 return self._program_state(info)
-            proc = self.agent_process()
+            proc = self._discover(info)
             if proc is None:
                 # The agent was running and is gone (the pane fell back to its shell).
                 return "exited" if self._seen_agent else "unknown"
-        if not self._in_foreground(proc):
+            st = self._stats(proc.pid).get(proc.pid)
+        if st is None or st.state in STOPPED_STATES or st.pgrp != st.tpgid:
             # Stopped (Ctrl-Z) or sent to the background: its status file still says what it
             # said before, but typed text would go to whoever is in the foreground now.
             return "unknown"
         if profile.writes_status_file:
-            session = read_session_file(claude_config_dir(proc, self._claude_home()), proc.pid)
+            session = self.claude_session(proc)
             if session is not None and session.status in ("idle", "busy", "waiting"):
                 return session.status  # type: ignore[return-value]  # checked just above
         return self._screen_state(profile)
+
+    # the agent's own files on its machine ----------------------------------------------
+    def claude_config(self, proc: AgentProcess) -> Path | None:
+        """Claude's config dir: from its environment, else the hub's ``claude_home``."""
+        return claude_config_dir(self._environ(proc, CLAUDE_ENV), self._claude_home())
+
+    def claude_session(self, proc: AgentProcess) -> ClaudeSession | None:
+        """Claude's ``sessions/<pid>.json`` on the tile's machine (its session id and live
+        status), or None when there is none (yet) or it cannot be read."""
+        config = self.claude_config(proc)
+        if config is None:
+            return None
+        path = session_file_path(config, proc.pid)
+        try:
+            raw = self.machine.read_head(str(path))
+        except TmuxError:
+            raw = None
+        session = parse_session_file(raw, path, proc.pid)
+        if session is None:
+            # Read its environment again next time: a launcher may exec the agent with
+            # another config dir under the same pid and start time (the demo's stand-ins do).
+            self._environs = {}
+        return session
+
+    def transcript_path(self) -> str | None:
+        """Where the agent keeps its transcript (a path on its machine), if it can be found."""
+        proc = self.agent_process()
+        if proc is None:
+            return None
+        try:
+            if self.profile.extractor == "jsonl":
+                return extraction.claude_transcript(self, proc)
+            if self.profile.extractor == "rollout":
+                return extraction.codex_rollout(self, proc)
+        except TmuxError:  # a host that stopped answering: no transcript now
+            return None
+        return None
+
+    def codex_home(self, proc: AgentProcess) -> Path | None:
+        """Codex's home on the tile's machine (its ``CODEX_HOME``, else ``HOME``/.codex)."""
+        return codex_home(self._environ(proc, CODEX_ENV))
 
     # programs without markers: terminal tiles, a shell running a REPL or cat ------------
     @property
@@ -354,18 +440,15 @@ class Tile:
 
         An interactive shell runs each command in a group of its own (and tmux names
         that program); a shell without job control keeps its children in its group.
+        (On a host the pane's processes read are its own and its foreground leader's
+        only, so this never holds there.)
         """
-        if self._stats_reader() is not None:  # a tile on another machine: not read here
-            return False
-        fg = foreground_pgrp(info.pid)
-        if fg is None:
-            return False
         try:
-            children = psutil.Process(fg).children()
-        except psutil.Error:
+            fg = foreground_of(self._stats(info.pid).get(info.pid))
+            procs = self.machine.pane_processes(fg) if fg is not None else []
+        except TmuxError:
             return False
-        stats = (read_stat(child.pid) for child in children)
-        return any(st is not None and st.pgrp == fg and not is_shell_name(st.comm) for st in stats)
+        return any(st.pid != fg and st.pgrp == fg and not is_shell_name(st.comm) for st in procs)
 
     def _screen_state(self, profile: AgentProfile, current_command: str | None = None) -> TileState:
         """By the profile's screen markers, or, for a program without them, by quiet time."""
@@ -394,17 +477,31 @@ class Tile:
 
     def turn_finished(self) -> bool | None:
         """Does the agent's transcript end with a finished turn? None: no transcript found."""
-        path = extraction.transcript_path(self)
-        return turn_finished(path) if path is not None else None
+        path = self.transcript_path()
+        return self._parse(path, turn_finished) if path is not None else None
 
     def transcript_response(self) -> Extraction | None:
         """The last answer in the agent's transcript (or rollout), if one can be found."""
-        path = extraction.transcript_path(self)
-        return read_last_response(path, usage=True) if path is not None else None
+        path = self.transcript_path()
+        if path is None:
+            return None
+        found = self._parse(path, lambda p: read_last_response(p, usage=True))
+        if found is not None and self.machine.name is not None:  # (parsed from a local copy)
+            return dataclasses.replace(found, path=Path(path))
+        return found
+
+    def _parse(self, path: str, parse: Callable[[Path], T]) -> T | None:
+        try:
+            return self.machine.with_file(path, parse)
+        except TmuxError:
+            return None
 
     def detect_kind(self, info: PaneInfo) -> str:
-        """Which agent runs in the pane now (its process tree; see agents/detect.py)."""
-        return detect_kind(info.pid, info.current_command)
+        """Which agent runs in the pane now (its processes; see agents/detect.py)."""
+        try:
+            return detect_kind(self.machine, info.pid, info.current_command)
+        except TmuxError:
+            return "unknown"
 
     def note_input(self, text: str) -> None:
         """Remember what is about to be typed and the screen row it starts on."""
@@ -438,8 +535,10 @@ class Tile:
 
     # display ------------------------------------------------------------
     def __repr__(self) -> str:
+        host = f" host={self.machine.name}" if self.machine.name is not None else ""
         return (
-            f"<Tile {self.name!r} agent={self.agent} pane={self.pane_id} state={self.last_state}>"
+            f"<Tile {self.name!r} agent={self.agent}{host} pane={self.pane_id} "
+            f"state={self.last_state}>"
         )
 
     def _repr_html_(self) -> str:

@@ -16,7 +16,6 @@ import pytest
 from conftest import wait_until
 
 import madohub_nb as mh
-from madohub_nb.pipeline.remote_tile import RemoteTile
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 
 from .conftest import (
@@ -71,7 +70,7 @@ def test_real_claude_routes_from_a_host_and_back(
     writer = rhub.tile("writer", pane=far.pane_id, host="box")
     reviewer = rhub.tile("reviewer", pane=near.pane_id)
     assert reviewer.agent == "claude"
-    assert isinstance(writer, RemoteTile) and writer.agent == "claude"
+    assert writer.machine.name is not None and writer.agent == "claude"
     wait_until(lambda: writer.state == "idle", 30, what="the remote Claude idle")
     template = "Please check:\n{output}"
     route = rhub.connect("writer", "reviewer", template=template, cooldown_ms=1000)
