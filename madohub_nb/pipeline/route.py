@@ -438,6 +438,7 @@ class Route:
         return True
 
     def now_ms(self) -> float:
+        """The route's clock (its context's: monotonic ms, or a test's own)."""
         return self._context.now_ms()
 
     # firing ---------------------------------------------------------------
