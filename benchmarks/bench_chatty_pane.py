@@ -20,7 +20,7 @@ and after, over wall time, in percent of one core:
   window, then runs ``yes`` again; an on-keyword route on it must fire.
 
 Baseline, in the same run: a second hub with per-pane output control switched
-off (``hub.watcher.output_control = False``: every pane's output is streamed
+off (``hub.runtime.tiles.watcher.output_control = False``: every pane's output is streamed
 and parsed, and an on-idle route decodes its source's: the old behaviour),
 unrouted and routed on-idle.
 """
@@ -77,7 +77,7 @@ def hub_cpu_seconds(hub: Hub) -> tuple[float, float]:
     t = me.cpu_times()
     mine = sum(th.user_time + th.system_time for th in me.threads() if th.id in BENCH_THREADS)
     clients = 0.0
-    for pid in hub.watcher.client_pids():
+    for pid in hub.runtime.tiles.watcher.client_pids():
         try:
             c = psutil.Process(pid).cpu_times()
         except psutil.NoSuchProcess:
@@ -152,7 +152,7 @@ def stop_program(socket: str, pane: str) -> None:
 
 def cpu_window(hub: Hub, name: str, seconds: float, during: object = None) -> Window:
     """CPU of the hub over ``seconds`` (``during()`` runs on this thread meanwhile, if given)."""
-    events0 = hub.watcher.output_events
+    events0 = hub.runtime.tiles.watcher.output_events
     h0, c0 = hub_cpu_seconds(hub)
     t0 = time.monotonic()
     if callable(during):
@@ -165,7 +165,7 @@ def cpu_window(hub: Hub, name: str, seconds: float, during: object = None) -> Wi
         name,
         hub_pct=max(0.0, h1 - h0) / wall * 100,  # (thread times tick apart: never below 0)
         client_pct=(c1 - c0) / wall * 100,
-        events=hub.watcher.output_events - events0,
+        events=hub.runtime.tiles.watcher.output_events - events0,
     )
 
 
@@ -198,7 +198,7 @@ def run_hub(root: Path, tag: str, seconds: float, output_control: bool) -> list[
         hub = mh.Hub(
             socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / f"{tag}.sqlite3"
         )
-        hub.watcher.output_control = output_control
+        hub.runtime.tiles.watcher.output_control = output_control
         observer: Observer | None = None
         try:
             tiles = {

@@ -284,7 +284,7 @@ def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:
             # The driver says "start" and "stop" around its window: count what happened in it.
             marks = {}
             for line in sys.stdin:
-                output = sum(s.bytes_total for s in hub.watcher.streams.values())
+                output = sum(s.bytes_total for s in hub.runtime.tiles.watcher.streams.values())
                 marks[line.strip()] = (output, sum(commands.values()), Counter(commands))
         with contextlib.suppress(Exception):
             hub.wait_rounds_sync(1, 20)
@@ -293,7 +293,7 @@ def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:
         active = sum(r.state == "active" for r in routes)
         print(
             f"{len(hub.tiles)} tiles, {len(routes)} routes ({active} active), {hub.rounds_written} "
-            f"rounds fired, {len(hub.watcher.client_pids())} control client(s); in the window: "
+            f"rounds fired, {len(hub.runtime.tiles.watcher.client_pids())} control client(s); in the window: "
             f"{out1 - out0} bytes of pane output, {n1 - n0} tmux commands ({spawned})",
             flush=True,
         )

@@ -110,11 +110,13 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 "routes active or paused": sum(
                     1 for r in hub.routes if r.state in ("active", "paused")
                 ),
-                "listeners": sum(len(s.listeners) for s in hub.watcher.streams.values()),
-                "watched streams": len(hub.watcher.streams),
+                "listeners": sum(
+                    len(s.listeners) for s in hub.runtime.tiles.watcher.streams.values()
+                ),
+                "watched streams": len(hub.runtime.tiles.watcher.streams),
                 "event subscribers": len(hub.events._subscribers),
                 "ended routes dropped from hub.routes": hub._rt.routes.routes_dropped,
-                "delivery locks": len(hub.deliverer._locks),
+                "delivery locks": len(hub.runtime.deliverer._locks),
                 "rounds kept unlogged": len(hub.unlogged),
             }
         finally:

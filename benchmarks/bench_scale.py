@@ -12,7 +12,7 @@ in parallel (``--pairs 25`` is the earlier 50 tiles / 50 routes run). A round is
 extracted answer and prompt carry its source's token of that wave, and (for
 delivering routes) the target received exactly that prompt.
 
-Loop lag: a task on ``hub.loop`` sleeps 10 ms again and again and records how
+Loop lag: a task on ``hub.engine.loop`` sleeps 10 ms again and again and records how
 late it wakes. Baseline: the same probe on a bare asyncio loop in another
 thread of this process at the same time (what the machine and the GIL cost
 any loop).

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
-from .hub_settings import SETTINGS, HubSettings, hub_signature, setting
-from .io.log import RoundRecord
+from .hub_settings import HubSettings, add_setting_attributes
+from .io.log import RoundLog, RoundRecord
 from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
@@ -29,35 +29,6 @@ from .runtime import Runtime
 from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
 
 
-def _setting(name: str) -> Any:
-    """``hub.<name>``: a setting of the table, validated on every change (fixed ones read-only)."""
-    s = setting(name)
-
-    def get(hub: Hub) -> Any:
-        return hub._rt.api_key if name == "api_key" else hub._rt.settings[name]
-
-    def put(hub: Hub, value: Any) -> None:
-        hub._rt.set_setting(name, value)
-
-    return property(get, put if s.live else None, doc=s.help)
-
-
-def _part(path: str, doc: str, writable: bool = False) -> Any:
-    """A read-only view of one of the runtime's parts (``tiles`` is ``runtime.tiles.tiles``)."""
-    names = path.split(".")
-
-    def get(hub: Hub) -> Any:
-        value: Any = hub._rt
-        for n in names:
-            value = getattr(value, n)
-        return value
-
-    def put(hub: Hub, value: Any) -> None:
-        hub._rt.replace_part(path, value)
-
-    return property(get, put if writable else None, doc=doc)
-
-
 class Hub:
     """Tiles, routes, the round log and the engine thread of one kernel (or script).
 
@@ -65,19 +36,20 @@ class Hub:
     of ``Hub(...)`` (the first seven also by position) and an attribute ``hub.<name>``.
     """
 
-    tiles = _part("tiles.tiles", "{name: Tile}")
-    routes = _part("routes.routes", "[Route] in order made (256 newest ended)")
-    log = _part("log", "The round log; ``hub.log.df`` is a DataFrame of it.", writable=True)
-    events = _part("events", "Events for widgets and listeners.")
-    unlogged = _part("recorder.unlogged", "Rounds the log refused (kept, not lost).")
-    rounds_written = _part("recorder.rounds_written", "Rounds written to the log.")
-    session_id = _part("session_id", "This hub's id in the round log.")
-    session_name = _part("session_name", "The tmux session of its new panes.")
-    hosts = _part("tiles.hosts", "{host: HostLink}: remote hosts in use.")
-    tmux = _part("tmux", "This machine's tmux (the hub's socket).")
-    engine = _part("engine", "The engine thread and its loop.")
-    watcher = _part("tiles.watcher", "Pushed pane output of this machine's tmux.")
-    deliverer = _part("deliverer", "Types prompts into panes, one at a time per pane.", True)
+    tiles = property(lambda hub: hub._rt.tiles.tiles, doc="{name: Tile}")
+    routes = property(lambda hub: hub._rt.routes.routes, doc="[Route], in order made.")
+    events = property(lambda hub: hub._rt.events, doc="Events for widgets and listeners.")
+    unlogged = property(lambda hub: hub._rt.recorder.unlogged, doc="Rounds the log refused.")
+    rounds_written = property(lambda hub: hub._rt.recorder.rounds_written, doc="Rounds logged.")
+    session_id = property(lambda hub: hub._rt.session_id, doc="This hub's id in the round log.")
+    session_name = property(
+        lambda hub: hub._rt.session_name, doc="The tmux session of its new panes."
+    )
+    hosts = property(lambda hub: hub._rt.tiles.hosts, doc="{host: HostLink}: remote hosts in use.")
+    engine = property(
+        lambda hub: hub._rt.engine, doc="The engine thread: widgets schedule their work on it."
+    )
+    runtime = property(lambda hub: hub._rt, doc="The machinery behind the hub (for tests, tools).")
 
     if TYPE_CHECKING:  # the settings' attributes, made from the table below the class
         socket_name: str | None
@@ -109,11 +81,18 @@ class Hub:
         """True once ``close()`` began: the hub takes no new tiles, routes or rounds."""
         return self._rt.closed
 
-    loop = property(lambda self: self._rt.engine.loop, doc="The engine thread's event loop.")
+    @property
+    def log(self) -> RoundLog:
+        """The round log; ``hub.log.df`` is a DataFrame of it."""
+        return self._rt.log
+
+    @log.setter
+    def log(self, log: RoundLog) -> None:  # (a log reopened, e.g. read-only, under a live hub)
+        self._rt.log = self._rt.recorder.log = log
 
     def ai_config(self, model: str | None = None) -> AIClientConfig:
         """The Anthropic client settings the AI transforms use now (the key is never shown)."""
-        return self._rt.ai_config(model)
+        return self._rt.services.ai_config(model)
 
     # tiles ------------------------------------------------------------------
     def tile(
@@ -177,7 +156,9 @@ class Hub:
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
         )  # fmt: skip
-        return self._rt.routes.add(lambda number: make_route(self._rt, number, src, dst, **options))
+        return self._rt.routes.add(
+            lambda number: make_route(self._rt.services, number, src, dst, **options)
+        )
 
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
@@ -194,7 +175,7 @@ class Hub:
             dst, text, delivery=delivery or self.delivery, allow_shell=allow_shell,
             target_wait_s=self.target_wait_s,
         )  # fmt: skip
-        return self._rt.engine.submit(run_round(self._rt, plan))
+        return self._rt.engine.submit(run_round(self._rt.services, plan))
 
     def replay(
         self,
@@ -218,7 +199,7 @@ class Hub:
             api_key=self.api_key, target_wait_s=self.target_wait_s, allow_shell=allow_shell,
             session_id=self.session_id,
         )  # fmt: skip
-        return self._rt.engine.submit(run_round(self._rt, plan))
+        return self._rt.engine.submit(run_round(self._rt.services, plan))
 
     async def replay_async(self, round_id: str, **kwargs: Any) -> RoundRecord:
         """``await hub.replay_async(...)``: the same as ``await hub.replay(...)``."""
@@ -228,7 +209,7 @@ class Hub:
         """Press keys in a tile (``hub.keys("writer", "Escape")``, ``"1"``, ``"C-c"``)."""
         self._check_open()
         target, names = self._rt.tiles.named(tile, "target"), check_keys(keys)
-        return self._rt.engine.submit(press_keys(self._rt, target, names))
+        return self._rt.engine.submit(press_keys(self._rt.services, target, names))
 
     def wait_rounds(self, n: int, timeout_s: float = 60.0) -> HubFuture[int]:
         """A future that resolves once this hub has finished ``n`` rounds in all."""
@@ -263,7 +244,4 @@ class Hub:
         return html_for_hub(self)
 
 
-for _s in SETTINGS:
-    if _s.name not in vars(Hub):  # (log_path: the resolved path, a property of its own)
-        setattr(Hub, _s.name, _setting(_s.name))
-Hub.__init__.__signature__ = hub_signature()  # type: ignore[attr-defined]
+add_setting_attributes(Hub, lambda hub: hub._rt)

@@ -315,6 +315,28 @@ def hub_signature(extra: Mapping[str, Any] | None = None) -> inspect.Signature:
     return inspect.Signature(params)
 
 
+def add_setting_attributes(cls: type, runtime_of: Callable[[Any], Any]) -> None:
+    """Give ``cls`` (the Hub) an attribute per setting and the signature of the table.
+
+    A live setting's attribute validates every change as the constructor does (through
+    ``runtime.set_setting``); a fixed one is read-only. ``api_key`` reads the key in use
+    (the setting, else ``ANTHROPIC_API_KEY``). Names ``cls`` defines itself are kept.
+    """
+    for s in SETTINGS:
+        if s.name in vars(cls):
+            continue
+
+        def get(obj: Any, name: str = s.name) -> Any:
+            runtime = runtime_of(obj)
+            return runtime.api_key if name == "api_key" else runtime.settings[name]
+
+        def put(obj: Any, value: Any, name: str = s.name) -> None:
+            runtime_of(obj).set_setting(name, value)
+
+        setattr(cls, s.name, property(get, put if s.live else None, doc=s.help))
+    cls.__init__.__signature__ = hub_signature()  # type: ignore[misc]
+
+
 def settings_markdown() -> str:
     """The settings as a Markdown table, for the docs."""
     rows = ["| setting | default | live | what it does |", "|---|---|---|---|"]

@@ -47,6 +47,8 @@ class RoundRecorder:
         """Rounds that could not be written (log full or read-only); kept so nothing is lost,
         and written (each once) before the next round once the log takes writes again."""
         self.rounds_written = 0
+        self.pending = 0
+        """Rounds handed to the writer thread and not yet written or kept."""
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     # recording ---------------------------------------------------------------
@@ -69,13 +71,16 @@ class RoundRecorder:
 
     def _writer_submit(self, rec: RoundRecord) -> concurrent.futures.Future[RoundRecord]:
         try:
-            return self._writer.submit(self._write, rec)
+            written = self._writer.submit(self._write, rec)
         except RuntimeError:  # the recorder is closed: keep the round rather than lose it
             with self._backlog_lock:
                 self.unlogged.append(rec)
             done: concurrent.futures.Future[RoundRecord] = concurrent.futures.Future()
             done.set_result(rec)
             return done
+        with self._backlog_lock:
+            self.pending += 1
+        return written
 
     def _redacted(self, rec: RoundRecord) -> RoundRecord:
         # The key as it is now (set by %config or in the environment after the hub was made).
@@ -95,6 +100,8 @@ class RoundRecorder:
             self._on_unwritable(exc)
         else:
             self.rounds_written += 1
+        with self._backlog_lock:
+            self.pending -= 1
         self._emit(HubEvent("round", rec.route_id, rec.status, rec))
         self._call_soon(self._wake_waiters)
         return rec

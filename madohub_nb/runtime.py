@@ -12,23 +12,20 @@ from __future__ import annotations
 import atexit
 import threading
 import uuid
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
-from .errors import LogError
 from .hub_settings import HubSettings
-from .io.log import RoundLog, RoundRecord
+from .io.log import RoundLog
 from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
-from .io.watch import PaneStream
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
-from .pipeline.tile import Tile
-from .pipeline.transforms import AIClientConfig, resolve_api_key
+from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
 from .routes import RouteRegistry
+from .services import HubServices
 from .tiles import TileRegistry
 
 SHUTDOWN_TIMEOUT_S = 1.5
@@ -36,7 +33,7 @@ SHUTDOWN_TIMEOUT_S = 1.5
 
 
 class Runtime:
-    """The hub's parts and their order of shutdown; ``RouteServices`` for its routes."""
+    """The hub's parts and their order of shutdown."""
 
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
@@ -51,9 +48,9 @@ class Runtime:
         key = settings["api_key"]
         self.log = RoundLog(settings["log_path"], secrets=[key] if key else ())
         self.deliverer = Deliverer()
-        self.routes = RouteRegistry(emit=self.emit, call_soon=self.call_soon)
+        self.routes = RouteRegistry(emit=self.emit, call_soon=self.engine.call_soon)
         self.recorder = RoundRecorder(
-            self.log, emit=self.emit, call_soon=self.call_soon,
+            self.log, emit=self.emit, call_soon=self.engine.call_soon,
             current_key=lambda: self.api_key, on_unwritable=self.routes.pause_all,
         )  # fmt: skip
         self.tmux = Tmux(settings["socket_name"])
@@ -66,6 +63,8 @@ class Runtime:
             on_first_pane=self._end_panes_at_exit,
         )  # fmt: skip
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
+        self.services = HubServices(self)
+        """What the hub's routes and rounds get (``RouteServices``)."""
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
@@ -73,15 +72,6 @@ class Runtime:
         checked = self.settings.set(name, value)
         if name == "api_key" and checked:
             self.log.register_secret(checked)
-
-    def replace_part(self, name: str, part: Any) -> None:
-        """Swap the round log or the deliverer for another (tests, a log reopened read-only)."""
-        if name == "log":
-            self.log = self.recorder.log = part
-        elif name == "deliverer":
-            self.deliverer = part
-        else:
-            raise AttributeError(f"hub.{name} cannot be replaced")
 
     @property
     def api_key(self) -> str | None:
@@ -95,53 +85,9 @@ class Runtime:
             redact=self.log.redact_text,
         )
 
-    # RouteServices: what routes and rounds need, each from the part that owns it -----
-    @property
-    def idle_delay_ms(self) -> int:
-        return int(self.settings["idle_delay_ms"])
-
-    @property
-    def target_wait_s(self) -> float:
-        return float(self.settings["target_wait_s"])
-
-    @property
-    def prices(self) -> Mapping[str, Mapping[str, float]]:
-        return self.settings["prices"]
-
-    def ai_config(self, model: str | None = None) -> AIClientConfig:
-        key = self.api_key
-        if key:
-            self.log.register_secret(key)
-        kwargs: dict[str, Any] = {
-            "api_key": key,
-            "base_url": self.settings["base_url"],
-            "timeout_s": self.settings["ai_timeout_s"],
-            "max_retries": self.settings["ai_max_retries"],
-        }
-        if model or self.settings["model"]:
-            kwargs["model"] = model or self.settings["model"]
-        return AIClientConfig(**kwargs)
-
-    async def watch(self, tile: Tile) -> PaneStream:
-        return await self.tiles.watch(tile)
-
     def emit(self, event: HubEvent) -> None:
+        """Tell listeners (widgets, the route registry) from any thread."""
         self.engine.call_soon(self.events.emit, event)
-
-    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
-        self.engine.call_soon(fn, *args)
-
-    def ensure_writable(self) -> None:
-        self.recorder.ensure_writable()
-
-    def log_unwritable(self, exc: LogError) -> None:
-        self.routes.pause_all(exc)
-
-    async def record(self, rec: RoundRecord) -> RoundRecord:
-        return await self.recorder.record(rec)
-
-    def record_now(self, rec: RoundRecord) -> RoundRecord:
-        return self.recorder.record_now(rec)
 
     # life cycle: routes first, then tiles and hosts, then the engine, then the log ------
     async def _shutdown(self) -> None:

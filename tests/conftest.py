@@ -266,13 +266,13 @@ def repaint(hub: object, tile: object) -> None:
     """
     pane = tile.pane_id  # type: ignore[attr-defined]
     before = tile.screen()  # type: ignore[attr-defined]
-    hub.tmux.run("send-keys", "-t", pane, "-l", "--", "x")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", pane, "-l", "--", "x")  # type: ignore[attr-defined]
     typed = wait_until(
         lambda: (s := tile.screen()) != before and s,  # type: ignore[attr-defined]
         10,
         what="x typed on the screen",
     )
-    hub.tmux.run("send-keys", "-t", pane, "BSpace")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", pane, "BSpace")  # type: ignore[attr-defined]
     wait_until(lambda: tile.screen() != typed, 10, what="x deleted from the screen")  # type: ignore[attr-defined]
 
 
@@ -314,20 +314,20 @@ def bash_pane(hub: object, name: str, cwd: Path | None = None, history: Path | N
     command = BASH
     if history is not None:
         command = f"env HISTFILE={history} PROMPT_COMMAND='history -a' {BASH.removeprefix('env ')}"
-    pane, _ = hub.tmux.new_pane(  # type: ignore[attr-defined]
+    pane, _ = hub.runtime.tmux.new_pane(  # type: ignore[attr-defined]
         hub.session_name,  # type: ignore[attr-defined]
         command,
         cwd=str(cwd) if cwd is not None else None,
         window_name=name,
     )
-    wait_until(lambda: "$" in hub.tmux.capture(pane), 10, what="bash prompt")  # type: ignore[attr-defined]
+    wait_until(lambda: "$" in hub.runtime.tmux.capture(pane), 10, what="bash prompt")  # type: ignore[attr-defined]
     return pane
 
 
 def type_at_prompt(hub: object, pane: str, command: str) -> None:
     """What a user does: type a command at the bash prompt and press Enter."""
-    hub.tmux.run("send-keys", "-t", pane, "-l", "--", command)  # type: ignore[attr-defined]
-    hub.tmux.run("send-keys", "-t", pane, "Enter")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", pane, "-l", "--", command)  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", pane, "Enter")  # type: ignore[attr-defined]
 
 
 def standin_from_bash(
@@ -346,7 +346,7 @@ def standin_from_bash(
     pane = bash_pane(hub, name, cwd=cwd, history=history)
     command = standin_command("claude", persona="echo")
     type_at_prompt(hub, pane, f"MADOHUB_STANDIN_THINK_S={think_s} {command}")
-    pid = hub.tmux.pane_info(pane).pid  # type: ignore[attr-defined]
+    pid = hub.runtime.tmux.pane_info(pane).pid  # type: ignore[attr-defined]
     wait_until(
         lambda: detect_kind(LocalMachine(), pid) == "claude", 15, what="claude in the foreground"
     )

@@ -112,8 +112,8 @@ def _bash_named_myagent(hub: mh.Hub) -> str:
     """An agents.toml agent ``myagent`` whose process is bash under that name (``exec -a``)."""
     inner = f"export PS1='$ '; exec -a myagent {BARE_BASH}"  # bash -c drops an inherited PS1
     command = f"bash -c {shlex.quote(inner)}"
-    pane, _ = hub.tmux.new_pane(hub.session_name, command, window_name="ag")
-    wait_until(lambda: "$" in hub.tmux.capture(pane), 10, what="bash prompt")
+    pane, _ = hub.runtime.tmux.new_pane(hub.session_name, command, window_name="ag")
+    wait_until(lambda: "$" in hub.runtime.tmux.capture(pane), 10, what="bash prompt")
     return pane
 
 
@@ -125,8 +125,10 @@ def _bash_with_a_bash_token(hub: mh.Hub) -> str:
     """
     made = build_profile("bashagent", {"ready_quiet_ms": 300}, "test")
     PROFILES["bashagent"] = dataclasses.replace(made, process_tokens=("bash",))
-    pane, _ = hub.tmux.new_pane(hub.session_name, f"env PS1='$ ' {BARE_BASH}", window_name="ag")
-    wait_until(lambda: "$" in hub.tmux.capture(pane), 10, what="bash prompt")
+    pane, _ = hub.runtime.tmux.new_pane(
+        hub.session_name, f"env PS1='$ ' {BARE_BASH}", window_name="ag"
+    )
+    wait_until(lambda: "$" in hub.runtime.tmux.capture(pane), 10, what="bash prompt")
     return pane
 
 
@@ -149,7 +151,7 @@ def test_an_agent_tile_whose_reader_is_bash_takes_nothing_without_allow_shell(
     )
     try:
         pane = make_pane(hub)  # type: ignore[operator]
-        pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
+        pid = hub.runtime.tmux.pane_info(pane).pid  # type: ignore[union-attr]
         assert psutil.Process(pid).name() == "bash"
         tile = hub.tile("ag", pane=pane)
         assert tile.agent == kind  # the profile matched: an "agent" tile on a bash

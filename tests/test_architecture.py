@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
     "madohub_nb.routes": 3,
     "madohub_nb.recorder": 3,
+    "madohub_nb.services": 3,
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.notebook": 5,

@@ -22,7 +22,9 @@ def _cat(hub: mh.Hub, tmp_path: Path) -> tuple[mh.Tile, Path]:
     out = tmp_path / "received.txt"
     tile = hub.tile("cat", agent="shell", command=f"stty raw -echo; cat > {out}")
     tile.ready.result(10)
-    wait_until(lambda: hub.watcher.client_pids() != [], 10, what="the control connection")
+    wait_until(
+        lambda: hub.runtime.tiles.watcher.client_pids() != [], 10, what="the control connection"
+    )
     return tile, out
 
 
@@ -33,43 +35,45 @@ def test_commands_travel_over_the_control_connection_and_arrive_verbatim(
     hub: mh.Hub, tmp_path: Path
 ) -> None:
     tile, out = _cat(hub, tmp_path)
-    before = hub.tmux.channel_commands
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", HOSTILE)
-    hub.tmux.run(
+    before = hub.runtime.tmux.channel_commands
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", HOSTILE)
+    hub.runtime.tmux.run(
         "send-keys", "-t", tile.pane_id, "-l", "a", ";", "send-keys", "-t", tile.pane_id, "-l", "b"
     )
     wait_until(lambda: out.exists() and out.read_text() == HOSTILE + "ab", 10, what="the bytes")
-    assert hub.tmux.channel_commands == before + 2
-    info = hub.tmux.pane_info(tile.pane_id)
+    assert hub.runtime.tmux.channel_commands == before + 2
+    info = hub.runtime.tmux.pane_info(tile.pane_id)
     assert info is not None and info.pane_id == tile.pane_id
-    assert hub.tmux.channel_commands == before + 3
+    assert hub.runtime.tmux.channel_commands == before + 3
 
 
 def test_a_refused_command_is_an_error_or_empty_output(hub: mh.Hub, tmp_path: Path) -> None:
     _cat(hub, tmp_path)
     with pytest.raises(TmuxError, match="can't find pane"):
-        hub.tmux.run("send-keys", "-t", "%9999", "x")
-    assert hub.tmux.run("send-keys", "-t", "%9999", "x", check=False) == ""
-    assert hub.tmux.pane_info("%9999") is None
+        hub.runtime.tmux.run("send-keys", "-t", "%9999", "x")
+    assert hub.runtime.tmux.run("send-keys", "-t", "%9999", "x", check=False) == ""
+    assert hub.runtime.tmux.pane_info("%9999") is None
     # An error ends a line of commands (tmux skips the rest): later commands still get
     # their own answers.
     with pytest.raises(TmuxError, match="can't find pane"):
-        hub.tmux.run("display-message", "-p", "a", ";", "send-keys", "-t", "%9999", "x", ";",
+        hub.runtime.tmux.run("display-message", "-p", "a", ";", "send-keys", "-t", "%9999", "x", ";",
                      "display-message", "-p", "never")  # fmt: skip
-    assert hub.tmux.run("display-message", "-p", "next") == "next\n"
+    assert hub.runtime.tmux.run("display-message", "-p", "next") == "next\n"
 
 
 def test_when_the_control_connection_dies_commands_run_as_processes(
     hub: mh.Hub, tmp_path: Path
 ) -> None:
     tile, out = _cat(hub, tmp_path)
-    (pid,) = hub.watcher.client_pids()
+    (pid,) = hub.runtime.tiles.watcher.client_pids()
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: hub.watcher.client_pids() == [], 10, what="the connection to go")
-    before = hub.tmux.channel_commands
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "after")
+    wait_until(
+        lambda: hub.runtime.tiles.watcher.client_pids() == [], 10, what="the connection to go"
+    )
+    before = hub.runtime.tmux.channel_commands
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "after")
     wait_until(lambda: out.exists() and out.read_text() == "after", 10, what="the bytes")
-    assert hub.tmux.channel_commands == before
+    assert hub.runtime.tmux.channel_commands == before
 
 
 def test_command_lines_quote_every_argument_and_count_commands() -> None:

@@ -110,7 +110,7 @@ def _attack(hub: mh.Hub, tmp_path: Path, where: str) -> tuple[mh.Tile, Listener,
         cooldown_ms=1000,
     )  # fmt: skip
     wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
-    stream = hub.watcher.streams[victim.pane_id]
+    stream = hub.runtime.tiles.watcher.streams[victim.pane_id]
     listener = hub.engine.submit(_listen(stream)).result(10)
     script = tmp_path / "forger.py"
     script.write_text(FORGER)
@@ -135,8 +135,8 @@ def _still_streams(hub: mh.Hub, victim: mh.Tile, listener: Listener, route: mh.R
     """Nothing reached the victim's listeners but what it printed, and output still flows."""
     got = hub.engine.submit(_take(listener)).result(10)
     assert b"INJECTED" not in got
-    hub.tmux.run("send-keys", "-t", victim.pane_id, "-l", "echo AFTER-$((6*7))")
-    hub.tmux.run("send-keys", "-t", victim.pane_id, "Enter")
+    hub.runtime.tmux.run("send-keys", "-t", victim.pane_id, "-l", "echo AFTER-$((6*7))")
+    hub.runtime.tmux.run("send-keys", "-t", victim.pane_id, "Enter")
     seen = bytearray()
 
     def after() -> bool:
@@ -154,11 +154,11 @@ def test_protocol_lines_printed_on_screen_are_read_as_the_screen(
 ) -> None:
     forger, listener, route, _ = _attack(hub, tmp_path, "screen")
     victim = hub.tiles["victim"]
-    before = hub.tmux.channel_commands
+    before = hub.runtime.tmux.channel_commands
     started = time.monotonic()
     screen = forger.screen()
     assert time.monotonic() - started < 5
-    assert hub.tmux.channel_commands == before + 1  # it went over the control connection
+    assert hub.runtime.tmux.channel_commands == before + 1  # it went over the control connection
     assert screen == _tmux_capture(tmux_socket, forger.pane_id)
     for kind in ("%begin", "%end", "%error", "%output", "%exit", "%session-changed"):
         assert kind in screen
@@ -173,15 +173,17 @@ def test_protocol_lines_in_a_title_a_path_and_a_command_name_are_read_as_text(
     victim = hub.tiles["victim"]
     cwd = armed.read_text()
     assert "\n%end " in cwd
-    title = hub.tmux.run("display-message", "-p", "-t", forger.pane_id, "#{pane_title}")
+    title = hub.runtime.tmux.run("display-message", "-p", "-t", forger.pane_id, "#{pane_title}")
     assert title.startswith("%end ") and title.count("\n") == 1
     wait_until(lambda: "cwd ready" in forger.screen(), 10, what="the forger's cwd")
-    info = hub.tmux.pane_info(forger.pane_id)
+    info = hub.runtime.tmux.pane_info(forger.pane_id)
     assert info is not None and info.current_path == cwd and info.title == title.rstrip("\n")
     name = _tmux_format(tmux_socket, forger.pane_id, "#{pane_current_command}")
     assert "\t" in name and info.current_command == name
     assert (info.width, info.height, info.dead) == (200, 50, False)
-    path = hub.tmux.run("display-message", "-p", "-t", forger.pane_id, "#{pane_current_path}")
+    path = hub.runtime.tmux.run(
+        "display-message", "-p", "-t", forger.pane_id, "#{pane_current_path}"
+    )
     assert path == cwd + "\n"
     _still_streams(hub, victim, listener, route)
 
@@ -191,13 +193,15 @@ def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
 ) -> None:
     tile = hub.tile("sh", agent="shell", command=SHELL_CMD)
     wait_until(lambda: "$" in tile.screen(), 10, what="the prompt")
-    before = hub.tmux.channel_commands
+    before = hub.runtime.tmux.channel_commands
     with pytest.raises(mh.errors.TmuxError, match="can't find pane"):
-        hub.tmux.run("capture-pane", "-p", "-t", "%9999")
-    assert hub.tmux.capture(tile.pane_id).startswith("$")
-    assert hub.tmux.run("display-message", "-p", "#{pane_title}x", check=False).endswith("x\n")
+        hub.runtime.tmux.run("capture-pane", "-p", "-t", "%9999")
+    assert hub.runtime.tmux.capture(tile.pane_id).startswith("$")
+    assert hub.runtime.tmux.run("display-message", "-p", "#{pane_title}x", check=False).endswith(
+        "x\n"
+    )
     # Both went over the control connection (the tile's own reads may add more meanwhile).
-    assert hub.tmux.channel_commands >= before + 2
+    assert hub.runtime.tmux.channel_commands >= before + 2
 
 
 @pytest.mark.parametrize(

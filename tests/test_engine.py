@@ -184,4 +184,4 @@ def test_many_threads_calling_the_hub_at_once_never_corrupt_it(
     hub.engine.thread.join(5)
     assert not hub.engine.thread.is_alive()
     assert all(r.state == "stopped" for r in hub.routes)
-    assert not hub.tmux.has_session(hub.session_name)
+    assert not hub.runtime.tmux.has_session(hub.session_name)

@@ -75,7 +75,7 @@ def test_target_killed_before_delivery_is_an_error_and_other_routes_go_on(
     to_doomed = hub.connect("w", "doomed", template="A: {output}", cooldown_ms=1000)
     to_alive = hub.connect("w", "alive", template="B: {output}", cooldown_ms=1000)
     _ready(to_doomed, to_alive)
-    hub.tmux.kill_pane(doomed.pane_id)
+    hub.runtime.tmux.kill_pane(doomed.pane_id)
     wait_until(lambda: doomed.state == "exited", 10)
     hub.send("w", "ping").result(30)
     (lost,) = _wait_rows(hub, to_doomed, 1)
@@ -96,7 +96,7 @@ def test_target_pane_killed_while_typing_is_an_error_with_the_reason(
     _ready(route)
     hub.send("w", "go").result(30)
     wait_until(lambda: "long line 05" in doomed.screen(), 30, what="typing under way")
-    hub.tmux.kill_pane(doomed.pane_id)
+    hub.runtime.tmux.kill_pane(doomed.pane_id)
     (row,) = _wait_rows(hub, route, 1)
     assert row["status"] == "error"
     assert "typing into 'doomed'" in row["error"]
@@ -177,7 +177,7 @@ def test_tmux_server_killed_under_the_hub(hub: mh.Hub, project: Path) -> None:
     b = start_standin(hub, "b", cwd=project)
     route = hub.connect("a", "b", cooldown_ms=1000)
     _ready(route)
-    server = hub.tmux.server_pid()
+    server = hub.runtime.tmux.server_pid()
     assert server is not None
     agents = [p.pid for t in (a, b) if (p := t.agent_process()) is not None]
     try:
@@ -190,7 +190,7 @@ def test_tmux_server_killed_under_the_hub(hub: mh.Hub, project: Path) -> None:
         assert "has exited" in (rec.error or "")
         assert "tiles=2" in repr(hub)
         assert list(hub.log.df["status"]) == ["error"]
-        clients = hub.watcher.client_pids()
+        clients = hub.runtime.tiles.watcher.client_pids()
         hub.close()
         assert hub.closed
         assert not any(psutil.pid_exists(p) and _alive(p) for p in clients)
@@ -526,8 +526,8 @@ def _blocked_turn(hub: mh.Hub, route: mh.Route, w: mh.Tile, sink: mh.Tile) -> mh
     before = user_prompts(sink)
     rows = len(log_rows(hub, route))
     # Typed by hand into the source pane, as a person would: the hub types nothing here.
-    hub.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "turn 2")
-    hub.tmux.run("send-keys", "-t", w.pane_id, "C-m")
+    hub.runtime.tmux.run("send-keys", "-t", w.pane_id, "-l", "--", "turn 2")
+    hub.runtime.tmux.run("send-keys", "-t", w.pane_id, "C-m")
     wait_until(lambda: route.state == "paused", 30, what="routing to pause")
     assert route.last_error is not None and "round log" in route.last_error
     wait_until(lambda: route.last_status == "error", 30, what="the blocked round to end")
@@ -697,7 +697,7 @@ def test_a_finished_turn_fires_once_whatever_output_follows(hub: mh.Hub, project
     for width in (150, 200):  # keys typed and deleted, a resize: repaints, no new turn
         before = [skipped.count(route) for route in routes]
         repaint(hub, w)
-        hub.tmux.run("resize-window", "-t", w.pane_id, "-x", str(width), "-y", "50")
+        hub.runtime.tmux.run("resize-window", "-t", w.pane_id, "-x", str(width), "-y", "50")
         for route, n in zip(routes, before, strict=True):
             assert skipped.wait(route, n) in ("already routed", "not new")
     for route in routes:

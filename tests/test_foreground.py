@@ -97,7 +97,7 @@ def _signal_during_typing(hub: mh.Hub, pid: int, sig: int, after_lines: int) -> 
                     await asyncio.sleep(0.01)
         await asyncio.sleep(seconds)
 
-    hub.deliverer = Deliverer(rng=random.Random(1), sleep=sleep)
+    hub.runtime.deliverer = Deliverer(rng=random.Random(1), sleep=sleep)
 
 
 def _marks(folder: Path) -> list[str]:
@@ -160,7 +160,7 @@ def test_agent_killed_while_typing_stops_the_typing_and_logs_an_error(
     # Give bash every chance to run what it may have been given; text the agent had not
     # read when it died may sit on bash's prompt line, never run: clear it first.
     wait_until(lambda: "Killed" in tile.screen(), 10, what="bash reports the killed job")
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
     _type_at_prompt(hub, tile.pane_id, f"touch {tmp_path}/probe")
     wait_until(lambda: (tmp_path / "probe").exists(), 10, what="bash runs commands again")
     assert _marks(tmp_path) == []
@@ -172,7 +172,7 @@ def test_agent_killed_while_typing_stops_the_typing_and_logs_an_error(
 def test_background_job_named_like_an_agent_never_makes_a_shell_an_agent(hub: mh.Hub) -> None:
     pane = _bash_pane(hub, "sh")
     _type_at_prompt(hub, pane, "(exec -a amp-proxy sleep 300) &")
-    pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
+    pid = hub.runtime.tmux.pane_info(pane).pid  # type: ignore[union-attr]
 
     def job() -> psutil.Process | None:
         for child in psutil.Process(pid).children(recursive=True):
@@ -203,19 +203,21 @@ def test_synchronized_window_gets_nothing_typed_and_the_round_says_why(
 ) -> None:
     out = tmp_path / "rec.bin"
     rec_tile = start_recorder(hub, "rec", out)
-    sibling = hub.tmux.run(
+    sibling = hub.runtime.tmux.run(
         "split-window", "-d", "-P", "-F", "#{pane_id}", "-t", rec_tile.pane_id, BASH
     ).strip()
-    wait_until(lambda: "$" in hub.tmux.capture(sibling), 10, what="sibling bash")
-    hub.tmux.run("set-option", "-w", "-t", rec_tile.pane_id, "synchronize-panes", "on")
+    wait_until(lambda: "$" in hub.runtime.tmux.capture(sibling), 10, what="sibling bash")
+    hub.runtime.tmux.run("set-option", "-w", "-t", rec_tile.pane_id, "synchronize-panes", "on")
     before = out.read_bytes()
     marker = tmp_path / "SIBLING"
     rec = hub.send("rec", f"touch {marker}").result(60)
     assert rec.status == "error"
     assert "synchronize-panes" in (rec.error or "")
     assert out.read_bytes() == before
-    hub.tmux.run("send-keys", "-t", sibling, "-l", "--", f"touch {tmp_path}/probe")
-    hub.tmux.run("send-keys", "-t", sibling, "Enter")  # synchronized: reaches rec too, harmless
+    hub.runtime.tmux.run("send-keys", "-t", sibling, "-l", "--", f"touch {tmp_path}/probe")
+    hub.runtime.tmux.run(
+        "send-keys", "-t", sibling, "Enter"
+    )  # synchronized: reaches rec too, harmless
     wait_until(lambda: (tmp_path / "probe").exists(), 10, what="sibling runs commands")
     assert not marker.exists()
 
@@ -223,7 +225,7 @@ def test_synchronized_window_gets_nothing_typed_and_the_round_says_why(
 def test_unsynchronized_window_still_gets_its_prompt(hub: mh.Hub, tmp_path: Path) -> None:
     out = tmp_path / "rec.bin"
     rec_tile = start_recorder(hub, "rec", out)
-    hub.tmux.run("set-option", "-w", "-t", rec_tile.pane_id, "synchronize-panes", "off")
+    hub.runtime.tmux.run("set-option", "-w", "-t", rec_tile.pane_id, "synchronize-panes", "off")
     rec = hub.send("rec", "hello;\nworld ' \" # ~ $HOME é").result(60)
     assert rec.status == "delivered", rec.error
     wait_until(lambda: out.read_bytes().endswith(b"\r\r"), 10, what="submit")
@@ -264,14 +266,14 @@ def test_a_reused_pid_is_not_the_reader_any_more() -> None:
 def test_a_reader_that_execs_a_shell_is_not_the_reader_any_more(hub: mh.Hub) -> None:
     """``exec bash`` keeps the pid and the start time: its program name tells."""
     script = "import os, sys; sys.stdin.readline(); os.execv('/bin/bash', ['bash', '--norc'])"
-    pane, pid = hub.tmux.new_pane(hub.session_name, f'{sys.executable} -c "{script}"')
+    pane, pid = hub.runtime.tmux.new_pane(hub.session_name, f'{sys.executable} -c "{script}"')
     # (the pane's shell first reads its command, then execs python: wait for python itself)
     started = lambda: any("execv" in a for a in psutil.Process(pid).cmdline())  # noqa: E731
     wait_until(started, 10, what="python started")
     reader = expected_reader(pid, pid, "agent 'x'", argv=psutil.Process(pid).cmdline())
     assert isinstance(reader, Reader) and not reader.runs_commands
     assert check_reader(reader) is None
-    hub.tmux.run("send-keys", "-t", pane, "Enter")
+    hub.runtime.tmux.run("send-keys", "-t", pane, "Enter")
     wait_until(lambda: getattr(read_stat(pid), "comm", "") == "bash", 10, what="exec bash")
     assert check_reader(reader) == (
         "agent 'x' now runs 'bash', which would run typed text as commands"
@@ -286,7 +288,7 @@ def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     reader = tile.reader()
     assert isinstance(reader, Reader) and check_reader(reader) is None
     _type_at_prompt(hub, pane, "sleep 300")
-    pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
+    pid = hub.runtime.tmux.pane_info(pane).pid  # type: ignore[union-attr]
     wait_until(lambda: psutil.Process(pid).children(), 10, what="sleep running")
     # sleep holds the terminal once bash has given it the foreground (just after the fork)
     wait_until(lambda: check_reader(reader) is not None, 10, what="sleep in the foreground")
@@ -325,7 +327,7 @@ def test_proc_and_ps_read_the_same_live_processes_alike(hub: mh.Hub) -> None:
     """A pane's bash with a background job, a stopped job and a foreground job, plus a
     zombie: both tables say the same group, terminal, foreground group, state and start."""
     pane = _bash_pane(hub, "sh")
-    pane_pid = hub.tmux.pane_info(pane).pid  # type: ignore[union-attr]
+    pane_pid = hub.runtime.tmux.pane_info(pane).pid  # type: ignore[union-attr]
     _type_at_prompt(hub, pane, "sleep 301 &")
     _type_at_prompt(hub, pane, "sleep 302 &")
     background, stopped = _job_pids(hub, pane_pid, 2)

@@ -94,8 +94,8 @@ def _inject_answer(tile: mh.Tile, text: str) -> None:
 
 def _poke(hub: mh.Hub, tile: mh.Tile) -> None:
     """Make the pane repaint (type a key and delete it): output, then silence, as after a turn."""
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "x")
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "BSpace")
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "x")
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "BSpace")
 
 
 def test_control_input_finds_what_it_must() -> None:

@@ -74,7 +74,7 @@ def test_keys_are_not_pressed_into_a_shell_that_took_the_foreground(
     wait_until(lambda: getattr(read_stat(proc.pid), "state", "") == "T", 10, what="stopped")
     wait_until(lambda: "Stopped" in tile.screen(), 10, what="bash took the terminal back")  # type: ignore[attr-defined]
     marker = tmp_path / "ENTER-REACHED-BASH"
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {marker}")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {marker}")  # type: ignore[attr-defined]
     wait_until(lambda: f"touch {marker}" in tile.screen(), 10, what="the line at bash's prompt")  # type: ignore[attr-defined]
     view = TileView(hub, "tgt")  # type: ignore[arg-type]
     try:
@@ -90,9 +90,9 @@ def test_keys_are_not_pressed_into_a_shell_that_took_the_foreground(
         assert "no key was pressed" in (rec.error or "")
     # bash would run the line at once on Enter: run something after it to be sure it did not.
     probe = tmp_path / "probe"
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "C-u")  # type: ignore[attr-defined]
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {probe}")  # type: ignore[attr-defined]
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "Enter")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "C-u")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", f"touch {probe}")  # type: ignore[attr-defined]
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "Enter")  # type: ignore[attr-defined]
     wait_until(probe.exists, 10, what="bash runs what is typed at its prompt")
     assert not marker.exists()
     os.kill(proc.pid, signal.SIGKILL)

@@ -253,8 +253,8 @@ def test_api_key_never_reaches_tmux_or_a_pane_unless_named(
         wait_until(lambda: (tmp_path / "plain.env").exists(), 10)
         assert (tmp_path / "plain.env").read_text() == ""
         assert (tmp_path / "named.env").read_text().strip() == KEY
-        assert KEY not in hub.tmux.run("show-environment", "-g")
-        assert KEY not in hub.tmux.run("show-environment", "-t", hub.session_name)
+        assert KEY not in hub.runtime.tmux.run("show-environment", "-g")
+        assert KEY not in hub.runtime.tmux.run("show-environment", "-t", hub.session_name)
     finally:
         hub.close()
 
@@ -269,7 +269,7 @@ def test_a_key_printed_in_a_pane_is_redacted_on_screens_html_and_widgets(
         try:
             hub.send("sh", "echo the key is $SHOWN; echo done-1", allow_shell=True).result(30)
             wait_until(lambda: "[redacted]\ndone-1" in tile.screen(), 10, what="the output")
-            assert KEY in hub.tmux.capture(tile.pane_id)  # the pane itself shows it
+            assert KEY in hub.runtime.tmux.capture(tile.pane_id)  # the pane itself shows it
             assert KEY not in tile.screen()
             assert KEY not in tile.screen(ansi=True)
             assert KEY not in tile._repr_html_()
@@ -384,7 +384,7 @@ def test_paste_into_an_agent_without_bracketed_paste_is_refused_and_nothing_arri
         tile.ready.result(10)
         rec = hub.send("raw", "line one\nline two", delivery="paste").result(30)
         assert rec.status == "error" and "does not take bracketed pastes" in (rec.error or "")
-        hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "end-marker")
+        hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "end-marker")
         wait_until(lambda: out.exists() and "end-marker" in out.read_text(), 10)
         assert out.read_text() == "end-marker"  # the refused paste left nothing before it
     finally:

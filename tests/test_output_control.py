@@ -20,8 +20,10 @@ PYTHON_REPL = f"{shlex.quote(sys.executable)} -i -q"
 
 
 def _stream(hub: mh.Hub, tile: mh.Tile) -> PaneStream:
-    wait_until(lambda: tile.pane_id in hub.watcher.streams, 10, what="the tile's stream")
-    return hub.watcher.streams[tile.pane_id]
+    wait_until(
+        lambda: tile.pane_id in hub.runtime.tiles.watcher.streams, 10, what="the tile's stream"
+    )
+    return hub.runtime.tiles.watcher.streams[tile.pane_id]
 
 
 def _shell(hub: mh.Hub, name: str, cwd: Path | None = None) -> mh.Tile:
@@ -31,8 +33,8 @@ def _shell(hub: mh.Hub, name: str, cwd: Path | None = None) -> mh.Tile:
 
 
 def _type(hub: mh.Hub, tile: mh.Tile, line: str) -> None:
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", line)
-    hub.tmux.run("send-keys", "-t", tile.pane_id, "Enter")
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", line)
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "Enter")
 
 
 def _y_lines(tile: mh.Tile) -> int:
@@ -47,29 +49,29 @@ def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
     tile = _shell(hub, "chatty")
     stream = _stream(hub, tile)
     wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
-    events, nbytes = hub.watcher.output_events, stream.bytes_total
+    events, nbytes = hub.runtime.tiles.watcher.output_events, stream.bytes_total
     _type(hub, tile, "yes")
     try:
         # The pane prints at full speed (tmux reads it: its screen fills with y) ...
         wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to fill the screen")
-        hub.tmux.run("clear-history", "-t", tile.pane_id)
+        hub.runtime.tmux.run("clear-history", "-t", tile.pane_id)
         wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to go on printing")
         # ... and none of it, not even the echo of the typed command, reached the hub.
-        assert hub.watcher.output_events == events
+        assert hub.runtime.tiles.watcher.output_events == events
         assert stream.bytes_total == nbytes
         # A view needs to know when the pane speaks: a flooding pane is polled, not streamed.
         view = TileView(hub, "chatty", min_interval_s=0.05)
         try:
             wait_until(lambda: stream.mode == "polled", 10, what="the flood to be polled")
-            polls = hub.watcher.polls
+            polls = hub.runtime.tiles.watcher.polls
             wait_until(lambda: view.redraws >= 2, 10, what="the view to follow the pane")
-            wait_until(lambda: hub.watcher.polls >= polls + 2, 10, what="two polls")
+            wait_until(lambda: hub.runtime.tiles.watcher.polls >= polls + 2, 10, what="two polls")
             assert stream.last_output_mono is not None
         finally:
             view.close()
         wait_until(lambda: stream.mode == "off", 10, what="output off once the view closed")
     finally:
-        hub.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
+        hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "C-c")
 
 
 def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
@@ -82,7 +84,7 @@ def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
     flag = project / "flag"
     _type(hub, src, f"while :; do [ -e {flag} ] && echo KEY-$((6*7)); echo yyyyyyyyyyyy; done")
     wait_until(lambda: "yyyyyyyyyyyy" in src.screen(), 10, what="the loop to print")
-    events = hub.watcher.output_events
+    events = hub.runtime.tiles.watcher.output_events
     route = hub.connect(
         "chatty", "sink", trigger="on-keyword", pattern=r"KEY-42", dispatch="shadow",
         max_rounds=1, cooldown_ms=1000,
@@ -90,7 +92,11 @@ def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
     try:
         wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
         assert stream.mode == "on"  # settled before the route said it listens
-        wait_until(lambda: hub.watcher.output_events > events + 50, 10, what="streamed output")
+        wait_until(
+            lambda: hub.runtime.tiles.watcher.output_events > events + 50,
+            10,
+            what="streamed output",
+        )
         assert route.rounds == 0
         flag.touch()
         wait_until(lambda: route.last_status is not None, 30, what="the keyword round")
@@ -101,7 +107,7 @@ def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
         assert route.rounds == 1
         wait_until(lambda: stream.mode == "off", 15, what="output off once the route is done")
     finally:
-        hub.tmux.run("send-keys", "-t", src.pane_id, "C-c")
+        hub.runtime.tmux.run("send-keys", "-t", src.pane_id, "C-c")
 
 
 def test_an_on_idle_route_polls_a_flooding_pane_and_fires_once_the_flood_ends(
@@ -120,8 +126,8 @@ def test_an_on_idle_route_polls_a_flooding_pane_and_fires_once_the_flood_ends(
     )
     hub.send("py", flood, allow_shell=True).result(30)
     wait_until(lambda: stream.mode == "polled", 10, what="the flood to be polled")
-    nbytes, polls = stream.bytes_total, hub.watcher.polls
-    wait_until(lambda: hub.watcher.polls >= polls + 3, 10, what="three polls")
+    nbytes, polls = stream.bytes_total, hub.runtime.tiles.watcher.polls
+    wait_until(lambda: hub.runtime.tiles.watcher.polls >= polls + 3, 10, what="three polls")
     if "flood over" not in py.screen():  # still flooding: the hub read none of it
         assert stream.bytes_total == nbytes
     wait_until(lambda: route.last_status == "delivered", 40, what="the round after the flood")

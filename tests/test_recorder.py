@@ -36,7 +36,8 @@ def test_a_round_whose_recording_is_cancelled_on_a_locked_log_is_kept_not_lost(
     holder = _locked(path)
     try:
         first = _row(hub, "typed while the log was locked")
-        recording = hub.engine.submit(hub._rt.record(first))
+        recording = hub.engine.submit(hub.runtime.recorder.record(first))
+        wait_until(lambda: hub.runtime.recorder.pending == 1, 10, what="the write under way")
         recording.cancel()  # close() or an interrupt while the append waits on the lock
         kept = lambda: first.round_id in {r.round_id for r in hub.unlogged}  # noqa: E731
         wait_until(kept, 10, what="the refused round in hub.unlogged")
@@ -44,7 +45,7 @@ def test_a_round_whose_recording_is_cancelled_on_a_locked_log_is_kept_not_lost(
         holder.rollback()
         holder.close()
     second = _row(hub, "after the lock")
-    hub.engine.run_sync(hub._rt.record(second), 10)
+    hub.engine.run_sync(hub.runtime.recorder.record(second), 10)
     ids = set(hub.log.df["round_id"])
     assert {first.round_id, second.round_id} <= ids  # the kept round was written, once
     assert list(hub.log.df["round_id"]).count(first.round_id) == 1
@@ -57,7 +58,7 @@ def test_closing_the_hub_mid_record_still_writes_the_round(
     path = tmp_path / "log.sqlite3"
     hub = mh.Hub(socket_name=tmux_socket, log_path=path)
     rec = _row(hub, "recorded as the hub closed")
-    hub.engine.submit(hub._rt.record(rec))
+    hub.engine.submit(hub.runtime.recorder.record(rec))
     hub.close()
     with mh.RoundLog(path, read_only=True) as log:
         assert rec.round_id in set(log.df["round_id"])

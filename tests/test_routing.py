@@ -225,7 +225,7 @@ def test_per_pane_delivery_locks_are_dropped_when_no_delivery_needs_them(
     assert [f.result(60).status for f in sends] == ["delivered"] * 6
     for t in targets:
         wait_until(lambda t=t: user_prompts(t) == [f"to {t.name}"] * 2, 20)
-    assert hub.deliverer._locks == {} and hub.deliverer._lock_users == {}
+    assert hub.runtime.deliverer._locks == {} and hub.runtime.deliverer._lock_users == {}
 
 
 def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(

@@ -212,7 +212,9 @@ def test_a_tiles_env_and_command_reach_no_process_argv(
             assert info is not None
             wait_until(lambda i=info: psutil.Process(i.pid).environ().get("MY_TOKEN") == token)
         wait_until(lambda: word in first.screen(), what="the first tile's command ran")
-        server = psutil.Process(int(hub.tmux.run("display-message", "-p", "#{pid}").strip()))
+        server = psutil.Process(
+            int(hub.runtime.tmux.run("display-message", "-p", "#{pid}").strip())
+        )
         argvs = record.read_text()
         assert "new-session" not in argvs and "source-file" in argvs  # the path was taken
         assert token not in argvs and word not in argvs

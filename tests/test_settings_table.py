@@ -89,7 +89,7 @@ def test_live_settings_take_effect_where_they_are_used(hub: mh.Hub) -> None:
     config = hub.ai_config()
     assert (config.timeout_s, config.max_retries, config.model) == (5.0, 0, "claude-haiku-4-5")
     hub.idle_delay_ms = 1234
-    assert hub._rt.idle_delay_ms == 1234
+    assert hub.runtime.services.idle_delay_ms == 1234
 
 
 def test_a_short_api_key_is_refused_naming_the_key(tmux_socket: str, home: Path) -> None:

@@ -458,7 +458,7 @@ class Soak:
             name = pick(self.sinks)
             self.received[name].note(_transcript(hub, name))
             self.sinks.remove(name)
-            hub.tmux.kill_pane(hub.tiles[name].pane_id)
+            hub.runtime.tmux.kill_pane(hub.tiles[name].pane_id)
             self.add_sink()
             target = name
         elif fault.kind == "agent suspended" and self.sinks:

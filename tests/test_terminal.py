@@ -133,7 +133,9 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
     wait_until(lambda: route.last_status == "delivered", 30, what="the round into cat")
     wait_until(lambda: out.read_text() == "note: Done: hello cat\n", 10, what="cat's file")
     route.stop()
-    hub.tmux.run("send-keys", "-t", sh.pane_id, "C-d")  # end cat: the shell is a shell again
+    hub.runtime.tmux.run(
+        "send-keys", "-t", sh.pane_id, "C-d"
+    )  # end cat: the shell is a shell again
     wait_until(lambda: sh.state == "idle" and sh.active_profile.kind == "shell", 10)
 
 

@@ -100,7 +100,10 @@ class RoundServices(Protocol):
     """What a round needs from the hub around it, and nothing more."""
 
     session_id: str
-    deliverer: Deliverer
+
+    @property
+    def deliverer(self) -> Deliverer:
+        """Types prompts into panes, one at a time per pane."""
 
     @property
     def prices(self) -> Mapping[str, Mapping[str, float]]:

@@ -90,7 +90,7 @@ def test_real_claude_killed_while_a_long_prompt_is_typed_gets_no_line_run_by_bas
                     await asyncio.sleep(0.01)
         await asyncio.sleep(seconds)
 
-    hub.deliverer = Deliverer(rng=random.Random(2), sleep=sleep)
+    hub.runtime.deliverer = Deliverer(rng=random.Random(2), sleep=sleep)
     prompt = "\n".join(f"touch {tmp_path}/mark-{i:02d}" for i in range(30))
     rec = hub.send("claude", prompt).result(120)
     assert rec.status == "error"
