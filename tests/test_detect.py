@@ -8,6 +8,7 @@ sees the command name ``claude`` as it would for the real program.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -94,9 +95,10 @@ def new_pane(socket: str, command: str, cwd: Path | None = None) -> tuple[str, i
     return pane_id, int(pid)
 
 
-def _open_rollout(pid: int) -> Path | None:
-    """The rollout a process tree holds open, as a Codex tile finds it."""
-    found = newest_rollout([f.path for f in LOCAL.open_files([pid], ROLLOUT_GLOB)])
+def _open_rollout(pid: int, codex_home: Path | None = None) -> Path | None:
+    """The rollout a process tree holds open, as a Codex tile finds it (its home: $HOME/.codex)."""
+    home = codex_home or Path(os.environ["HOME"]) / ".codex"
+    found = newest_rollout([f.path for f in LOCAL.open_files([pid], ROLLOUT_GLOB)], home)
     return Path(found) if found is not None else None
 
 
@@ -388,7 +390,44 @@ def test_no_open_rollout_file_is_none(home: Path, bin_dir: Path, started: list[i
         what="the other file to be open",
     )
     assert _open_rollout(codex.pid) is None
-    assert newest_rollout([]) is None
+    assert newest_rollout([], Path("/home/u/.codex")) is None
+
+
+def test_a_rollout_a_child_holds_outside_the_agents_sessions_is_not_its_answer(
+    home: Path, tmp_path: Path, bin_dir: Path, started: list[int]
+) -> None:
+    """Any program Codex runs is in its tree: a tool's own ``rollout-*.jsonl`` (newer by
+    name, anywhere else) must not win over the agent's file under ``$CODEX_HOME/sessions``."""
+    rollout = _rollout(home)
+    forged = tmp_path / "tool" / "sessions" / "rollout-2099-01-01T00-00-00-ffffffff.jsonl"
+    forged.parent.mkdir(parents=True)
+    forged.write_text("")
+    parent = subprocess.Popen(
+        ["bash", "-c", f"{bin_dir / 'sample'} {forged} & {bin_dir / 'codex'} {rollout}; true"]
+    )
+    started.append(parent.pid)
+    both = lambda: len(LOCAL.open_files([parent.pid], ROLLOUT_GLOB)) == 2  # noqa: E731
+    wait_until(both, what="both files open")
+    assert _open_rollout(parent.pid) == rollout
+    assert _open_rollout(parent.pid, tmp_path / "elsewhere") is None  # not under its home
+
+
+@pytest.mark.parametrize(
+    ("paths", "expected"),
+    [
+        # the newest by name (its time), whatever the order or the folder of each
+        (["/h/.codex/sessions/2026/12/01/rollout-2026-12-01T10-00-00-b.jsonl",
+          "/h/.codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-a.jsonl"],
+         "/h/.codex/sessions/2026/12/01/rollout-2026-12-01T10-00-00-b.jsonl"),
+        (["/h/.codex/sessions/../../tmp/rollout-2099-x.jsonl"], None),  # climbs out
+        (["/h/.codex/sessions-old/rollout-2099-x.jsonl"], None),  # a look-alike folder
+        (["/h/.codex/sessions/2026/rollout-2026-x.jsonl.bak"], None),  # not a rollout name
+    ],
+)  # fmt: skip
+def test_newest_rollout_takes_only_the_agents_own_by_name(
+    paths: list[str], expected: str | None
+) -> None:
+    assert newest_rollout(paths, "/h/.codex") == expected
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import stat
 import subprocess
@@ -302,8 +303,8 @@ def test_unknown_persona_is_refused_with_the_allowed_names() -> None:
 
 def test_install_standins_writes_launchers_named_like_the_agents(tmp_path: Path) -> None:
     paths = install_standins(tmp_path / "bin")
-    assert set(paths) == {"claude", "codex"}
-    for kind, path in paths.items():
+    assert set(paths) == {"claude", "codex", "mh-setenv"}
+    for kind, path in ((k, paths[k]) for k in ("claude", "codex")):
         assert path.name == kind
         assert path.stat().st_mode & stat.S_IXUSR
         assert path.read_text().splitlines()[0] == f"#!{sys.executable}"
@@ -324,6 +325,20 @@ def test_standin_command_names_the_launcher_and_options(tmp_path: Path) -> None:
         standin_command("codex", bin_dir=tmp_path, allow_bash=True)
     with pytest.raises(MadohubValueError, match="persona"):
         standin_command("codex", "poet", bin_dir=tmp_path)
+
+
+def test_a_private_config_dir_is_in_the_standins_environment_from_its_first_exec(
+    tmp_path: Path,
+) -> None:
+    """The launcher named like the agent starts with its config dir already in its
+    environment: a router that reads it at once (same pid after any exec) finds it."""
+    config = tmp_path / "cfg"
+    cmd = standin_command("codex", bin_dir=tmp_path / "bin", config_dir=config)
+    words = shlex.split(cmd)
+    assert words[:3] == [str(tmp_path / "bin" / "mh-setenv"), "CODEX_HOME", str(config)]
+    proc = subprocess.Popen([*words, "--help"], stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=30)
+    assert out.startswith("usage: codex") and config.is_dir()
 
 
 # Claude Code stand-in -----------------------------------------------------------

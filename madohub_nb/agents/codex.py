@@ -9,7 +9,7 @@ descendants (REAL-AGENTS.md).
 from __future__ import annotations
 
 import fnmatch
-import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -36,8 +36,23 @@ def codex_home(
     return None
 
 
-def newest_rollout(open_paths: Sequence[str]) -> str | None:
-    """The newest (last) of the files a Codex process tree holds open that is a
-    ``rollout-*.jsonl``, or None (no prompt yet: no rollout)."""
-    rollouts = [p for p in open_paths if fnmatch.fnmatch(os.path.basename(p), ROLLOUT_GLOB)]
-    return rollouts[-1] if rollouts else None
+def newest_rollout(
+    open_paths: Sequence[str], home: str | Path | None, *also: str | Path
+) -> str | None:
+    """The newest rollout among the files a Codex process tree holds open, or None.
+
+    Only a ``rollout-*.jsonl`` under the agent's own ``<home>/sessions/`` counts (``also``:
+    other spellings of that home, e.g. its real path): any program Codex runs is in its
+    tree and could hold open a file of that name anywhere, whose text would then be
+    routed as Codex's answer. The newest is told by the name (``rollout-<time>-<id>``),
+    never by the folder it is in.
+    """
+    if home is None:
+        return None
+    roots = {posixpath.normpath(str(h)).rstrip("/") + "/sessions/" for h in (home, *also)}
+    rollouts = [
+        p for p in open_paths
+        if fnmatch.fnmatch(posixpath.basename(p), ROLLOUT_GLOB)
+        and any(posixpath.normpath(p).startswith(root) for root in roots)
+    ]  # fmt: skip
+    return max(rollouts, key=posixpath.basename) if rollouts else None

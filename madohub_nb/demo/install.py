@@ -42,6 +42,28 @@ _FLAGS: Final = {
 }
 
 
+SETENV_NAME: Final = "mh-setenv"
+"""The launcher that gives a stand-in its private config dir in its environment, then execs it.
+
+A stand-in's own launcher is named like the agent (``codex``); were it to set the variable
+and exec itself, a router that read its environment before that exec (same pid, same start
+time, same name) would keep the environment without it. Under this name nobody takes it
+for an agent."""
+
+_SETENV_TEXT: Final = (
+    f"#!{sys.executable}\n"
+    '"""madohub_nb: run a stand-in with its config dir in the environment (unless named)."""\n'
+    "import os\n"
+    "import sys\n"
+    "\n"
+    "variable, config, command = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
+    "if not os.environ.get(variable):\n"
+    "    os.makedirs(config, exist_ok=True)\n"
+    "    os.environ[variable] = config\n"
+    "os.execv(command[0], command)\n"
+)
+
+
 def _launcher_text(kind: str) -> str:
     package_dir = Path(__file__).resolve().parents[1]
     return (
@@ -93,19 +115,20 @@ def private_config_dir(kind: str) -> Path:
 
 
 def install_standins(bin_dir: Path) -> dict[str, Path]:
-    """Write executable ``claude`` and ``codex`` launchers into ``bin_dir``; return their paths."""
+    """Write executable ``claude``, ``codex`` and ``mh-setenv`` launchers into ``bin_dir``."""
     bin_dir = Path(bin_dir).expanduser()
     bin_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for kind in STANDIN_KINDS:
-        path = bin_dir / kind
-        text = _launcher_text(kind)
+    for name, text in [(k, _launcher_text(k)) for k in STANDIN_KINDS] + [
+        (SETENV_NAME, _SETENV_TEXT)
+    ]:
+        path = bin_dir / name
         if not path.is_file() or path.read_text() != text:
-            tmp = bin_dir / f".{kind}.tmp{os.getpid()}-{threading.get_ident()}"
+            tmp = bin_dir / f".{name}.tmp{os.getpid()}-{threading.get_ident()}"
             tmp.write_text(text)
             tmp.chmod(0o755)
             os.replace(tmp, path)
-        paths[kind] = path
+        paths[name] = path
     return paths
 
 
@@ -136,9 +159,11 @@ def standin_command(
     """
     check_choice("stand-in kind", kind, STANDIN_KINDS)
     check_choice("persona", persona, PERSONAS)
-    words = [str(install_standins(bin_dir or default_bin_dir())[kind])]
+    launchers = install_standins(bin_dir or default_bin_dir())
+    words = [str(launchers[kind])]
     if private_config:
-        words += [CONFIG_DIR_FLAG, str(config_dir or private_config_dir(kind))]
+        config = str(config_dir or private_config_dir(kind))
+        words = [str(launchers[SETENV_NAME]), CONFIG_ENV[kind], config, *words]
     words += ["--persona", persona]
     for name, value in opts.items():
         if name not in _OPTIONS:

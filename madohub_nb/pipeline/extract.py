@@ -12,6 +12,7 @@ followed the last input typed into it.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import stat
 from collections.abc import Iterable
@@ -74,11 +75,12 @@ def codex_rollout(tile: Tile, proc: AgentProcess) -> str | None:
     The one Codex (or a descendant: the native child of its ``node``) holds open; where
     directories may be scanned, else the newest rollout of its cwd since it started.
     """
-    machine = tile.machine
-    found = newest_rollout([f.path for f in machine.open_files([proc.pid], ROLLOUT_GLOB)])
+    machine, home = tile.machine, tile.codex_home(proc)
+    real_home = os.path.realpath(home) if home is not None and machine.name is None else home
+    held = [f.path for f in machine.open_files([proc.pid], ROLLOUT_GLOB)]
+    found = newest_rollout(held, home, *([real_home] if real_home else []))
     if found is not None or not machine.dir_scans:
         return found
-    home = tile.codex_home(proc)
     cwd, started = machine.cwd(proc.pid), machine.started_at(proc.pid)
     if home is None or cwd is None or started is None:
         return None
