@@ -108,3 +108,11 @@ def test_the_docs_table_lists_every_setting() -> None:
     table = settings_markdown()
     for s in SETTINGS:
         assert f"| `{s.name}` |" in table
+
+
+def test_magic_help_lists_every_setting_with_its_default() -> None:
+    from madohub_nb.notebook.parsing import full_help
+
+    text = full_help()
+    for s in SETTINGS:
+        assert f"  {s.name} (default {s.default!r}" in text

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 from ..errors import MadohubValueError
 from ..hub import Hub
+from ..hub_settings import SETTINGS
 from ..model import AGENT_KINDS
 from ..pipeline.keys import key_names_help
 from ..settings import (
@@ -457,10 +458,15 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
 
 
 def full_help() -> str:
-    """Every command with every option, its default and the template placeholders."""
+    """Every command with every option, its default and the template placeholders, then
+    the hub's settings (``%config MadoHub.NAME = value``) with their defaults."""
     parts = [argparse.ArgumentParser.format_help(PARSER)]
     for name, sub in subparsers(PARSER).items():
         parts.append(f"\n--- {name} " + "-" * max(0, 60 - len(name)) + "\n" + sub.format_help())
+    parts.append("\n--- settings (%config MadoHub.NAME = value) " + "-" * 17 + "\n")
+    for s in SETTINGS:
+        fixed = "" if s.live else ", fixed when the hub is made"
+        parts.append(f"  {s.name} (default {s.default!r}{fixed})\n      {s.help}\n")
     return "".join(parts)
 
 
