@@ -176,15 +176,21 @@ class Engine:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             self.loop.call_soon_threadsafe(task.cancel)
 
-    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
-        """Run ``fn(*args)`` on the engine thread: now if already there, else soon (thread-safe)."""
+    def call_soon(self, fn: Callable[..., object], *args: object, owner: object = None) -> None:
+        """Run ``fn(*args)`` on the engine thread: now if already there, else soon (thread-safe).
+
+        With ``owner``, the tasks ``fn`` makes belong to it (:meth:`cancel` ends them).
+        """
         if self.closed:
             return
+        context = contextvars.copy_context()
+        if owner is not None:
+            context.run(_OWNER.set, owner)
         if self.in_loop_thread:
-            fn(*args)
+            context.run(fn, *args)
         else:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                self.loop.call_soon_threadsafe(fn, *args)
+                self.loop.call_soon_threadsafe(fn, *args, context=context)
 
     def run_sync(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run ``coro`` on the engine and wait for its result (from any other thread)."""

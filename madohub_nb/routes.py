@@ -39,7 +39,7 @@ class RouteRegistry:
             route = make(self._counter + 1)
             self._counter += 1
             self.routes = self._without_oldest_ended([*self.routes, route])
-        self._call_soon(route.start)
+        self._call_soon(route.start, owner=route)  # its task, and what it starts, are the route's
         self._emit(HubEvent("route_added", route.id, route.state, route))
         return route
 

@@ -116,7 +116,7 @@ class TileRegistry:
             )
             self._on_first_pane()
         tile = self._add(name, pane_id, guessed or "shell", self.session_name, True, pid, host)
-        started = self._engine.submit(watch_start(tile, command, detect=guessed is None))
+        started = self._engine.submit(watch_start(tile, command, detect=guessed is None), tile)
         started.add_done_callback(lambda f: self._started(f, tile))
         return self._watched(tile)
 
@@ -170,7 +170,7 @@ class TileRegistry:
         return tile
 
     def _watched(self, tile: Tile) -> Tile:
-        self._engine.submit(self.watch(tile))
+        self._engine.submit(self.watch(tile), owner=tile)
         self._emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
         return tile
 

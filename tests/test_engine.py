@@ -185,3 +185,40 @@ def test_many_threads_calling_the_hub_at_once_never_corrupt_it(
     assert not hub.engine.thread.is_alive()
     assert all(r.state == "stopped" for r in hub.routes)
     assert not hub.runtime.tmux.has_session(hub.session_name)
+
+
+def test_the_engine_owns_every_task_and_cancels_one_owners_alone() -> None:
+    """A task spawned for an owner, the tasks it makes (at any depth) and the tasks a
+    call_soon for that owner makes all belong to it; cancelling it leaves the others."""
+    engine = Engine()
+    try:
+        started = threading.Event()
+
+        async def child() -> None:
+            await asyncio.sleep(60)
+
+        async def parent() -> None:
+            asyncio.get_running_loop().create_task(child())  # made deep inside, not spawned
+            started.set()
+            await asyncio.sleep(60)
+
+        def start_later() -> None:
+            asyncio.get_running_loop().create_task(child())
+
+        async def setup() -> None:
+            engine.spawn(parent(), owner="a")
+            engine.spawn(child(), owner="b")
+
+        engine.run_sync(setup(), 5)
+        engine.call_soon(start_later, owner="a")
+        assert started.wait(5)
+
+        async def counts() -> tuple[int, int]:
+            await asyncio.sleep(0.05)
+            return len(engine.tasks_of("a")), len(engine.tasks_of("b"))
+
+        assert engine.run_sync(counts(), 5) == (3, 1)
+        engine.run_sync(engine.cancel("a"), 5)
+        assert engine.run_sync(counts(), 5) == (0, 1)
+    finally:
+        engine.close()

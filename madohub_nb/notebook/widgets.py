@@ -90,7 +90,7 @@ class _HubView(widgets.VBox):
         if self._drawing or self._closed:
             return
         self._drawing = True
-        self.hub.engine.loop.create_task(self._drawing_task())
+        self.hub.engine.spawn(self._drawing_task(), owner=self)
 
     async def _drawing_task(self) -> None:
         try:
