@@ -115,8 +115,9 @@ def test_demo_agents_keep_their_files_out_of_the_users_claude_dir(
 
 def test_a_demo_command_takes_the_config_dir_the_user_gives(tmp_path: Path) -> None:
     command = standin_command("codex", bin_dir=tmp_path, config_dir=tmp_path / "mine")
-    assert f"--config-dir {tmp_path / 'mine'} --persona" in command
-    assert "--config-dir" not in standin_command("claude", bin_dir=tmp_path, private_config=False)
+    assert f"mh-setenv CODEX_HOME {tmp_path / 'mine'} {tmp_path / 'codex'} --persona" in command
+    plain = standin_command("claude", bin_dir=tmp_path, private_config=False)
+    assert "mh-setenv" not in plain and "CLAUDE_CONFIG_DIR" not in plain
 
 
 CHILD = """
