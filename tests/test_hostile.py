@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import start_recorder, start_standin, user_prompts, wait_until
+from conftest import repaint, start_recorder, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.profiles import get_profile
@@ -92,12 +92,6 @@ def _inject_answer(tile: mh.Tile, text: str) -> None:
         f.write(json.dumps(record) + "\n")  # ensure_ascii: lone surrogates as \udcxx escapes
 
 
-def _poke(hub: mh.Hub, tile: mh.Tile) -> None:
-    """Make the pane repaint (type a key and delete it): output, then silence, as after a turn."""
-    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", "x")
-    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "BSpace")
-
-
 def test_control_input_finds_what_it_must() -> None:
     assert control_input(b"ok\n\tok") == []
     assert control_input(b"a\x03b\x1b[0m\x7f\xc2\x9b") == ["U+0003", "U+001B", "U+007F", "U+009B"]
@@ -168,7 +162,7 @@ def test_routed_transcript_answer_is_sanitized_before_typing(
     assert _wait_bytes(out, 1) == b"From src:\nDone: hello" + SUBMIT
 
     _inject_answer(source, HOSTILE)
-    _poke(hub, source)
+    repaint(hub, source)  # (the turn's output, seen: both keys at once may show nothing)
     data = _wait_bytes(out, 2)
     assert data == b"From src:\nDone: hello" + SUBMIT + b"From src:\n" + SAFE.encode() + SUBMIT
     wait_until(lambda: len(hub.log.df[hub.log.df.route_id == route.id]) == 2, 10)

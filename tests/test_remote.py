@@ -477,7 +477,9 @@ def test_a_tile_view_of_a_shell_on_the_host_shows_new_output(
             check=True,
         )
         wait_until(lambda: "MARK-42" in view.screen_value, 5, what="the new output in the view")
-        assert sh.pane_id not in rhub.runtime.tiles.watcher.streams  # no stray stream on this machine's tmux
+        assert (
+            sh.pane_id not in rhub.runtime.tiles.watcher.streams
+        )  # no stray stream on this machine's tmux
     finally:
         view.close()
 
