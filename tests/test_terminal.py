@@ -139,16 +139,25 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
     wait_until(lambda: sh.state == "idle" and sh.active_profile.kind == "shell", 10)
 
 
-def test_bad_ready_options_are_one_line_errors_naming_the_parameter(hub: mh.Hub) -> None:
-    for kwargs, named in (
-        ({"ready_pattern": "(>>>"}, "ready_pattern"),
-        ({"completion_pattern": "[DONE"}, "completion_pattern"),
-        ({"ready_quiet_ms": -5}, "ready_quiet_ms"),
-        ({"ready_quiet_ms": "1s"}, "ready_quiet_ms"),
-    ):
-        with pytest.raises(mh.MadohubValueError) as info:
-            hub.tile("t", agent="terminal", command=PYTHON_REPL, **kwargs)  # type: ignore[arg-type]
-        assert named in str(info.value) and "\n" not in str(info.value)
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        pytest.param({"ready_pattern": "(>>>"}, "ready_pattern", id="unbalanced-ready-pattern"),
+        pytest.param(
+            {"completion_pattern": "[DONE"},
+            "completion_pattern",
+            id="unbalanced-completion-pattern",
+        ),
+        pytest.param({"ready_quiet_ms": -5}, "ready_quiet_ms", id="negative-quiet-ms"),
+        pytest.param({"ready_quiet_ms": "1s"}, "ready_quiet_ms", id="quiet-ms-as-text"),
+    ],
+)
+def test_bad_ready_options_are_one_line_errors_naming_the_parameter(
+    hub: mh.Hub, kwargs: dict[str, object], named: str
+) -> None:
+    with pytest.raises(mh.MadohubValueError) as info:
+        hub.tile("t", agent="terminal", command=PYTHON_REPL, **kwargs)  # type: ignore[arg-type]
+    assert named in str(info.value) and "\n" not in str(info.value)
     assert hub.tiles == {}
 
 
