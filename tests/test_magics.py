@@ -261,23 +261,29 @@ def test_unclosed_quotes_are_an_error_except_in_free_text() -> None:
     assert parse_command("send w it's fine").text == ["it's fine"]
 
 
-def test_help_shows_every_option_with_its_default_and_the_placeholders(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _help_shown(where: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``%madohub --help`` prints, or the magic's docstring (what ``%madohub?`` shows)."""
     from madohub_nb.notebook.magics import MadohubMagics
 
+    if where == "docstring":
+        return MadohubMagics.madohub.__doc__ or ""
     with pytest.raises(HelpShown):
         parse_command("--help")
-    text = capsys.readouterr().out
-    doc = MadohubMagics.madohub.__doc__ or ""
-    for shown in (text, doc):
-        for placeholder in ("{output}", "{round}", "{maxRounds}", "{source}", "{target}"):
-            assert placeholder in shown
-        for default in ("(default: on-idle)", "(default: prompt-wrap)", "(default: 5)"):
-            assert default in shown
-        assert "(default: 3s)" in shown and "(default: madoagent)" in shown
-        for command in ("keys", "plot", "--all", "--allow-shell", "--tail"):
-            assert command in shown
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["--help", "docstring"])
+def test_help_shows_every_option_with_its_default_and_the_placeholders(
+    where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = _help_shown(where, capsys)
+    for placeholder in ("{output}", "{round}", "{maxRounds}", "{source}", "{target}"):
+        assert placeholder in shown
+    for default in ("(default: on-idle)", "(default: prompt-wrap)", "(default: 5)"):
+        assert default in shown
+    assert "(default: 3s)" in shown and "(default: madoagent)" in shown
+    for command in ("keys", "plot", "--all", "--allow-shell", "--tail"):
+        assert command in shown
 
 
 def test_keys_takes_a_tile_and_key_names() -> None:
