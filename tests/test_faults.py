@@ -577,8 +577,9 @@ def test_full_disk_pauses_routing_keeps_the_round_and_writes_it_once_after(
         hub.close()
 
 
+@pytest.mark.parametrize("name", ["r.sqlite3", "new.sqlite3"], ids=["existing-log", "new-log"])
 def test_hub_refuses_a_log_in_a_read_only_folder(
-    tmux_socket: str, home: Path, small_disk: Path, tmp_path: Path
+    tmux_socket: str, home: Path, small_disk: Path, tmp_path: Path, name: str
 ) -> None:
     mh.RoundLog(
         small_disk / "r.sqlite3"
@@ -588,9 +589,8 @@ def test_hub_refuses_a_log_in_a_read_only_folder(
     subprocess.run(["mount", "--bind", str(small_disk), str(view)], check=True)
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
-        for name in ("r.sqlite3", "new.sqlite3"):
-            with pytest.raises(mh.LogError, match="check its folder exists and is writable"):
-                mh.Hub(socket_name=tmux_socket, log_path=view / name)
+        with pytest.raises(mh.LogError, match="check its folder exists and is writable"):
+            mh.Hub(socket_name=tmux_socket, log_path=view / name)
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)
 
