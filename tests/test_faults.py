@@ -26,6 +26,7 @@ import pytest
 from conftest import (
     FAST_IDLE_MS,
     SkippedTurns,
+    alive,
     kill_tree,
     log_rows,
     repaint,
@@ -193,17 +194,10 @@ def test_tmux_server_killed_under_the_hub(hub: mh.Hub, project: Path) -> None:
         clients = hub.runtime.tiles.watcher.client_pids()
         hub.close()
         assert hub.closed
-        assert not any(psutil.pid_exists(p) and _alive(p) for p in clients)
+        assert not any(psutil.pid_exists(p) and alive(p) for p in clients)
     finally:
         for pid in agents:
             kill_tree(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 # --- transcripts change under a route ------------------------------------------------
