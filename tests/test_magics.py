@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import REPO, wait_until
+from conftest import BASH, REPO, wait_until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -418,11 +418,8 @@ def _hub(ip: InteractiveShell) -> Any:
     return get_hub()
 
 
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
-
-
 def test_tile_and_tiles_make_and_list_tiles(hub_ip: InteractiveShell, tmux_socket: str) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     assert hub.socket_name == tmux_socket
     assert hub.idle_delay_ms == 300
@@ -451,7 +448,7 @@ def test_config_change_reaches_the_live_hub_or_says_it_cannot(
 
 def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub_ip.run_cell_magic("madohub", "template review", "Look:\n{output}\n")
     route = hub_ip.run_line_magic(
         "madohub",
@@ -471,7 +468,7 @@ def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
 
 def test_connect_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "connect a -> b")
     route = hub_ip.run_line_magic("madohub", "connect a -> b --allow-shell")
@@ -479,14 +476,14 @@ def test_connect_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> Non
 
 
 def test_send_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
-    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "send sh echo hi")
 
 
 def test_a_dollar_value_never_turns_on_allow_shell(hub_ip: InteractiveShell) -> None:
     """``reply = "--allow-shell"``: ``send sh $reply …`` is refused like any send into a shell."""
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.user_ns["reply"] = "--allow-shell"
     with pytest.raises(UsageError, match="allow_shell"):
@@ -508,7 +505,7 @@ def test_a_dollar_value_never_sets_a_tiles_command(
 
 
 def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.run_cell_magic("madohub", "send --allow-shell sh", "echo magic-$((6*7))\n")
@@ -524,7 +521,7 @@ def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: Interactiv
 def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> None:
     from madohub_nb.notebook.widgets import Dashboard, TileView
 
-    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     view = hub_ip.run_line_magic("madohub", "watch sh")
     dash = hub_ip.run_line_magic("madohub", "dashboard")
     try:
@@ -539,7 +536,7 @@ def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> No
 
 def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     wait_until(lambda: "$" in hub.tiles["a"].screen(), 10, what="a's prompt")
     route = hub_ip.run_line_magic("madohub", "connect a -> b --dispatch shadow --cooldown 1s")
@@ -559,7 +556,7 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: Interact
 
 
 def test_send_returns_its_future_resolved_with_the_logged_round(hub_ip: InteractiveShell) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.run_cell("fut = %madohub send sh --allow-shell echo kept-$((20+22))")
     fut = hub_ip.user_ns["fut"]
@@ -580,7 +577,7 @@ def test_log_shows_this_hubs_session_unless_all(hub_ip: InteractiveShell, tmp_pa
                 transform="raw", dispatch="shadow", status="shadow", session_id="someone-else",
             )
         )  # fmt: skip
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub.send("sh", "echo mine", allow_shell=True).result(30)
     mine = hub_ip.run_line_magic("madohub", "log")
@@ -606,7 +603,7 @@ def test_tab_completion_knows_commands_options_tiles_routes_and_keys(
     assert "connect" in complete("%madohub con")
     assert {"--trigger", "--transform"} <= set(complete("%madohub connect a -> b --tr"))
     for name in ("alpha", "beta"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     assert "alpha" in complete("%madohub send al")
     assert "beta" in complete("%madohub connect alpha -> be")
     route = hub_ip.run_line_magic("madohub", "connect alpha -> beta --dispatch shadow")
@@ -619,7 +616,7 @@ def test_tiles_show_the_attach_command_and_routes_their_last_error(
     hub_ip: InteractiveShell, tmux_socket: str
 ) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     tiles = hub_ip.run_line_magic("madohub", "tiles")
     assert tiles.loc[0, "attach"] == f"tmux -L {tmux_socket} attach -r -t {hub.session_name}"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import start_standin, user_prompts, wait_until
+from conftest import BASH, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb import settings
@@ -23,7 +23,6 @@ from madohub_nb.agents.profiles import (
 from madohub_nb.pipeline.extract import answer_after_input
 
 PYTHON_REPL = f"{shlex.quote(sys.executable)} -i -q"
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
 
 # Pure parts ---------------------------------------------------------------------------
 
@@ -121,7 +120,7 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
 ) -> None:
     out = project / "out.txt"
     start_standin(hub, "src", cwd=project)
-    sh = hub.tile("sh", agent="shell", command=SHELL_CMD, cwd=project, ready_quiet_ms=300)
+    sh = hub.tile("sh", agent="shell", command=BASH, cwd=project, ready_quiet_ms=300)
     wait_until(lambda: sh.state == "idle", 10, what="shell prompt")
     hub.send("sh", f"cat > {out}", allow_shell=True).result(30)
     wait_until(lambda: out.exists(), 10, what="cat started")
