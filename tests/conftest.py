@@ -7,12 +7,15 @@ processes or the filesystem.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,7 +51,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return h
 
 
-def _server_pid(socket_name: str) -> int | None:
+def tmux_server_pid(socket_name: str) -> int | None:
+    """The pid of the tmux server on ``socket_name`` as tmux reports it; None if none answers."""
     out = subprocess.run(
         ["tmux", "-L", socket_name, "display-message", "-p", "#{pid}"],
         capture_output=True,
@@ -96,7 +100,7 @@ def tmux_socket(home: Path) -> Iterator[str]:
 
 def end_tmux_server(name: str) -> None:
     """Kill the tmux server on socket ``name`` and its panes, by pid."""
-    pid = _server_pid(name) or _server_pid_by_process(name)
+    pid = tmux_server_pid(name) or _server_pid_by_process(name)
     if pid is None:
         return
     try:
@@ -205,6 +209,39 @@ def log_rows(hub: Any, route: Any = None) -> list[dict[str, Any]]:
     return [{str(k): v for k, v in row.items()} for row in df.to_dict("records")]
 
 
+def alive(pid: int) -> bool:
+    """The process runs and is not a zombie (ended, but its parent has not reaped it yet)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def post_json(url: str, body: dict[str, Any]) -> tuple[int, str]:
+    """POST ``body`` as JSON to a local fake server: its status and text, error answers too."""
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def forget_user_agents() -> Iterator[None]:
+    """Agent kinds a test registers are unregistered after it, so the next test sees the
+    built-in table (a module asks for it with ``pytestmark = usefixtures(...)``)."""
+    from madohub_nb.agents.profiles import PROFILES
+    from madohub_nb.agents.registry import unregister_agent
+
+    before = set(PROFILES)
+    yield
+    for kind in set(PROFILES) - before:
+        unregister_agent(kind)
+
+
 # --- hubs and stand-in agents (lead) -----------------------------------------
 FAST_IDLE_MS = 700
 """Idle delay used by routing tests: long enough to see silence, short enough to be quick."""
@@ -303,6 +340,21 @@ def start_standin(
 
 BASH = "env PS1='$ ' bash --norc --noprofile"
 """An interactive bash with a bare prompt, as a user's shell in a pane."""
+
+
+def shell_tile(hub: Any, name: str, **kwargs: Any) -> Any:
+    """A shell tile running ``BASH`` (``kwargs`` go to ``hub.tile``), once its prompt shows."""
+    tile = hub.tile(name, agent="shell", command=BASH, **kwargs)
+    wait_until(lambda: "$" in tile.screen(), 10, what=f"{name}'s prompt")
+    return tile
+
+
+def one_round(hub: Any, route: Any, prompt: str = "draft please") -> dict[str, Any]:
+    """Send ``prompt`` into the route's source once the route is ready; its one logged round."""
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send(route.source, prompt).result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 30, what="one round")
+    return log_rows(hub, route)[-1]
 
 
 def bash_pane(hub: object, name: str, cwd: Path | None = None, history: Path | None = None) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,17 +20,11 @@ from conftest import FAST_IDLE_MS, start_standin, wait_until
 import madohub_nb as mh
 from madohub_nb.agents.foreground import reads_commands
 from madohub_nb.agents.profiles import PROFILES, command_name
-from madohub_nb.agents.registry import build_profile, load_agents_file, unregister_agent
+from madohub_nb.agents.registry import build_profile, load_agents_file
+
+pytestmark = pytest.mark.usefixtures("forget_user_agents")
 
 BARE_BASH = "bash --norc --noprofile"
-
-
-@pytest.fixture(autouse=True)
-def forget_user_agents() -> Iterator[None]:
-    before = set(PROFILES)
-    yield
-    for kind in set(PROFILES) - before:
-        unregister_agent(kind)
 
 
 def _write_agents_toml(home: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:

@@ -16,13 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from conftest import BASH, wait_until
 
 import madohub_nb as mh
 from madohub_nb.io.tmux import ControlClient, Tmux, _Pending, channel_ok, pane_free
 from madohub_nb.io.watch import Listener, PaneStream
-
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
 
 FORGER = r'''
 import os, subprocess, sys, time
@@ -102,8 +100,8 @@ def _tmux_format(socket: str, pane_id: str, format: str) -> str:
 
 def _attack(hub: mh.Hub, tmp_path: Path, where: str) -> tuple[mh.Tile, Listener, mh.Route, Path]:
     """A victim shell streamed to a listener and a keyword route, and a forger, armed."""
-    victim = hub.tile("victim", agent="shell", command=SHELL_CMD)
-    hub.tile("sink", agent="shell", command=SHELL_CMD)
+    victim = hub.tile("victim", agent="shell", command=BASH)
+    hub.tile("sink", agent="shell", command=BASH)
     wait_until(lambda: "$" in victim.screen(), 10, what="the victim's prompt")
     route = hub.connect(
         "victim", "sink", trigger="on-keyword", pattern="INJECTED", dispatch="shadow",
@@ -191,7 +189,7 @@ def test_protocol_lines_in_a_title_a_path_and_a_command_name_are_read_as_text(
 def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
     hub: mh.Hub,
 ) -> None:
-    tile = hub.tile("sh", agent="shell", command=SHELL_CMD)
+    tile = hub.tile("sh", agent="shell", command=BASH)
     wait_until(lambda: "$" in tile.screen(), 10, what="the prompt")
     before = hub.runtime.tmux.channel_commands
     with pytest.raises(mh.errors.TmuxError, match="can't find pane"):

@@ -118,15 +118,16 @@ def test_stand_in_script_is_named_after_itself(bin_dir: Path, started: list[int]
     wait_until(lambda: _name_is(proc.pid, "claude"), what="the stand-in's name to be claude")
 
 
-def test_each_agent_kind_is_found_as_the_panes_own_process(tmux_socket: str, bin_dir: Path) -> None:
-    kinds = ("claude", "codex", "amp", "opencode", "qwen", "aider")
-    panes = {kind: new_pane(tmux_socket, f"exec {bin_dir / kind}")[1] for kind in kinds}
-    for kind, pane_pid in panes.items():
-        wait_until(partial(_name_is, pane_pid, kind), what=f"{kind} to replace the shell")
-        found = find_agent(LOCAL, pane_pid)
-        assert found is not None
-        assert found.kind == kind and found.pid == pane_pid
-        assert detect_kind(LOCAL, pane_pid) == kind
+@pytest.mark.parametrize("kind", ["claude", "codex", "amp", "opencode", "qwen", "aider"])
+def test_each_agent_kind_is_found_as_the_panes_own_process(
+    tmux_socket: str, bin_dir: Path, kind: str
+) -> None:
+    pane_pid = new_pane(tmux_socket, f"exec {bin_dir / kind}")[1]
+    wait_until(partial(_name_is, pane_pid, kind), what=f"{kind} to replace the shell")
+    found = find_agent(LOCAL, pane_pid)
+    assert found is not None
+    assert found.kind == kind and found.pid == pane_pid
+    assert detect_kind(LOCAL, pane_pid) == kind
 
 
 def test_agent_started_from_the_panes_shell_is_found(tmux_socket: str, bin_dir: Path) -> None:

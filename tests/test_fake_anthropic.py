@@ -49,11 +49,11 @@ def sse_event_names(raw: str) -> list[str]:
     return [line[len("event: ") :] for line in raw.splitlines() if line.startswith("event: ")]
 
 
-def test_head_and_get_root_answer_200(fake: FakeAnthropic) -> None:
-    for method in ("HEAD", "GET"):
-        request = urllib.request.Request(fake.base_url + "/", method=method)
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert response.status == 200
+@pytest.mark.parametrize("method", ["HEAD", "GET"])
+def test_head_and_get_root_answer_200(fake: FakeAnthropic, method: str) -> None:
+    request = urllib.request.Request(fake.base_url + "/", method=method)
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
 
 
 def test_default_reply_echoes_first_40_characters_with_newlines_escaped(

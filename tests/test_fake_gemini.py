@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import post_json
 
 from madohub_nb.testing.fake_gemini import FakeGemini, prompt_text
 
@@ -27,17 +28,6 @@ def _body(*texts: str) -> dict[str, Any]:
     }
 
 
-def _post(url: str, body: dict[str, Any]) -> tuple[int, str]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _sse(text: str) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
 
@@ -46,7 +36,7 @@ def test_a_streamed_answer_spells_out_the_default_text_then_stop_and_usage(
     fake: FakeGemini,
 ) -> None:
     url = f"{fake.base_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
-    status, text = _post(url, _body("<session_context>…</session_context>", "Say hi"))
+    status, text = post_json(url, _body("<session_context>…</session_context>", "Say hi"))
     chunks = _sse(text)
     assert status == 200 and len(chunks) >= 2
     joined = "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks)
@@ -66,24 +56,24 @@ def test_a_scripted_reply_whole_and_non_streamed() -> None:
         reply=lambda body: long if "LONG" in (prompt_text(body) or "") else None
     ) as fake:
         url = f"{fake.base_url}/v1beta/models/m:generateContent"
-        status, text = _post(url, _body("LONG please"))
+        status, text = post_json(url, _body("LONG please"))
         assert status == 200
         answer = json.loads(text)
         assert answer["candidates"][0]["content"]["parts"][0]["text"] == long
-        status, text = _post(url, _body("short"))
+        status, text = post_json(url, _body("short"))
         assert json.loads(text)["candidates"][0]["content"]["parts"][0]["text"] == "Done: short"
 
 
 def test_count_tokens_faults_unknown_routes_and_bad_bodies(fake: FakeGemini) -> None:
     base = f"{fake.base_url}/v1beta/models/m"
-    status, text = _post(f"{base}:countTokens", _body("abc"))
+    status, text = post_json(f"{base}:countTokens", _body("abc"))
     assert status == 200 and json.loads(text)["totalTokens"] > 0
     fake.fail_next(503)
-    status, text = _post(f"{base}:streamGenerateContent?alt=sse", _body("x"))
+    status, text = post_json(f"{base}:streamGenerateContent?alt=sse", _body("x"))
     assert status == 503 and json.loads(text)["error"]["code"] == 503
-    status, _ = _post(f"{base}:streamGenerateContent?alt=sse", _body("x"))
+    status, _ = post_json(f"{base}:streamGenerateContent?alt=sse", _body("x"))
     assert status == 200
-    status, _ = _post(f"{fake.base_url}/v1/chat/completions", _body("x"))
+    status, _ = post_json(f"{fake.base_url}/v1/chat/completions", _body("x"))
     assert status == 404 and fake.unknown_paths == ["/v1/chat/completions"]
     req = urllib.request.Request(f"{base}:generateContent", data=b"not json")
     with pytest.raises(urllib.error.HTTPError) as err:
@@ -95,7 +85,7 @@ def test_count_tokens_faults_unknown_routes_and_bad_bodies(fake: FakeGemini) -> 
 
 def test_a_sleep_marker_pauses_before_the_text(fake: FakeGemini) -> None:
     t0 = time.monotonic()
-    status, text = _post(
+    status, text = post_json(
         f"{fake.base_url}/v1beta/models/m:streamGenerateContent?alt=sse",
         _body("slow [[sleep 0.5]]"),
     )

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import post_json
 
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text, title_for
 
@@ -25,17 +26,6 @@ def _user(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
-def _post(url: str, body: dict[str, Any]) -> tuple[int, str]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _sse(text: str) -> list[dict[str, Any]]:
     return [
         json.loads(line[len("data: ") :])
@@ -48,7 +38,7 @@ def test_streamed_response_spells_out_done_and_first_40_chars_of_the_prompt(
     fake: FakeOpenAIResponses,
 ) -> None:
     prompt = "Please summarise the routing design of this project in detail"
-    status, text = _post(
+    status, text = post_json(
         f"{fake.base_url}/responses",
         {"model": "m1", "stream": True, "input": [_user(ENV_CONTEXT), _user(prompt)]},
     )
@@ -83,7 +73,7 @@ def test_title_side_request_gets_a_json_title_and_is_not_a_prompt(
             }
         },
     }
-    _, text = _post(f"{fake.base_url}/responses", body)
+    _, text = post_json(f"{fake.base_url}/responses", body)
     final = [e for e in _sse(text) if e["type"] == "response.output_text.done"][0]["text"]
     assert json.loads(final) == {"title": "Fix the flaky login test"}
     assert fake.prompts == []
@@ -104,7 +94,7 @@ def test_prompt_text_skips_context_messages_but_keeps_them_when_alone() -> None:
 
 def test_scripted_reply_and_non_streaming_response(fake: FakeOpenAIResponses) -> None:
     fake.reply = lambda body: "scripted " + str(body.get("model"))
-    status, text = _post(f"{fake.base_url}/responses", {"model": "m2", "input": [_user("hi")]})
+    status, text = post_json(f"{fake.base_url}/responses", {"model": "m2", "input": [_user("hi")]})
     data = json.loads(text)
     assert status == 200 and data["status"] == "completed"
     assert data["output"][0]["content"][0]["text"] == "scripted m2"
@@ -112,9 +102,9 @@ def test_scripted_reply_and_non_streaming_response(fake: FakeOpenAIResponses) ->
 
 def test_fail_next_returns_the_error_once_then_answers(fake: FakeOpenAIResponses) -> None:
     fake.fail_next(503)
-    status, text = _post(f"{fake.base_url}/responses", {"input": [_user("a")]})
+    status, text = post_json(f"{fake.base_url}/responses", {"input": [_user("a")]})
     assert status == 503 and "error" in json.loads(text)
-    status, _ = _post(f"{fake.base_url}/responses", {"input": [_user("a")]})
+    status, _ = post_json(f"{fake.base_url}/responses", {"input": [_user("a")]})
     assert status == 200
     with pytest.raises(ValueError, match="400 to 599"):
         fake.fail_next(200)
@@ -122,9 +112,9 @@ def test_fail_next_returns_the_error_once_then_answers(fake: FakeOpenAIResponses
 
 def test_chat_completions_answer_as_json_and_as_stream(fake: FakeOpenAIResponses) -> None:
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "chat hi"}]
-    _, text = _post(f"{fake.base_url}/chat/completions", {"messages": messages})
+    _, text = post_json(f"{fake.base_url}/chat/completions", {"messages": messages})
     assert json.loads(text)["choices"][0]["message"]["content"] == "Done: chat hi"
-    _, text = _post(f"{fake.base_url}/chat/completions", {"messages": messages, "stream": True})
+    _, text = post_json(f"{fake.base_url}/chat/completions", {"messages": messages, "stream": True})
     assert text.rstrip().endswith("data: [DONE]")
     chunks = _sse(text)
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Done: chat hi"
@@ -136,7 +126,7 @@ def test_models_are_listed_and_unknown_paths_are_404_and_remembered(
 ) -> None:
     with urllib.request.urlopen(f"{fake.base_url}/models", timeout=10) as resp:
         assert json.loads(resp.read())["data"][0]["id"] == "fake-model"
-    status, _ = _post(f"{fake.base_url}/embeddings", {"input": "x"})
+    status, _ = post_json(f"{fake.base_url}/embeddings", {"input": "x"})
     assert status == 404
     assert fake.unknown_paths == ["/v1/embeddings"]
 

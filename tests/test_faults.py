@@ -26,6 +26,7 @@ import pytest
 from conftest import (
     FAST_IDLE_MS,
     SkippedTurns,
+    alive,
     kill_tree,
     log_rows,
     repaint,
@@ -193,17 +194,10 @@ def test_tmux_server_killed_under_the_hub(hub: mh.Hub, project: Path) -> None:
         clients = hub.runtime.tiles.watcher.client_pids()
         hub.close()
         assert hub.closed
-        assert not any(psutil.pid_exists(p) and _alive(p) for p in clients)
+        assert not any(psutil.pid_exists(p) and alive(p) for p in clients)
     finally:
         for pid in agents:
             kill_tree(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 # --- transcripts change under a route ------------------------------------------------
@@ -577,8 +571,9 @@ def test_full_disk_pauses_routing_keeps_the_round_and_writes_it_once_after(
         hub.close()
 
 
+@pytest.mark.parametrize("name", ["r.sqlite3", "new.sqlite3"], ids=["existing-log", "new-log"])
 def test_hub_refuses_a_log_in_a_read_only_folder(
-    tmux_socket: str, home: Path, small_disk: Path, tmp_path: Path
+    tmux_socket: str, home: Path, small_disk: Path, tmp_path: Path, name: str
 ) -> None:
     mh.RoundLog(
         small_disk / "r.sqlite3"
@@ -588,9 +583,8 @@ def test_hub_refuses_a_log_in_a_read_only_folder(
     subprocess.run(["mount", "--bind", str(small_disk), str(view)], check=True)
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
-        for name in ("r.sqlite3", "new.sqlite3"):
-            with pytest.raises(mh.LogError, match="check its folder exists and is writable"):
-                mh.Hub(socket_name=tmux_socket, log_path=view / name)
+        with pytest.raises(mh.LogError, match="check its folder exists and is writable"):
+            mh.Hub(socket_name=tmux_socket, log_path=view / name)
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)
 

@@ -9,10 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import psutil
 import pytest
 from conftest import (
     REPO,
+    alive,
     kill_tree,
     standin_from_bash,
     start_recorder,
@@ -146,13 +146,6 @@ def _run_child(tmux_socket: str, tmp_path: Path, keep: bool) -> int:
     return int(next(line for line in out.stdout.splitlines() if line.startswith("PANE")).split()[1])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 @pytest.mark.parametrize("keep", [False, True])
 def test_created_panes_end_at_interpreter_exit_unless_kept_and_adopted_ones_never(
     tmux_socket: str, tmp_path: Path, keep: bool
@@ -169,10 +162,10 @@ def test_created_panes_end_at_interpreter_exit_unless_kept_and_adopted_ones_neve
     made = _run_child(tmux_socket, tmp_path, keep)
     try:
         if keep:
-            assert _alive(made), "keep_panes=True: the pane the hub made must outlive it"
+            assert alive(made), "keep_panes=True: the pane the hub made must outlive it"
         else:
-            wait_until(lambda: not _alive(made), 10, what="the created pane to end at exit")
-        assert _alive(adopted), "an adopted pane is never ended"
+            wait_until(lambda: not alive(made), 10, what="the created pane to end at exit")
+        assert alive(adopted), "an adopted pane is never ended"
     finally:
         kill_tree(made)
         kill_tree(adopted)

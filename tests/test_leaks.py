@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import log_rows, start_recorder, start_standin, wait_until
+from conftest import log_rows, shell_tile, start_recorder, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
@@ -26,8 +26,6 @@ from madohub_nb.io.transcripts import claude_project_dir_name
 from madohub_nb.notebook.widgets import TileView
 from madohub_nb.pipeline.extract import extract, transcript_path
 from madohub_nb.render import html_for_tile
-
-SHELL = "env PS1='$ ' bash --norc --noprofile"
 
 
 def _sessions_file(tile: mh.Tile, home: Path) -> Path:
@@ -228,20 +226,14 @@ def _record(text: str, **kwargs: Any) -> RoundRecord:
 KEY = "plain-test-key-0123456789"  # not sk- shaped: only registration can redact it
 
 
-def _shell(hub: mh.Hub, name: str, **kwargs: Any) -> mh.Tile:
-    tile = hub.tile(name, agent="shell", command=SHELL, **kwargs)
-    wait_until(lambda: "$" in tile.screen(), 10, what=f"{name} prompt")
-    return tile
-
-
 def test_api_key_never_reaches_tmux_or_a_pane_unless_named(
     tmux_socket: str, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "r.sqlite3")
     try:
-        _shell(hub, "plain")
-        _shell(hub, "named", env={"ANTHROPIC_API_KEY": KEY})
+        shell_tile(hub, "plain")
+        shell_tile(hub, "named", env={"ANTHROPIC_API_KEY": KEY})
         for name in ("plain", "named"):
             hub.send(
                 name, f"printenv ANTHROPIC_API_KEY > {tmp_path}/{name}.env", allow_shell=True
@@ -264,7 +256,7 @@ def test_a_key_printed_in_a_pane_is_redacted_on_screens_html_and_widgets(
 ) -> None:
     hub = mh.Hub(socket_name=tmux_socket, log_path=tmp_path / "r.sqlite3", api_key=KEY)
     try:
-        tile = _shell(hub, "sh", env={"SHOWN": KEY})
+        tile = shell_tile(hub, "sh", env={"SHOWN": KEY})
         view = TileView(hub, "sh", min_interval_s=0.05)
         try:
             hub.send("sh", "echo the key is $SHOWN; echo done-1", allow_shell=True).result(30)

@@ -328,13 +328,9 @@ def edit_chunk(conn: sqlite3.Connection, edit: Callable[[dict[str, Any], bytes],
     conn.execute("UPDATE frame_chunks SET data = ? WHERE first_seq = 1", (new,))
 
 
-def _column(header: dict[str, Any], name: str) -> list[Any]:
-    return next(c for c in header["columns"] if c[0] == name)
-
-
 def _set(name: str, index: int, value: object) -> Callable[[dict[str, Any], bytes], bytes]:
     def edit(header: dict[str, Any], payload: bytes) -> bytes:
-        _column(header, name)[index] = value(payload) if callable(value) else value
+        _col(header, name)[index] = value(payload) if callable(value) else value
         return payload
 
     return edit
@@ -345,7 +341,7 @@ def _meta_not_json(header: dict[str, Any], payload: bytes) -> bytes:
 
 
 def _statuses_swapped(header: dict[str, Any], payload: bytes) -> bytes:
-    _column(header, "status")[4].reverse()  # every "shadow" reads "delivered" and back
+    _col(header, "status")[4].reverse()  # every "shadow" reads "delivered" and back
     return payload
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import REPO, wait_until
+from conftest import BASH, REPO, wait_until
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -261,23 +261,29 @@ def test_unclosed_quotes_are_an_error_except_in_free_text() -> None:
     assert parse_command("send w it's fine").text == ["it's fine"]
 
 
-def test_help_shows_every_option_with_its_default_and_the_placeholders(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _help_shown(where: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``%madohub --help`` prints, or the magic's docstring (what ``%madohub?`` shows)."""
     from madohub_nb.notebook.magics import MadohubMagics
 
+    if where == "docstring":
+        return MadohubMagics.madohub.__doc__ or ""
     with pytest.raises(HelpShown):
         parse_command("--help")
-    text = capsys.readouterr().out
-    doc = MadohubMagics.madohub.__doc__ or ""
-    for shown in (text, doc):
-        for placeholder in ("{output}", "{round}", "{maxRounds}", "{source}", "{target}"):
-            assert placeholder in shown
-        for default in ("(default: on-idle)", "(default: prompt-wrap)", "(default: 5)"):
-            assert default in shown
-        assert "(default: 3s)" in shown and "(default: madoagent)" in shown
-        for command in ("keys", "plot", "--all", "--allow-shell", "--tail"):
-            assert command in shown
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["--help", "docstring"])
+def test_help_shows_every_option_with_its_default_and_the_placeholders(
+    where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = _help_shown(where, capsys)
+    for placeholder in ("{output}", "{round}", "{maxRounds}", "{source}", "{target}"):
+        assert placeholder in shown
+    for default in ("(default: on-idle)", "(default: prompt-wrap)", "(default: 5)"):
+        assert default in shown
+    assert "(default: 3s)" in shown and "(default: madoagent)" in shown
+    for command in ("keys", "plot", "--all", "--allow-shell", "--tail"):
+        assert command in shown
 
 
 def test_keys_takes_a_tile_and_key_names() -> None:
@@ -412,11 +418,8 @@ def _hub(ip: InteractiveShell) -> Any:
     return get_hub()
 
 
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
-
-
 def test_tile_and_tiles_make_and_list_tiles(hub_ip: InteractiveShell, tmux_socket: str) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     assert hub.socket_name == tmux_socket
     assert hub.idle_delay_ms == 300
@@ -445,7 +448,7 @@ def test_config_change_reaches_the_live_hub_or_says_it_cannot(
 
 def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub_ip.run_cell_magic("madohub", "template review", "Look:\n{output}\n")
     route = hub_ip.run_line_magic(
         "madohub",
@@ -465,7 +468,7 @@ def test_connect_routes_pause_resume_stop(hub_ip: InteractiveShell) -> None:
 
 def test_connect_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "connect a -> b")
     route = hub_ip.run_line_magic("madohub", "connect a -> b --allow-shell")
@@ -473,14 +476,14 @@ def test_connect_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> Non
 
 
 def test_send_into_a_shell_needs_allow_shell(hub_ip: InteractiveShell) -> None:
-    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     with pytest.raises(UsageError, match="allow_shell"):
         hub_ip.run_line_magic("madohub", "send sh echo hi")
 
 
 def test_a_dollar_value_never_turns_on_allow_shell(hub_ip: InteractiveShell) -> None:
     """``reply = "--allow-shell"``: ``send sh $reply …`` is refused like any send into a shell."""
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.user_ns["reply"] = "--allow-shell"
     with pytest.raises(UsageError, match="allow_shell"):
@@ -502,7 +505,7 @@ def test_a_dollar_value_never_sets_a_tiles_command(
 
 
 def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: InteractiveShell) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.run_cell_magic("madohub", "send --allow-shell sh", "echo magic-$((6*7))\n")
@@ -518,7 +521,7 @@ def test_send_types_into_the_tile_and_log_returns_a_dataframe(hub_ip: Interactiv
 def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> None:
     from madohub_nb.notebook.widgets import Dashboard, TileView
 
-    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     view = hub_ip.run_line_magic("madohub", "watch sh")
     dash = hub_ip.run_line_magic("madohub", "dashboard")
     try:
@@ -533,7 +536,7 @@ def test_watch_and_dashboard_return_live_widgets(hub_ip: InteractiveShell) -> No
 
 def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: InteractiveShell) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     wait_until(lambda: "$" in hub.tiles["a"].screen(), 10, what="a's prompt")
     route = hub_ip.run_line_magic("madohub", "connect a -> b --dispatch shadow --cooldown 1s")
@@ -553,7 +556,7 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub_ip: Interact
 
 
 def test_send_returns_its_future_resolved_with_the_logged_round(hub_ip: InteractiveShell) -> None:
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub_ip.run_cell("fut = %madohub send sh --allow-shell echo kept-$((20+22))")
     fut = hub_ip.user_ns["fut"]
@@ -574,7 +577,7 @@ def test_log_shows_this_hubs_session_unless_all(hub_ip: InteractiveShell, tmp_pa
                 transform="raw", dispatch="shadow", status="shadow", session_id="someone-else",
             )
         )  # fmt: skip
-    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{SHELL_CMD}"')
+    tile = hub_ip.run_line_magic("madohub", f'tile sh --agent shell --cmd "{BASH}"')
     wait_until(lambda: "$" in tile.screen(), 10, what="shell prompt")
     hub.send("sh", "echo mine", allow_shell=True).result(30)
     mine = hub_ip.run_line_magic("madohub", "log")
@@ -600,7 +603,7 @@ def test_tab_completion_knows_commands_options_tiles_routes_and_keys(
     assert "connect" in complete("%madohub con")
     assert {"--trigger", "--transform"} <= set(complete("%madohub connect a -> b --tr"))
     for name in ("alpha", "beta"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     assert "alpha" in complete("%madohub send al")
     assert "beta" in complete("%madohub connect alpha -> be")
     route = hub_ip.run_line_magic("madohub", "connect alpha -> beta --dispatch shadow")
@@ -613,7 +616,7 @@ def test_tiles_show_the_attach_command_and_routes_their_last_error(
     hub_ip: InteractiveShell, tmux_socket: str
 ) -> None:
     for name in ("a", "b"):
-        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{SHELL_CMD}"')
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
     hub = _hub(hub_ip)
     tiles = hub_ip.run_line_magic("madohub", "tiles")
     assert tiles.loc[0, "attach"] == f"tmux -L {tmux_socket} attach -r -t {hub.session_name}"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO, kill_tree, wait_until
+from conftest import REPO, kill_tree, tmux_server_pid, wait_until
 from nbclient import NotebookClient
 
 pytestmark = pytest.mark.notebooks
@@ -33,14 +32,6 @@ print("REPORT" + _json.dumps({
 MIN_ROUNDS = {"quickstart": 3, "transform-tuning": 4, "round-analysis": 6}
 MIN_PRICED = {"round-analysis": 5}
 """Rounds with a cost_usd: every hand-off of round-analysis (its price table knows the demo models)."""
-
-
-def _tmux_server_pid(socket: str) -> int | None:
-    out = subprocess.run(
-        ["tmux", "-L", socket, "display-message", "-p", "#{pid}"], capture_output=True, text=True
-    )
-    text = out.stdout.strip()
-    return int(text) if out.returncode == 0 and text.isdigit() else None
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -86,9 +77,9 @@ def test_notebook_runs_top_to_bottom(name: str, home: Path, tmp_path: Path) -> N
         assert not Path(report["log_path"]).is_relative_to(home), "the log is not a temporary one"
         assert not (home / ".claude").exists(), "the demo agents wrote into the user's ~/.claude"
         # hub.close() killed the panes it made, so the private tmux server has exited.
-        wait_until(lambda: _tmux_server_pid(socket) is None, 15, what="the tmux server to exit")
+        wait_until(lambda: tmux_server_pid(socket) is None, 15, what="the tmux server to exit")
     finally:
-        if socket is not None and (pid := _tmux_server_pid(socket)) is not None:
+        if socket is not None and (pid := tmux_server_pid(socket)) is not None:
             kill_tree(pid)
         shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -10,12 +10,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import start_standin, user_prompts, wait_until
+from conftest import shell_tile, start_standin, type_at_prompt, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.io.watch import PaneStream, activity_end_mono
 
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
 PYTHON_REPL = f"{shlex.quote(sys.executable)} -i -q"
 
 
@@ -24,17 +23,6 @@ def _stream(hub: mh.Hub, tile: mh.Tile) -> PaneStream:
         lambda: tile.pane_id in hub.runtime.tiles.watcher.streams, 10, what="the tile's stream"
     )
     return hub.runtime.tiles.watcher.streams[tile.pane_id]
-
-
-def _shell(hub: mh.Hub, name: str, cwd: Path | None = None) -> mh.Tile:
-    tile = hub.tile(name, agent="shell", command=SHELL_CMD, cwd=cwd)
-    wait_until(lambda: "$" in tile.screen(), 10, what=f"{name}'s prompt")
-    return tile
-
-
-def _type(hub: mh.Hub, tile: mh.Tile, line: str) -> None:
-    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "-l", "--", line)
-    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "Enter")
 
 
 def _y_lines(tile: mh.Tile) -> int:
@@ -46,11 +34,11 @@ def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
 ) -> None:
     from madohub_nb.notebook.widgets import TileView
 
-    tile = _shell(hub, "chatty")
+    tile = shell_tile(hub, "chatty")
     stream = _stream(hub, tile)
     wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
     events, nbytes = hub.runtime.tiles.watcher.output_events, stream.bytes_total
-    _type(hub, tile, "yes")
+    type_at_prompt(hub, tile.pane_id, "yes")
     try:
         # The pane prints at full speed (tmux reads it: its screen fills with y) ...
         wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to fill the screen")
@@ -77,12 +65,14 @@ def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
 def test_a_keyword_route_turns_a_chatty_pane_on_and_fires_then_off_when_done(
     hub: mh.Hub, project: Path
 ) -> None:
-    src = _shell(hub, "chatty", cwd=project)
-    _shell(hub, "sink")
+    src = shell_tile(hub, "chatty", cwd=project)
+    shell_tile(hub, "sink")
     stream = _stream(hub, src)
     wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
     flag = project / "flag"
-    _type(hub, src, f"while :; do [ -e {flag} ] && echo KEY-$((6*7)); echo yyyyyyyyyyyy; done")
+    type_at_prompt(
+        hub, src.pane_id, f"while :; do [ -e {flag} ] && echo KEY-$((6*7)); echo yyyyyyyyyyyy; done"
+    )
     wait_until(lambda: "yyyyyyyyyyyy" in src.screen(), 10, what="the loop to print")
     events = hub.runtime.tiles.watcher.output_events
     route = hub.connect(
@@ -149,7 +139,7 @@ def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.
 
     from madohub_nb.io.watch import Listener
 
-    tile = _shell(hub, "sh")
+    tile = shell_tile(hub, "sh")
     stream = _stream(hub, tile)
 
     async def race() -> Listener:
@@ -164,5 +154,5 @@ def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.
 
     listener = hub.engine.run_sync(race(), 10)
     wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
-    _type(hub, tile, "echo hello")
+    type_at_prompt(hub, tile.pane_id, "echo hello")
     wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")

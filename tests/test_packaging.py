@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tomllib
 from conftest import REPO
 
@@ -29,13 +30,13 @@ def test_license_is_an_spdx_expression_with_its_file_and_a_new_enough_setuptools
 BADGE = re.compile(r"mybinder\.org/v2/gh/([\w.-]+/[\w.-]+)/")
 
 
-def test_project_urls_name_the_repository_of_the_binder_badge() -> None:
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/getting-started.md"])
+def test_project_urls_name_the_repository_of_the_binder_badge(page: str) -> None:
     """The README's badge and the docs site's (its home and getting-started pages) agree."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    for page in ("README.md", "docs/index.md", "docs/getting-started.md"):
-        badge = BADGE.search((REPO / page).read_text())
-        assert badge is not None, f"{page} has no Binder badge"
-        assert project["urls"]["Source"] == f"https://github.com/{badge.group(1)}", page
+    badge = BADGE.search((REPO / page).read_text())
+    assert badge is not None, f"{page} has no Binder badge"
+    assert project["urls"]["Source"] == f"https://github.com/{badge.group(1)}", page
     assert all(url.startswith("https://") for url in project["urls"].values())
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,10 @@ from traitlets import TraitError
 import madohub_nb as mh
 from madohub_nb.agents.detect import detect_kind
 from madohub_nb.agents.profiles import PROFILES, get_profile, known_kinds, screen_state
-from madohub_nb.agents.registry import agents_file, load_agents_file, unregister_agent
+from madohub_nb.agents.registry import agents_file, load_agents_file
 from madohub_nb.io.machine import LocalMachine
+
+pytestmark = pytest.mark.usefixtures("forget_user_agents")
 
 AGENTS_TOML = """\
 [myagent]
@@ -30,14 +31,6 @@ extractor = "terminal"
 process_tokens = ["quietbot"]
 ready_quiet_ms = 300
 """
-
-
-@pytest.fixture(autouse=True)
-def forget_user_agents() -> Iterator[None]:
-    before = set(PROFILES)
-    yield
-    for kind in set(PROFILES) - before:
-        unregister_agent(kind)
 
 
 def test_register_agent_adds_a_kind_with_its_markers() -> None:

@@ -6,19 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BASH, FAST_IDLE_MS, start_standin, user_prompts, wait_until
+from conftest import BASH, FAST_IDLE_MS, one_round, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb.testing import FakeAnthropic
 
 KEY = "sk-ant-test-0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def _one_round(hub: mh.Hub, route: mh.Route, prompt: str = "draft please") -> dict:
-    wait_until(lambda: route.ready.is_set(), 5)
-    hub.send(route.source, prompt).result(30)
-    wait_until(lambda: route.rounds == 1 and route.last_status, 30, what="one round")
-    return hub.log.df[hub.log.df["route_id"] == route.id].to_dict("records")[-1]
 
 
 def test_replay_recomputes_a_logged_round_with_another_template(hub: mh.Hub, project: Path) -> None:
@@ -27,7 +20,7 @@ def test_replay_recomputes_a_logged_round_with_another_template(hub: mh.Hub, pro
     route = hub.connect(
         "writer", "reviewer", dispatch="shadow", template="A: {output}", cooldown_ms=1000
     )
-    orig = _one_round(hub, route)
+    orig = one_round(hub, route)
     assert orig["prompt"] == "A: Done: draft please"
     replayed = hub.replay(orig["round_id"], template="B ({round}/{maxRounds}) {output}").result(30)
     assert replayed.replay_of == orig["round_id"]
@@ -50,7 +43,7 @@ def test_a_new_hub_on_the_same_log_sees_earlier_rounds(
     start_standin(hub, "writer", cwd=project)
     start_standin(hub, "reviewer", cwd=project)
     route = hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
-    row = _one_round(hub, route)
+    row = one_round(hub, route)
     again = mh.RoundLog(hub.log.path)
     try:
         assert row["round_id"] in set(again.df["round_id"])
@@ -79,7 +72,7 @@ def ai_pair(tmux_socket: str, home: Path, tmp_path: Path, project: Path) -> Iter
 def test_ai_routing_writes_the_prompt_through_the_sdk(ai_pair: tuple) -> None:
     fake, hub, reviewer = ai_pair
     route = hub.connect("writer", "reviewer", transform="ai-routing", cooldown_ms=1000)
-    row = _one_round(hub, route, "palindrome function")
+    row = one_round(hub, route, "palindrome function")
     assert row["status"] == "delivered", row["error"]
     assert row["prompt"] == "Please review the palindrome function."
     (request,) = [r for r in fake.requests if r["path"].startswith("/v1/messages")]
@@ -94,7 +87,7 @@ def test_api_errors_make_an_error_round_and_type_nothing(ai_pair: tuple, transfo
     fake, hub, reviewer = ai_pair
     fake.fail_next(500, times=10)
     route = hub.connect("writer", "reviewer", transform=transform, cooldown_ms=1000)
-    row = _one_round(hub, route)
+    row = one_round(hub, route)
     assert row["status"] == "error"
     assert "500" in row["error"]
     assert KEY not in row["error"]
@@ -156,7 +149,7 @@ def test_a_replay_after_its_route_is_gone_keeps_max_rounds_and_allow_shell(
         route = first.connect(
             "writer", "sh", dispatch="shadow", allow_shell=True, max_rounds=3, cooldown_ms=1000
         )
-        orig = _one_round(first, route)
+        orig = one_round(first, route)
         assert orig["status"] == "shadow", orig["error"]
     finally:
         first.close()

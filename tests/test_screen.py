@@ -55,13 +55,19 @@ def test_strip_ansi_removes_escape_sequences_and_keeps_text(raw: str, text: str)
     assert strip_ansi(raw) == text
 
 
-def test_ansi_captures_clean_to_the_same_text_as_plain_captures(screens: Path) -> None:
-    pairs = sorted(screens.glob("*.ansi.txt"))
-    assert len(pairs) >= 10
-    for ansi in pairs:
-        plain = screens / ansi.name.replace(".ansi.txt", ".txt")
-        assert "\x1b" in ansi.read_text()
-        assert clean_screen(ansi.read_text()) == clean_screen(plain.read_text()), ansi.name
+ANSI_CAPTURES = sorted(p.name for p in (FIXTURES / "real" / "screens").glob("*.ansi.txt"))
+
+
+def test_there_are_ansi_captures_beside_the_plain_ones() -> None:
+    assert len(ANSI_CAPTURES) >= 10
+
+
+@pytest.mark.parametrize("name", ANSI_CAPTURES)
+def test_ansi_captures_clean_to_the_same_text_as_plain_captures(screens: Path, name: str) -> None:
+    ansi = screens / name
+    plain = screens / name.replace(".ansi.txt", ".txt")
+    assert "\x1b" in ansi.read_text()
+    assert clean_screen(ansi.read_text()) == clean_screen(plain.read_text()), ansi.name
 
 
 def test_clean_screen_strips_line_ends_and_trailing_blank_lines_only() -> None:
@@ -281,18 +287,29 @@ def test_sanitize_for_typing_removes_controls_and_escapes(raw: str, safe: str) -
     assert sanitize_for_typing(raw) == safe
 
 
-def test_sanitize_for_typing_leaves_no_control_character(screens: Path) -> None:
-    every_control = "".join(chr(c) for c in range(0x00, 0xA0))
-    one_by_one = "ok".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)])
-    for text in (
-        every_control + "\x1b[200~x\x1b[201~ ✓ ❯",
-        one_by_one,
-        (screens / "06_waiting_permission_prompt.ansi.txt").read_text(),
-    ):
-        out = sanitize_for_typing(text)
-        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
-        assert "[200~" not in out and "[201~" not in out
-    assert "okok" in sanitize_for_typing(one_by_one)
+EVERY_CONTROL = "".join(chr(c) for c in range(0x00, 0xA0))
+ONE_BY_ONE = "ok".join(chr(c) for c in [*range(0x00, 0x20), *range(0x7F, 0xA0)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(EVERY_CONTROL + "\x1b[200~x\x1b[201~ ✓ ❯", id="every-control-and-paste-marks"),
+        pytest.param(ONE_BY_ONE, id="controls-one-by-one-between-text"),
+        pytest.param(
+            (FIXTURES / "real" / "screens" / "06_waiting_permission_prompt.ansi.txt").read_text(),
+            id="real-permission-prompt-screen",
+        ),
+    ],
+)
+def test_sanitize_for_typing_leaves_no_control_character(text: str) -> None:
+    out = sanitize_for_typing(text)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
+    assert "[200~" not in out and "[201~" not in out
+
+
+def test_sanitize_for_typing_keeps_the_text_between_controls() -> None:
+    assert "okok" in sanitize_for_typing(ONE_BY_ONE)
 
 
 def test_sanitize_for_typing_decodes_bytes_with_replacement() -> None:

@@ -286,9 +286,9 @@ def test_writer_keeps_the_topic_it_was_given() -> None:
     assert reply("writer", review, 2).startswith("Draft v2 (haiku)")
 
 
-def test_personas_are_deterministic() -> None:
-    for persona in PERSONAS:
-        assert reply(persona, "Draft v1 (spec): x", 2) == reply(persona, "Draft v1 (spec): x", 2)
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_personas_are_deterministic(persona: str) -> None:
+    assert reply(persona, "Draft v1 (spec): x", 2) == reply(persona, "Draft v1 (spec): x", 2)
 
 
 def test_unknown_persona_is_refused_with_the_allowed_names() -> None:
@@ -301,15 +301,16 @@ def test_unknown_persona_is_refused_with_the_allowed_names() -> None:
 # Launchers --------------------------------------------------------------------
 
 
-def test_install_standins_writes_launchers_named_like_the_agents(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_install_standins_writes_launchers_named_like_the_agents(tmp_path: Path, kind: str) -> None:
     paths = install_standins(tmp_path / "bin")
     assert set(paths) == {"claude", "codex", "mh-setenv"}
-    for kind, path in ((k, paths[k]) for k in ("claude", "codex")):
-        assert path.name == kind
-        assert path.stat().st_mode & stat.S_IXUSR
-        assert path.read_text().splitlines()[0] == f"#!{sys.executable}"
-        out = subprocess.run([str(path), "--help"], capture_output=True, text=True, check=True)
-        assert out.stdout.startswith(f"usage: {kind}")
+    path = paths[kind]
+    assert path.name == kind
+    assert path.stat().st_mode & stat.S_IXUSR
+    assert path.read_text().splitlines()[0] == f"#!{sys.executable}"
+    out = subprocess.run([str(path), "--help"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith(f"usage: {kind}")
 
 
 def test_standin_command_names_the_launcher_and_options(tmp_path: Path) -> None:

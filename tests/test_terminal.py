@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import start_standin, user_prompts, wait_until
+from conftest import BASH, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
 from madohub_nb import settings
@@ -23,7 +23,6 @@ from madohub_nb.agents.profiles import (
 from madohub_nb.pipeline.extract import answer_after_input
 
 PYTHON_REPL = f"{shlex.quote(sys.executable)} -i -q"
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
 
 # Pure parts ---------------------------------------------------------------------------
 
@@ -121,7 +120,7 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
 ) -> None:
     out = project / "out.txt"
     start_standin(hub, "src", cwd=project)
-    sh = hub.tile("sh", agent="shell", command=SHELL_CMD, cwd=project, ready_quiet_ms=300)
+    sh = hub.tile("sh", agent="shell", command=BASH, cwd=project, ready_quiet_ms=300)
     wait_until(lambda: sh.state == "idle", 10, what="shell prompt")
     hub.send("sh", f"cat > {out}", allow_shell=True).result(30)
     wait_until(lambda: out.exists(), 10, what="cat started")
@@ -139,16 +138,25 @@ def test_route_into_cat_running_in_a_shell_tile_writes_the_prompt(
     wait_until(lambda: sh.state == "idle" and sh.active_profile.kind == "shell", 10)
 
 
-def test_bad_ready_options_are_one_line_errors_naming_the_parameter(hub: mh.Hub) -> None:
-    for kwargs, named in (
-        ({"ready_pattern": "(>>>"}, "ready_pattern"),
-        ({"completion_pattern": "[DONE"}, "completion_pattern"),
-        ({"ready_quiet_ms": -5}, "ready_quiet_ms"),
-        ({"ready_quiet_ms": "1s"}, "ready_quiet_ms"),
-    ):
-        with pytest.raises(mh.MadohubValueError) as info:
-            hub.tile("t", agent="terminal", command=PYTHON_REPL, **kwargs)  # type: ignore[arg-type]
-        assert named in str(info.value) and "\n" not in str(info.value)
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        pytest.param({"ready_pattern": "(>>>"}, "ready_pattern", id="unbalanced-ready-pattern"),
+        pytest.param(
+            {"completion_pattern": "[DONE"},
+            "completion_pattern",
+            id="unbalanced-completion-pattern",
+        ),
+        pytest.param({"ready_quiet_ms": -5}, "ready_quiet_ms", id="negative-quiet-ms"),
+        pytest.param({"ready_quiet_ms": "1s"}, "ready_quiet_ms", id="quiet-ms-as-text"),
+    ],
+)
+def test_bad_ready_options_are_one_line_errors_naming_the_parameter(
+    hub: mh.Hub, kwargs: dict[str, object], named: str
+) -> None:
+    with pytest.raises(mh.MadohubValueError) as info:
+        hub.tile("t", agent="terminal", command=PYTHON_REPL, **kwargs)  # type: ignore[arg-type]
+    assert named in str(info.value) and "\n" not in str(info.value)
     assert hub.tiles == {}
 
 

@@ -293,12 +293,14 @@ def test_fifo_is_not_waited_on(tmp_path: Path) -> None:
     assert turn_finished(fifo) is None
 
 
-def test_path_of_wrong_type_is_refused() -> None:
-    for bad in (None, 42, b"/tmp/x.jsonl", ["a"]):
-        with pytest.raises(MadohubValueError, match="str or os.PathLike"):
-            read_last_response(bad)  # type: ignore[arg-type]
-        with pytest.raises(MadohubValueError, match="str or os.PathLike"):
-            turn_finished(bad)  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    "bad", [None, 42, b"/tmp/x.jsonl", ["a"]], ids=["none", "int", "bytes", "list"]
+)
+def test_path_of_wrong_type_is_refused(bad: object) -> None:
+    with pytest.raises(MadohubValueError, match="str or os.PathLike"):
+        read_last_response(bad)  # type: ignore[arg-type]
+    with pytest.raises(MadohubValueError, match="str or os.PathLike"):
+        turn_finished(bad)  # type: ignore[arg-type]
 
 
 def test_multi_megabyte_single_lines_are_read_whole(tmp_path: Path) -> None:
@@ -590,11 +592,16 @@ def java_hash_by_definition(s: str) -> int:
     return h - 2**32 if h >= 2**31 else h
 
 
-def test_java_string_hash_matches_the_definition() -> None:
+def test_java_string_hash_gives_javas_values() -> None:
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("") == 0
-    for s in ["/home/me/proj", "x" * 300, "/tmp/文档/😀"]:
-        assert java_string_hash(s) == java_hash_by_definition(s)
+
+
+@pytest.mark.parametrize(
+    "s", ["/home/me/proj", "x" * 300, "/tmp/文档/😀"], ids=["path", "long", "non-bmp"]
+)
+def test_java_string_hash_matches_the_definition(s: str) -> None:
+    assert java_string_hash(s) == java_hash_by_definition(s)
 
 
 def test_project_dir_name_replaces_every_non_alphanumeric() -> None:
@@ -704,10 +711,14 @@ def test_find_claude_transcript_among_1000_project_folders(tmp_path: Path) -> No
     assert find_claude_transcript(tmp_path / "missing", session) is None
 
 
-def test_find_claude_transcript_refuses_ids_that_are_not_file_names(tmp_path: Path) -> None:
-    for bad in ("", "../etc/passwd", "a/b", None):
-        with pytest.raises(MadohubValueError, match="session_id"):
-            find_claude_transcript(tmp_path, bad)  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    "bad", ["", "../etc/passwd", "a/b", None], ids=["empty", "parent", "slash", "none"]
+)
+def test_find_claude_transcript_refuses_ids_that_are_not_file_names(
+    tmp_path: Path, bad: str | None
+) -> None:
+    with pytest.raises(MadohubValueError, match="session_id"):
+        find_claude_transcript(tmp_path, bad)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- Codex rollout files

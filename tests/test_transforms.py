@@ -159,10 +159,10 @@ def test_unknown_transform_name_lists_the_allowed_ones() -> None:
         assert name in str(info.value)
 
 
-def test_terminal_transforms_take_no_template() -> None:
-    for name in ("full-output", "raw"):
-        with pytest.raises(MadohubValueError, match="prompt-wrap"):
-            make_transform_spec(name, "{output}")
+@pytest.mark.parametrize("name", ["full-output", "raw"])
+def test_terminal_transforms_take_no_template(name: str) -> None:
+    with pytest.raises(MadohubValueError, match="prompt-wrap"):
+        make_transform_spec(name, "{output}")
 
 
 def test_empty_template_is_refused() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, wait_until
+from conftest import FAST_IDLE_MS, one_round, start_standin
 
 import madohub_nb as mh
 from madohub_nb.demo.standin_claude import message_usage
@@ -25,13 +25,6 @@ from madohub_nb.testing.fake_anthropic import CACHED_INPUT_TOKENS, usage_for
 KEY = "sk-ant-test-0123456789abcdefghijklmnopqrstuvwxyz"
 STANDIN_PRICE = {"input": 2.0, "output": 8.0, "cache_read": 0.5, "cache_write": 3.0}
 AI_PRICE = {"input": 1.0, "output": 4.0, "cache_read": 0.1, "cache_write": 1.25}
-
-
-def _one_round(hub: mh.Hub, route: mh.Route, prompt: str) -> dict[str, Any]:
-    wait_until(lambda: route.ready.is_set(), 5)
-    hub.send(route.source, prompt).result(30)
-    wait_until(lambda: route.rounds == 1 and route.last_status, 30, what="one round")
-    return hub.log.df[hub.log.df["route_id"] == route.id].to_dict("records")[-1]
 
 
 def _last_turn_lines(path: Path) -> list[dict[str, Any]]:
@@ -202,7 +195,7 @@ def test_a_stand_in_claude_round_logs_its_source_turn_usage_and_cost(
     writer = start_standin(priced_hub, "writer", cwd=project)
     start_standin(priced_hub, "reviewer", cwd=project)
     route = priced_hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
-    row = _one_round(priced_hub, route, "draft the release notes please")
+    row = one_round(priced_hub, route, "draft the release notes please")
     assert row["status"] == "shadow" and row["extraction_method"] == "jsonl", row["error"]
     # What the stand-in wrote: one message; recomputed from the prompt and the answer.
     expected = message_usage(
@@ -235,7 +228,7 @@ def test_a_stand_in_codex_round_logs_its_token_counts(priced_hub: mh.Hub, projec
     start_standin(priced_hub, "coder", kind="codex", cwd=project)
     start_standin(priced_hub, "reviewer", cwd=project)
     route = priced_hub.connect("coder", "reviewer", dispatch="shadow", cooldown_ms=1000)
-    row = _one_round(priced_hub, route, "write the parser")
+    row = one_round(priced_hub, route, "write the parser")
     assert row["extraction_method"] == "rollout", row["error"]
     # The rollout's own token_count event of that turn, read forwards.
     lines = [json.loads(x) for x in Path(row["extraction_path"]).read_text().splitlines()]
@@ -263,7 +256,7 @@ def test_a_screen_extracted_round_leaves_usage_and_cost_empty(
     start_standin(priced_hub, "reviewer", cwd=project)
     # legacy dispatch extracts from the screen only.
     route = priced_hub.connect("writer", "reviewer", dispatch="legacy", cooldown_ms=1000)
-    _one_round(priced_hub, route, "screen only")
+    one_round(priced_hub, route, "screen only")
     row = priced_hub.log.df[priced_hub.log.df["route_id"] == route.id].iloc[-1]
     assert row["extraction_method"] == "terminal"
     for name in ("input_tokens", "output_tokens", "cache_read_tokens", "turn_ms", "cost_usd"):
@@ -299,7 +292,7 @@ def test_an_ai_transform_round_logs_what_the_api_reported(
 ) -> None:
     fake, hub = ai_hub
     route = hub.connect("writer", "reviewer", transform=transform, cooldown_ms=1000)
-    row = _one_round(hub, route, "release notes")
+    row = one_round(hub, route, "release notes")
     assert row["status"] == "delivered", row["error"]
     (reported,) = fake.reported
     assert row["ai_model"] == reported["model"] == "claude-haiku-4-5-20251001"
@@ -372,7 +365,7 @@ def test_malformed_api_usage_leaves_ai_columns_empty_and_the_round_delivered(
             start_standin(hub, "writer", cwd=project)
             start_standin(hub, "reviewer", cwd=project)
             route = hub.connect("writer", "reviewer", transform="ai-routing", cooldown_ms=1000)
-            row = _one_round(hub, route, "release notes")
+            row = one_round(hub, route, "release notes")
         finally:
             hub.close()
     assert row["status"] == "delivered", row["error"]
@@ -408,7 +401,7 @@ def test_an_ai_transform_round_logs_the_cache_tokens_the_api_reported(
             start_standin(hub, "writer", cwd=project)
             start_standin(hub, "reviewer", cwd=project)
             route = hub.connect("writer", "reviewer", transform="summary", cooldown_ms=1000)
-            row = _one_round(hub, route, "cached notes")
+            row = one_round(hub, route, "cached notes")
         finally:
             hub.close()
     assert row["status"] == "delivered", row["error"]

@@ -11,10 +11,9 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import wait_until
+from conftest import shell_tile, wait_until
 
 from madohub_nb import Hub
 from madohub_nb.errors import MadohubValueError
@@ -206,8 +205,6 @@ def test_badge_colours_known_states_and_escapes_unknown() -> None:
 
 # Live views over a real hub ------------------------------------------------------------
 
-SHELL_CMD = "env PS1='$ ' bash --norc --noprofile"
-
 
 @pytest.fixture
 def hub(tmux_socket: str, tmp_path: Path) -> Iterator[Hub]:
@@ -217,14 +214,8 @@ def hub(tmux_socket: str, tmp_path: Path) -> Iterator[Hub]:
     h.close()
 
 
-def _shell(hub: Hub, name: str) -> Any:
-    tile = hub.tile(name, agent="shell", command=SHELL_CMD)
-    wait_until(lambda: "$" in tile.screen(), 10, what=f"{name}'s prompt")
-    return tile
-
-
 def test_tile_view_shows_the_screen_in_colour_and_follows_output(hub: Hub) -> None:
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     view = TileView(hub, "sh", min_interval_s=0.05)
     try:
         hub.send("sh", r"printf '\033[31mRED-%s\033[0m\n' $((40+2))", allow_shell=True)
@@ -237,7 +228,7 @@ def test_tile_view_shows_the_screen_in_colour_and_follows_output(hub: Hub) -> No
 
 
 def test_tile_view_coalesces_a_burst_of_output_into_one_redraw(hub: Hub) -> None:
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     outputs: list[str] = []
     hub.events.subscribe(lambda e: outputs.append(e.kind) if e.kind == "tile_output" else None)
     view = TileView(hub, "sh", min_interval_s=600)
@@ -271,7 +262,7 @@ def test_timeline_redraw_requests_coalesce_and_it_draws_again_after_its_loop_end
 
 
 def test_tile_view_draws_output_that_comes_after_its_redraw_loop_ended(hub: Hub) -> None:
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     view = TileView(hub, "sh", min_interval_s=0.1)
     try:
         for n in (1, 2):
@@ -284,7 +275,7 @@ def test_tile_view_draws_output_that_comes_after_its_redraw_loop_ended(hub: Hub)
 
 
 def test_tile_view_of_an_unknown_tile_names_the_known_ones(hub: Hub) -> None:
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     with pytest.raises(MadohubValueError, match="tiles: sh"):
         TileView(hub, "nope")
 
@@ -294,7 +285,7 @@ def test_views_keep_updating_on_the_engine_thread_while_the_kernel_thread_blocks
 ) -> None:
     """A cell that blocks (time.sleep) must not freeze the views: they are updated on the
     engine's thread, which the kernel's IOPub channel accepts."""
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     threads: set[str] = set()
 
     async def make_views() -> tuple[TileView, RoundLogTable]:  # made inside a running loop,
@@ -319,8 +310,8 @@ def test_views_keep_updating_on_the_engine_thread_while_the_kernel_thread_blocks
 
 
 def test_route_card_buttons_and_events_follow_the_route_state(hub: Hub) -> None:
-    _shell(hub, "a")
-    _shell(hub, "b")
+    shell_tile(hub, "a")
+    shell_tile(hub, "b")
     route = hub.connect("a", "b", dispatch="shadow", max_rounds=4)
     card = RouteCard(hub, route)
     try:
@@ -341,7 +332,7 @@ def test_route_card_buttons_and_events_follow_the_route_state(hub: Hub) -> None:
 
 
 def test_round_log_table_adds_rounds_as_they_are_logged(hub: Hub) -> None:
-    _shell(hub, "sh")
+    shell_tile(hub, "sh")
     table = RoundLogTable(hub, rows=2)
     try:
         assert table.records == []
@@ -361,8 +352,8 @@ def test_dashboard_grows_with_the_hub_and_closes_its_views(hub: Hub) -> None:
     dash = Dashboard(hub, min_interval_s=0.05)
     try:
         assert dash.tile_views == {}
-        _shell(hub, "a")
-        _shell(hub, "b")
+        shell_tile(hub, "a")
+        shell_tile(hub, "b")
         wait_until(lambda: set(dash.tile_views) == {"a", "b"}, 10, what="tile views")
         route = hub.connect("a", "b", dispatch="shadow")
         wait_until(lambda: route.id in dash.route_cards, 10, what="the route card")
@@ -374,8 +365,8 @@ def test_dashboard_grows_with_the_hub_and_closes_its_views(hub: Hub) -> None:
 
 
 def test_static_html_of_tile_route_and_hub(hub: Hub) -> None:
-    tile = _shell(hub, "a")
-    _shell(hub, "b")
+    tile = shell_tile(hub, "a")
+    shell_tile(hub, "b")
     route = hub.connect("a", "b", dispatch="shadow")
     assert "<b>a</b>" in html_for_tile(tile)
     assert "madohub-screen" in html_for_tile(tile)
