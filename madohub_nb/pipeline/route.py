@@ -15,7 +15,7 @@ import asyncio
 import codecs
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError
@@ -558,32 +558,10 @@ class _SeenSource:
 
 
 def make_route(
-    services: RouteServices,
-    number: int,
-    source: Tile,
-    target: Tile,
-    *,
-    trigger: str,
-    transform: str,
-    template: str | None,
-    max_rounds: int,
-    cooldown_ms: int,
-    stop_keyword: str | None,
-    dispatch: str,
-    pattern: str | None,
-    allow_shell: bool,
-    delivery: str,
-    model: str | None,
-    api_key: str | None,
-    completion_pattern: str | None = None,
+    services: RouteServices, number: int, source: Tile, target: Tile, **options: Any
 ) -> Route:
-    """A route of today's hub: its Runtime's services as the context (see :func:`build_route`)."""
-    return build_route(
-        route_context(services), number, source, target, trigger=trigger, transform=transform,
-        template=template, max_rounds=max_rounds, cooldown_ms=cooldown_ms,
-        stop_keyword=stop_keyword, dispatch=dispatch, pattern=pattern, allow_shell=allow_shell,
-        delivery=delivery, model=model, api_key=api_key, completion_pattern=completion_pattern,
-    )  # fmt: skip
+    """A route of a hub: its services as the context; ``options`` as :func:`build_route`'s."""
+    return build_route(route_context(services), number, source, target, **options)
 
 
 def build_route(
