@@ -122,8 +122,17 @@ class Engine:
         owner = context.get(_OWNER) if context is not None else _OWNER.get()
         tasks = self._owned.setdefault(owner, set())
         tasks.add(task)
-        task.add_done_callback(tasks.discard)
+        task.add_done_callback(lambda done: self._forget(owner, tasks, done))
         return task
+
+    def _forget(
+        self, owner: object, tasks: set[asyncio.Task[Any]], done: asyncio.Task[Any]
+    ) -> None:
+        """A finished task leaves its owner; an owner with none left is forgotten (a route
+        that ended must not be kept alive by the engine)."""
+        tasks.discard(done)
+        if not tasks and self._owned.get(owner) is tasks:
+            del self._owned[owner]
 
     def spawn(
         self, coro: Coroutine[Any, Any, T], owner: object, name: str | None = None
