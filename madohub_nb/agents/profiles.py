@@ -102,7 +102,8 @@ class AgentProfile:
     executes_input: bool
     """Typed text runs as commands (a shell): routes must opt in."""
     extractor: ExtractionMethod
-    """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
+    """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``session`` (the
+    agent's own record: agents/records.py), ``terminal``."""
     writes_status_file: bool = False
     """Keeps a live status file (Claude's ``sessions/<pid>.json``): idle, busy, waiting."""
 
@@ -362,7 +363,7 @@ OPENCODE: Final = AgentProfile(
     typed_tab="    ",  # the footer says "tab agents": Tab switches the agent
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
 )
 
 # --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
@@ -399,7 +400,7 @@ QWEN: Final = AgentProfile(
     typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
 )
 
 # --- Aider (observed 0.86.2, PyPI aider-chat, OpenAI-compatible fake API) ------------
@@ -448,7 +449,7 @@ AIDER: Final = AgentProfile(
     typed_tab="    ",  # Tab completes file names and commands
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
 )
 
 # --- A plain shell ------------------------------------------------------------
