@@ -123,6 +123,9 @@ class AgentProfile:
     foreground_kind: str | None = None
     """The profile that applies while the pane's foreground command is not one of
     ``idle_commands`` (a shell running a REPL, ``cat`` or ``psql``: ``terminal``)."""
+    answer_in_scrollback: bool = False
+    """The agent prints its conversation into the terminal's scrollback (no full-screen
+    TUI): a screen answer is read from the scrollback too, so a long one is whole."""
 
     @property
     def has_transcript(self) -> bool:
@@ -430,7 +433,12 @@ AIDER: Final = AgentProfile(
     marker_tail_lines=20,
     chrome_patterns=(
         re.compile(rf"{_AIDER_LAST_RULE}[\s\S]*\Z", re.MULTILINE),  # the prompt at the bottom
-        re.compile(rf"\A[\s\S]*^{_AIDER_PROMPT} [^\n]*\n", re.MULTILINE),  # up to the last input
+        # Up to the last submitted input: prompt lines under a rule (an answer's own "> "
+        # quote lines are not under one).
+        re.compile(
+            rf"\A[\s\S]*^{_RULE}\n{_AIDER_PROMPT} [^\n]*\n(?:{_AIDER_PROMPT} [^\n]*\n)*",
+            re.MULTILINE,
+        ),
         _line(r"(?:Tokens|Cost): [^\n]*"),
         _line(r"(?:Aider v\d|Model: |Git repo: |Repo-map: |Analytics have been )[^\n]*"),
         _line(_RULE),
@@ -450,6 +458,7 @@ AIDER: Final = AgentProfile(
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="session",  # its own record (agents/records.py), else the screen
+    answer_in_scrollback=True,
 )
 
 # --- A plain shell ------------------------------------------------------------

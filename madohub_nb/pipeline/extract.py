@@ -244,6 +244,12 @@ def _terminal_answer(tile: Tile) -> str:
             found = answer_after_input(history, typed.text, tile.ready_pattern, last=True)
         if found is not None:
             return found
+    if profile.answer_in_scrollback:
+        # A long answer scrolled off: the last answer in the scrollback holds all of it.
+        history = tile.scrollback(ANSWER_HISTORY_LINES)
+        found = terminal_last_response(history, profile, max_lines=ANSWER_HISTORY_LINES)
+        if found:
+            return found
     return terminal_last_response(tile.screen(), profile)
 
 

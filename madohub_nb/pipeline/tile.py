@@ -237,6 +237,14 @@ class Tile:
         except TmuxError:
             return ""
 
+    def scrollback(self, lines: int) -> str:
+        """Screen plus ``lines`` of scrollback, wrapped lines joined (``-J``), ANSI stripped."""
+        try:
+            text = self.tmux.run("capture-pane", "-p", "-J", "-t", self.pane_id, "-S", f"-{lines}")
+        except TmuxError:
+            return ""
+        return self._redact(strip_ansi(text))
+
     # processes on the machine ----------------------------------------------------------
     def _stats(self, *pids: int) -> dict[int, ProcStat | None]:
         """Stats of processes on the tile's machine; a TmuxError when it did not answer (a
