@@ -121,7 +121,9 @@ def agent_record(tile: Tile, proc: AgentProcess) -> RecordRef | None:
         return RecordRef(db, fmt, cwd=cwd) if db is not None and cwd else None
     if fmt == "aider":
         argv = machine.cmdline(proc.pid)
-        for path in agent_records.aider_history_candidates(cwd, argv, env):
+        candidates = agent_records.aider_history_candidates(cwd, argv, env)
+        # On a host each look is an ssh read: its cwd's only (not the folders above).
+        for path in candidates if machine.dir_scans else candidates[:1]:
             # (here a stat; on a host a bounded tail read, None when there is no such file)
             if machine.with_file(path, _is_regular_file):
                 return RecordRef(path, fmt)
@@ -129,29 +131,28 @@ def agent_record(tile: Tile, proc: AgentProcess) -> RecordRef | None:
     if fmt == "qwen":
         return _qwen_chat(tile, proc, env)
     if fmt == "copilot":
-        folder = agent_records.copilot_session_state(env)
-        lock = (
-            machine.find_file(folder, agent_records.copilot_lock_name(proc.pid)) if folder else None
-        )
-        if lock is None:  # the lock belongs to the native child of its launcher
-            lock = next(
-                (
-                    found
-                    for st in machine.pane_processes(proc.pid)[1:]
-                    if folder
-                    and (
-                        found := machine.find_file(folder, agent_records.copilot_lock_name(st.pid))
-                    )
-                ),
-                None,
-            )
-        return RecordRef(agent_records.copilot_events(lock), fmt) if lock is not None else None
+        return _copilot_events(tile, proc, env)
     if fmt == "gemini":
         folder = agent_records.gemini_chats(env, cwd)
         return _newest_since_start(tile, proc, folder, agent_records.GEMINI_CHAT_GLOB, fmt)
     if fmt == "pi":
         folder = agent_records.pi_sessions(env, cwd)
         return _newest_since_start(tile, proc, folder, agent_records.PI_SESSION_GLOB, fmt)
+    return None
+
+
+def _copilot_events(tile: Tile, proc: AgentProcess, env: dict[str, str]) -> RecordRef | None:
+    """Copilot's ``events.jsonl`` beside the ``inuse.<pid>.lock`` of its process: the agent's
+    own, or (the launcher's native child holds it) one of its descendants'."""
+    machine = tile.machine
+    folder = agent_records.copilot_session_state(env)
+    if folder is None:
+        return None
+    pids = [proc.pid, *(st.pid for st in machine.pane_processes(proc.pid) if st.pid != proc.pid)]
+    for pid in pids:
+        lock = machine.find_file(folder, agent_records.copilot_lock_name(pid))
+        if lock is not None:
+            return RecordRef(agent_records.copilot_events(lock), "copilot")
     return None
 
 

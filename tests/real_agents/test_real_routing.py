@@ -10,6 +10,7 @@ an ``@ai-sdk/openai-compatible`` provider in its config.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -837,11 +838,11 @@ def _long_answer_arrives_whole(
     assert rec.status == "delivered", rec.error
     wait_until(_rounds_of(hub, route, 1), 2 * ROUND_TIMEOUT_S, what=f"{source} -> rec")
     (row,) = log_rows(hub, route)
-    assert (row["extraction_method"], row["status"]) == ("session", "delivered"), row["error"]
-    got = wait_until(
-        lambda: not missing_lines(out.read_bytes().decode("utf-8", "replace")), 10, what="all lines"
-    )
-    assert got, missing_lines(out.read_bytes().decode("utf-8", "replace"))
+    assert row["status"] == "delivered", row["error"]
+    with contextlib.suppress(AssertionError):  # typing 120 lines takes a moment
+        wait_until(lambda: not missing_lines(out.read_bytes().decode("utf-8", "replace")), 10)
+    missing = missing_lines(out.read_bytes().decode("utf-8", "replace"))
+    assert (row["extraction_method"], missing) == ("session", [])
 
 
 def test_a_long_opencode_answer_arrives_whole(
