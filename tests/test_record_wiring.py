@@ -193,6 +193,11 @@ def test_gemini_copilot_and_pi_records_are_found_where_each_keeps_it(
         next((RECORDS / "gemini").glob("*.jsonl")), chats / "session-2026-12-01T17-53-5e.jsonl"
     )
     assert _read(tile, gemini) == LONG
+    # A second project of the same basename gets another folder name, in projects.json.
+    (home / ".gemini" / "projects.json").write_text(json.dumps({"projects": {str(cwd): "proj-1"}}))
+    assert _read(tile, gemini) is None
+    chats.parent.rename(chats.parent.with_name("proj-1"))
+    assert _read(tile, gemini) == LONG
 
     copilot = as_kind(tile, "copilot")
     assert _read(tile, copilot) is None

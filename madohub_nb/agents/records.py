@@ -11,7 +11,8 @@ with the versions in ``tests/fixtures/agent_records/README.md``:
   ``~/.qwen/projects/<cwd as a name>/chats/<sessionId>.jsonl``;
 - Aider: ``<cwd>/.aider.chat.history.md`` (its git root's, in a repository),
   or its ``--chat-history-file`` / ``AIDER_CHAT_HISTORY_FILE``;
-- Gemini CLI: the newest ``~/.gemini/tmp/<cwd basename>/chats/session-*.jsonl``;
+- Gemini CLI: the newest ``~/.gemini/tmp/<project>/chats/session-*.jsonl``, the
+  project named for the cwd in ``~/.gemini/projects.json`` (its basename at first);
 - Copilot CLI: ``$COPILOT_HOME/session-state/<uuid>/events.jsonl`` (``~/.copilot``),
   the folder holding ``inuse.<pid>.lock`` of the agent's process;
 - Pi: the newest ``~/.pi/agent/sessions/--<cwd, / as ->--/<time>_<uuid>.jsonl``.
@@ -143,12 +144,31 @@ def _aider_option(argv: Sequence[str]) -> str | None:
     return None
 
 
-def gemini_chats(env: Mapping[str, str], cwd: str | None) -> str | None:
-    """Gemini CLI's chats folder for a project run in ``cwd`` (named by its basename)."""
+def gemini_projects_file(env: Mapping[str, str]) -> str | None:
+    """``~/.gemini/projects.json``: which folder name Gemini CLI gave each project's cwd."""
+    home = _home(env)
+    return posixpath.join(home, ".gemini", "projects.json") if home else None
+
+
+def gemini_project_name(raw: bytes | None, cwd: str) -> str:
+    """The name ``projects.json`` gives ``cwd`` (``{"projects": {cwd: name}}``), else its
+    basename (what Gemini CLI names a project first)."""
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = None
+    projects = data.get("projects") if isinstance(data, dict) else None
+    name = projects.get(posixpath.normpath(cwd)) if isinstance(projects, dict) else None
+    return name if isinstance(name, str) else posixpath.basename(posixpath.normpath(cwd))
+
+
+def gemini_chats(env: Mapping[str, str], cwd: str | None, name: str | None = None) -> str | None:
+    """Gemini CLI's chats folder for a project run in ``cwd`` (``name``: its folder's name,
+    from :func:`gemini_project_name`; its basename by default)."""
     home = _home(env)
     if home is None or not cwd:
         return None
-    name = posixpath.basename(posixpath.normpath(cwd))
+    name = name or posixpath.basename(posixpath.normpath(cwd))
     return posixpath.join(home, ".gemini", "tmp", name, "chats") if _safe_name(name) else None
 
 

@@ -133,7 +133,10 @@ def agent_record(tile: Tile, proc: AgentProcess) -> RecordRef | None:
     if fmt == "copilot":
         return _copilot_events(tile, proc, env)
     if fmt == "gemini":
-        folder = agent_records.gemini_chats(env, cwd)
+        pointer = agent_records.gemini_projects_file(env)
+        raw = machine.read_head(pointer) if pointer is not None and cwd else None
+        name = agent_records.gemini_project_name(raw, cwd) if cwd else None
+        folder = agent_records.gemini_chats(env, cwd, name)
         return _newest_since_start(tile, proc, folder, agent_records.GEMINI_CHAT_GLOB, fmt)
     if fmt == "pi":
         folder = agent_records.pi_sessions(env, cwd)
