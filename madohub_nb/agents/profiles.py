@@ -102,7 +102,8 @@ class AgentProfile:
     executes_input: bool
     """Typed text runs as commands (a shell): routes must opt in."""
     extractor: ExtractionMethod
-    """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``terminal``."""
+    """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``session`` (the
+    agent's own record: agents/records.py), ``terminal``."""
     writes_status_file: bool = False
     """Keeps a live status file (Claude's ``sessions/<pid>.json``): idle, busy, waiting."""
 
@@ -122,6 +123,9 @@ class AgentProfile:
     foreground_kind: str | None = None
     """The profile that applies while the pane's foreground command is not one of
     ``idle_commands`` (a shell running a REPL, ``cat`` or ``psql``: ``terminal``)."""
+    answer_in_scrollback: bool = False
+    """The agent prints its conversation into the terminal's scrollback (no full-screen
+    TUI): a screen answer is read from the scrollback too, so a long one is whole."""
 
     @property
     def has_transcript(self) -> bool:
@@ -362,7 +366,7 @@ OPENCODE: Final = AgentProfile(
     typed_tab="    ",  # the footer says "tab agents": Tab switches the agent
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
 )
 
 # --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
@@ -399,7 +403,7 @@ QWEN: Final = AgentProfile(
     typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
 )
 
 # --- Aider (observed 0.86.2, PyPI aider-chat, OpenAI-compatible fake API) ------------
@@ -429,7 +433,12 @@ AIDER: Final = AgentProfile(
     marker_tail_lines=20,
     chrome_patterns=(
         re.compile(rf"{_AIDER_LAST_RULE}[\s\S]*\Z", re.MULTILINE),  # the prompt at the bottom
-        re.compile(rf"\A[\s\S]*^{_AIDER_PROMPT} [^\n]*\n", re.MULTILINE),  # up to the last input
+        # Up to the last submitted input: prompt lines under a rule (an answer's own "> "
+        # quote lines are not under one).
+        re.compile(
+            rf"\A[\s\S]*^{_RULE}\n{_AIDER_PROMPT} [^\n]*\n(?:{_AIDER_PROMPT} [^\n]*\n)*",
+            re.MULTILINE,
+        ),
         _line(r"(?:Tokens|Cost): [^\n]*"),
         _line(r"(?:Aider v\d|Model: |Git repo: |Repo-map: |Analytics have been )[^\n]*"),
         _line(_RULE),
@@ -448,7 +457,8 @@ AIDER: Final = AgentProfile(
     typed_tab="    ",  # Tab completes file names and commands
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="terminal",
+    extractor="session",  # its own record (agents/records.py), else the screen
+    answer_in_scrollback=True,
 )
 
 # --- A plain shell ------------------------------------------------------------

@@ -90,11 +90,16 @@ def remove_chrome(screen: str, profile: AgentProfile) -> str:
 
 
 def _answer_blocks(lines: list[str], start: re.Pattern[str]) -> list[list[str]]:
-    """Blocks that begin with an answer bullet and go on with indented or blank lines."""
+    """Blocks that begin with an answer bullet and go on with indented or blank lines.
+
+    A "bullet" that is only an indent (OpenCode indents its answers by 5 spaces)
+    starts a block only where none is open: every line of the answer has it.
+    """
     blocks: list[list[str]] = []
     current: list[str] | None = None
     for line in lines:
-        if start.match(line):
+        bullet = start.match(line)
+        if bullet and (current is None or bullet.group().strip()):
             current = [line]
             blocks.append(current)
         elif current is not None and (not line or line[0] in " \t"):
@@ -102,6 +107,30 @@ def _answer_blocks(lines: list[str], start: re.Pattern[str]) -> list[list[str]]:
         else:
             current = None
     return blocks
+
+
+def _headless_block(lines: list[str], start: re.Pattern[str]) -> list[str]:
+    """The first lines that may continue an answer whose bullet is not shown: blank or
+    indented at least as deep as the first of them, up to the first bullet."""
+    block: list[str] = []
+    depth: int | None = None
+    for line in lines:
+        if start.match(line):
+            break
+        indent = len(line) - len(line.lstrip(" "))
+        if line and depth is None:
+            if indent == 0:
+                break
+            depth = indent
+        elif line and depth is not None and indent < depth:
+            break
+        block.append(line)
+    return block if depth is not None else []
+
+
+def _dedent(block: list[str]) -> str:
+    depth = min(len(ln) - len(ln.lstrip(" ")) for ln in block if ln)
+    return _tidy("\n".join(ln[depth:] for ln in block))
 
 
 def _is_answer(block: list[str], profile: AgentProfile) -> bool:
@@ -129,15 +158,27 @@ def terminal_last_response(
     """The agent's last answer as read from the screen ("" when none is visible).
 
     For agents with answer bullets (Claude ``● ``, Codex ``• ``) it is the last
-    bullet block that is not a tool call or status line; for the others (shell,
-    unknown TUIs) the last ``max_lines`` lines of the screen without chrome.
+    bullet block that is not a tool call or status line (or, when no bullet is left
+    on screen, the indented lines at its top that continue one); for the others
+    (shell, unknown TUIs) the last ``max_lines`` lines of the screen without chrome.
     """
     text = remove_chrome(screen, profile)
     start = profile.answer_start
     if start is None:
         return _tidy("\n".join(text.split("\n")[-max_lines:]))
-    answers = [b for b in _answer_blocks(text.split("\n"), start) if _is_answer(b, profile)]
-    return _block_text(answers[-1], start) if answers else ""
+    lines = text.split("\n")
+    answers = [b for b in _answer_blocks(lines, start) if _is_answer(b, profile)]
+    if answers:
+        return _block_text(answers[-1], start)
+    # No bullet left on screen: a long answer's bullet scrolled off (Qwen Code clears the
+    # scrollback as it redraws). What is still visible of it is the answer read here.
+    rest = _headless_block(lines, start)
+    top = clean_screen(screen).lstrip("\n").split("\n", 1)[0]
+    off_the_top = any(rest) and next(line for line in rest if line) == top
+    tool = profile.tool_output
+    if off_the_top and (tool is None or not any(tool.match(line) for line in rest)):
+        return _dedent(rest)
+    return ""
 
 
 def input_text(screen: str, profile: AgentProfile) -> str | None:

@@ -3,7 +3,9 @@
 Claude Code: agent pid → its config dir → ``sessions/<pid>.json`` → ``sessionId``
 → ``projects/*/<sessionId>.jsonl`` (falling back to the cwd's project folder).
 Codex: the rollout file the process has open, else the newest one for its cwd.
-Everything else, and whenever a transcript cannot be resolved: the screen,
+OpenCode, Qwen Code, Aider, Gemini CLI, Copilot CLI and Pi: their own record
+of the conversation (``session``; where each keeps it: ``agents/records.py``).
+Everything else, and whenever no record can be found: the screen,
 ANSI codes and TUI chrome removed. A program without answer markers (a
 ``terminal`` tile, a shell running a REPL) answers with the output that
 followed the last input typed into it.
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..agents import records as agent_records
 from ..agents.codex import ROLLOUT_GLOB, newest_rollout
 from ..agents.screen import strip_ansi, terminal_last_response
 from ..io.transcripts import Extraction, cwd_to_project_dir, find_codex_rollout
@@ -88,6 +93,116 @@ def codex_rollout(tile: Tile, proc: AgentProcess) -> str | None:
     return str(rollout) if rollout is not None else None
 
 
+@dataclass(frozen=True)
+class RecordRef:
+    """An agent's own record on the tile's machine, and what narrows it to the agent's session."""
+
+    path: str
+    fmt: str
+    """Its format (``madohub_nb.io.agent_records``): ``opencode``, ``qwen``, ``aider``..."""
+    session_id: str | None = None
+    cwd: str | None = None
+    """OpenCode: its database serves every OpenCode of the user; the agent's session is the
+    newest one run in this folder."""
+
+
+def agent_record(tile: Tile, proc: AgentProcess) -> RecordRef | None:
+    """The record the tile's agent keeps of its conversation (a path on its machine), or None.
+
+    Every look-up is bounded: a few file reads or one listing of one folder
+    (listings only where the machine allows them).
+    """
+    fmt = agent_records.record_format(proc.kind)
+    if fmt is None:
+        return None
+    env = tile.record_environ(proc)
+    machine = tile.machine
+    cwd = machine.cwd(proc.pid) or tile.pane_path()
+    if fmt == "opencode":
+        db = agent_records.opencode_database(env)
+        return RecordRef(db, fmt, cwd=cwd) if db is not None and cwd else None
+    if fmt == "aider":
+        argv = machine.cmdline(proc.pid)
+        candidates = agent_records.aider_history_candidates(cwd, argv, env)
+        # On a host each look is an ssh read: its cwd's only (not the folders above).
+        for path in candidates if machine.dir_scans else candidates[:1]:
+            # (here a stat; on a host a bounded tail read, None when there is no such file)
+            if machine.with_file(path, _is_regular_file):
+                return RecordRef(path, fmt)
+        return None
+    if fmt == "qwen":
+        return _qwen_chat(tile, proc, env)
+    if fmt == "copilot":
+        return _copilot_events(tile, proc, env)
+    if fmt == "gemini":
+        pointer = agent_records.gemini_projects_file(env)
+        raw = machine.read_head(pointer) if pointer is not None and cwd else None
+        name = agent_records.gemini_project_name(raw, cwd) if cwd else None
+        folder = agent_records.gemini_chats(env, cwd, name)
+        return _newest_since_start(tile, proc, folder, agent_records.GEMINI_CHAT_GLOB, fmt)
+    if fmt == "pi":
+        folder = agent_records.pi_sessions(env, cwd)
+        return _newest_since_start(tile, proc, folder, agent_records.PI_SESSION_GLOB, fmt)
+    return None
+
+
+def _copilot_events(tile: Tile, proc: AgentProcess, env: dict[str, str]) -> RecordRef | None:
+    """Copilot's ``events.jsonl`` beside the ``inuse.<pid>.lock`` of its process: the agent's
+    own, or (the launcher's native child holds it) one of its descendants'."""
+    machine = tile.machine
+    folder = agent_records.copilot_session_state(env)
+    if folder is None:
+        return None
+    pids = [proc.pid, *(st.pid for st in machine.pane_processes(proc.pid) if st.pid != proc.pid)]
+    for pid in pids:
+        lock = machine.find_file(folder, agent_records.copilot_lock_name(pid))
+        if lock is not None:
+            return RecordRef(agent_records.copilot_events(lock), "copilot")
+    return None
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _qwen_chat(tile: Tile, proc: AgentProcess, env: dict[str, str]) -> RecordRef | None:
+    """Qwen's chat file of the session its process (or a descendant) names in ``sessions/``."""
+    machine = tile.machine
+    projects = agent_records.qwen_projects(env)
+    if projects is None:
+        return None
+    pids = [proc.pid, *(st.pid for st in machine.pane_processes(proc.pid) if st.pid != proc.pid)]
+    for pid, pointer in zip(pids, agent_records.qwen_pointer_files(env, pids), strict=True):
+        session = agent_records.qwen_session(machine.read_head(pointer), pid)
+        if session is not None:
+            found = machine.find_file(projects, agent_records.qwen_chat_name(session))
+            return RecordRef(found, "qwen", session_id=session) if found is not None else None
+    return None
+
+
+def _newest_since_start(
+    tile: Tile, proc: AgentProcess, folder: str | None, pattern: str, fmt: str
+) -> RecordRef | None:
+    """The newest record in ``folder`` written since the agent started (where folders may be
+    listed): the agent writes one file per session there and holds none open."""
+    machine = tile.machine
+    if folder is None or not machine.dir_scans:
+        return None
+    started = machine.started_at(proc.pid)
+    found = _newest_regular_file(Path(folder).glob(pattern))
+    if found is None:
+        return None
+    try:
+        if started is not None and found.stat().st_mtime < started - 1:
+            return None  # an older session's: this agent has written nothing yet
+    except OSError:
+        return None
+    return RecordRef(posixpath.normpath(str(found)), fmt)
+
+
 def transcript_path(tile: Tile) -> Path | None:
     """Where the tile's agent keeps its transcript (a path on the tile's machine), if found."""
     found = tile.transcript_path()
@@ -135,6 +250,12 @@ def _terminal_answer(tile: Tile) -> str:
             found = answer_after_input(history, typed.text, tile.ready_pattern, last=True)
         if found is not None:
             return found
+    if profile.answer_in_scrollback:
+        # A long answer scrolled off: the last answer in the scrollback holds all of it.
+        history = tile.scrollback(ANSWER_HISTORY_LINES)
+        found = terminal_last_response(history, profile, max_lines=ANSWER_HISTORY_LINES)
+        if found:
+            return found
     return terminal_last_response(tile.screen(), profile)
 
 
@@ -148,8 +269,9 @@ def from_terminal(tile: Tile) -> Extraction | None:
 
 
 def extract(tile: Tile, terminal_only: bool = False) -> Extraction | None:
-    """The tile's last response: transcript first (unless ``terminal_only``), then the screen."""
-    if not terminal_only and tile.profile.extractor in ("jsonl", "rollout"):
+    """The tile's last response: transcript or record first (unless ``terminal_only``), then
+    the screen."""
+    if not terminal_only and tile.profile.has_transcript:
         found = tile.transcript_response()  # (on a host: a bounded tail over ssh)
         if found is not None:
             return found

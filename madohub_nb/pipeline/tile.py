@@ -45,8 +45,10 @@ from ..agents.profiles import (
     quiet_state,
     screen_state,
 )
+from ..agents.records import ENV_NAMES as RECORD_ENV
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
+from ..io.agent_records import read_record, record_turn_finished
 from ..io.machine import Machine, PaneRef, PaneTmux
 from ..io.tmux import PaneInfo
 from ..io.transcripts import read_last_response, turn_finished
@@ -235,6 +237,14 @@ class Tile:
         except TmuxError:
             return ""
 
+    def scrollback(self, lines: int) -> str:
+        """Screen plus ``lines`` of scrollback, wrapped lines joined (``-J``), ANSI stripped."""
+        try:
+            text = self.tmux.run("capture-pane", "-p", "-J", "-t", self.pane_id, "-S", f"-{lines}")
+        except TmuxError:
+            return ""
+        return self._redact(strip_ansi(text))
+
     # processes on the machine ----------------------------------------------------------
     def _stats(self, *pids: int) -> dict[int, ProcStat | None]:
         """Stats of processes on the tile's machine; a TmuxError when it did not answer (a
@@ -277,7 +287,7 @@ class Tile:
         key = (proc.pid, proc.start_ticks)
         if key not in self._environs:
             try:
-                env = self.machine.environ(proc.pid, (*CLAUDE_ENV, *CODEX_ENV))
+                env = self.machine.environ(proc.pid, (*CLAUDE_ENV, *CODEX_ENV, *RECORD_ENV))
             except TmuxError:
                 return {}
             self._environs = {key: env}
@@ -413,9 +423,32 @@ class Tile:
                 return extraction.claude_transcript(self, proc)
             if self.profile.extractor == "rollout":
                 return extraction.codex_rollout(self, proc)
+            if self.profile.extractor == "session":
+                found = extraction.agent_record(self, proc)
+                return found.path if found is not None else None
         except TmuxError:  # a host that stopped answering: no transcript now
             return None
         return None
+
+    def agent_record(self) -> extraction.RecordRef | None:
+        """The agent's own record of its conversation (OpenCode, Qwen Code, Aider, Gemini CLI,
+        Copilot CLI, Pi: ``agents/records.py``), if it keeps one and it can be found."""
+        proc = self.agent_process()
+        if proc is None or self.profile.extractor != "session":
+            return None
+        try:
+            return extraction.agent_record(self, proc)
+        except TmuxError:
+            return None
+
+    def record_environ(self, proc: AgentProcess) -> dict[str, str]:
+        """The agent's variables that move its record (``HOME``, ``XDG_DATA_HOME``...)."""
+        return self._environ(proc, RECORD_ENV)
+
+    def pane_path(self) -> str | None:
+        """The pane's working directory as tmux reports it (its foreground process's)."""
+        info = self.pane_info()
+        return info.current_path if info is not None and info.current_path else None
 
     def codex_home(self, proc: AgentProcess) -> Path | None:
         """Codex's home on the tile's machine (its ``CODEX_HOME``, else ``HOME``/.codex)."""
@@ -477,15 +510,35 @@ class Tile:
 
     def turn_finished(self) -> bool | None:
         """Does the agent's transcript end with a finished turn? None: no transcript found."""
+        if self.profile.extractor == "session":
+            rec = self.agent_record()
+            if rec is None:
+                return None
+            return self._parse(
+                rec.path,
+                lambda p: record_turn_finished(
+                    p, fmt=rec.fmt, session_id=rec.session_id, cwd=rec.cwd
+                ),
+            )
         path = self.transcript_path()
         return self._parse(path, turn_finished) if path is not None else None
 
     def transcript_response(self) -> Extraction | None:
-        """The last answer in the agent's transcript (or rollout), if one can be found."""
-        path = self.transcript_path()
-        if path is None:
-            return None
-        found = self._parse(path, lambda p: read_last_response(p, usage=True))
+        """The last answer in the agent's transcript, rollout or record, if one can be found."""
+        if self.profile.extractor == "session":
+            rec = self.agent_record()
+            if rec is None:
+                return None
+            path = rec.path
+            found = self._parse(
+                path, lambda p: read_record(p, fmt=rec.fmt, session_id=rec.session_id, cwd=rec.cwd)
+            )
+        else:
+            transcript = self.transcript_path()
+            if transcript is None:
+                return None
+            path = transcript
+            found = self._parse(path, lambda p: read_last_response(p, usage=True))
         if found is not None and self.machine.name is not None:  # (parsed from a local copy)
             return dataclasses.replace(found, path=Path(path))
         return found

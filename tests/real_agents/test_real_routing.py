@@ -10,6 +10,7 @@ an ``@ai-sdk/openai-compatible`` provider in its config.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SkippedTurns, log_rows, repaint, wait_until
+from conftest import SkippedTurns, log_rows, repaint, start_recorder, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
@@ -37,6 +38,7 @@ from .conftest import (
     start_agent_pane,
     write_claude_config,
 )
+from .long_answer import MARKER, long_reply, missing_lines
 
 pytestmark = pytest.mark.real_agents
 
@@ -560,7 +562,7 @@ def test_a_slash_command_sent_to_claude_runs_once(
 # --------------------------------------------------------------------------- OpenCode smoke
 
 
-def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
+def test_opencode_tile_shows_busy_then_idle_and_its_database_answer_is_routed(
     real_hub: mh.Hub,
     real_opencode_pane: Callable[[], RealPane],
     real_claude_pane: Callable[..., RealPane],
@@ -582,10 +584,11 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     _save(screens_dir / "opencode_busy.txt", str(busy))
     idle = wait_until(_screen_in(src, "idle"), REPLY_TIMEOUT_S, what="OpenCode idle again")
     _save(screens_dir / "opencode_idle_after_reply.txt", str(idle))
-    # Its markdown renderer shows "[[sleep 3]]" as "[sleep 3]": the screen is what is read.
-    warm_answer = default_answer(warm_up).replace("[[sleep 3]]", "[sleep 3]")
-    found = wait_until(_answered(src, warm_answer, "terminal"), 10, what=warm_answer)
-    assert isinstance(found, mh.Extraction) and found.path is None
+    # Its markdown renderer shows "[[sleep 3]]" as "[sleep 3]"; its database has the text.
+    warm_answer = default_answer(warm_up)
+    found = wait_until(_answered(src, warm_answer, "session"), 10, what=warm_answer)
+    assert isinstance(found, mh.Extraction) and found.path is not None
+    assert found.path.name == "opencode.db"
 
     route = real_hub.connect("opencode", "claude", template="From OpenCode:\n{output}")
     wait_until(route.ready.is_set, 20)
@@ -595,8 +598,9 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     assert fake_anthropic.wait_for_prompts(1, ROUND_TIMEOUT_S) == [for_claude]
     wait_until(_rounds_of(real_hub, route, 1), ROUND_TIMEOUT_S, what="the routed round")
     (row,) = log_rows(real_hub, route)
-    assert (row["extraction_method"], row["status"]) == ("terminal", "delivered"), row["error"]
+    assert (row["extraction_method"], row["status"]) == ("session", "delivered"), row["error"]
     assert row["extracted"] == default_answer(relay)
+    assert row["model"] == "fake-model" and row["output_tokens"] is not None
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
 
 
@@ -655,7 +659,7 @@ def test_qwen_code_routes_both_ways_with_claude(
     cl = real_claude_pane()
     real_hub.tile("claude", pane=cl.pane_id)
 
-    # Qwen -> Claude: its screen answer, wrapped.
+    # Qwen -> Claude: its chat record's answer, wrapped.
     out_route = real_hub.connect("qwen", "claude", template="From qwen: {output}", max_rounds=1)
     wait_until(lambda: out_route.ready.is_set(), 10)
     rec = real_hub.send("qwen", "Say hi [[sleep 2]]").result(ROUND_TIMEOUT_S)
@@ -666,6 +670,9 @@ def test_qwen_code_routes_both_ways_with_claude(
     assert any(fake_anthropic_prompt(r["body"]) == expected for r in fake_anthropic.requests), [
         fake_anthropic_prompt(r["body"]) for r in fake_anthropic.requests
     ]
+    (row,) = log_rows(real_hub, out_route)
+    assert row["extraction_method"] == "session", row
+    assert row["model"] == "fake-model" and row["input_tokens"] is not None
     out_route.stop()
 
     # Claude -> Qwen: its transcript answer, typed into Qwen's box (two lines, one prompt).
@@ -683,17 +690,12 @@ def test_qwen_code_routes_both_ways_with_claude(
         what="the routed prompt at Qwen's API",
     )
     wait_until(lambda: qwen.state == "idle", REPLY_TIMEOUT_S)
-    # The first idle reading can come before Qwen has drawn its answer (the fake answers
-    # at once); a route waits for quiet first, so the test waits for the answer to show.
+    # The first idle reading can come before Qwen has written its answer (the fake answers
+    # at once); a route waits for quiet first, so the test waits for the answer.
     answer = default_answer(routed)
-    wait_until(
-        lambda: (got := qwen.last_response()) is not None and got.text == answer,
-        10,
-        what="Qwen's answer on its screen",
-    )
-    found = qwen.last_response()
-    assert found is not None and found.method == "terminal"
-    assert found.text == answer
+    found = wait_until(_answered(qwen, answer, "session"), 10, what="Qwen's answer in its chat")
+    assert isinstance(found, mh.Extraction) and found.path is not None
+    assert found.path.suffix == ".jsonl" and found.path.parent.name == "chats"
 
 
 # --------------------------------------------------------------------------- Aider
@@ -734,8 +736,10 @@ def write_aider_config(home: Path, base_url: str) -> None:
         }
     }
     (home / ".aider.model.metadata.json").write_text(json.dumps(metadata))
+    # "ask": Aider answers without editing files, so an answer is kept whole (in "whole"
+    # edit format a fenced code block is taken for a file, and the model is asked again).
     (home / ".aider.model.settings.yml").write_text(
-        f"- name: {AIDER_MODEL}\n  edit_format: whole\n  reminder: sys\n  examples_as_sys_msg: true\n"
+        f"- name: {AIDER_MODEL}\n  edit_format: ask\n  reminder: sys\n  examples_as_sys_msg: true\n"
     )
 
 
@@ -775,7 +779,7 @@ def test_aider_routes_both_ways_with_claude(
     cl = real_claude_pane()
     real_hub.tile("claude", pane=cl.pane_id)
 
-    # Aider -> Claude: its screen answer, wrapped.
+    # Aider -> Claude: its chat history's answer, wrapped.
     out_route = real_hub.connect("aider", "claude", template="From aider: {output}", max_rounds=1)
     wait_until(lambda: out_route.ready.is_set(), 10)
     rec = real_hub.send("aider", "Say hi [[sleep 2]]").result(ROUND_TIMEOUT_S)
@@ -789,7 +793,7 @@ def test_aider_routes_both_ways_with_claude(
     ]
     (row,) = log_rows(real_hub, out_route)
     assert (row["extraction_method"], row["extracted"]) == (
-        "terminal",
+        "session",
         default_answer("Say hi [[sleep 2]]"),
     )
     out_route.stop()
@@ -812,6 +816,64 @@ def test_aider_routes_both_ways_with_claude(
     assert fake_openai.prompts == ["Say hi [[sleep 2]]", routed]  # each prompt once, whole
     wait_until(lambda: aider.state == "idle", REPLY_TIMEOUT_S)
     _save(screens_dir / "aider_idle_after_route.txt", real_aider_pane.screen())
-    found = aider.last_response()
-    assert found is not None and found.method == "terminal"
-    assert found.text == default_answer(routed)
+    found = wait_until(_answered(aider, default_answer(routed), "session"), 10, what="answer")
+    assert isinstance(found, mh.Extraction) and found.path is not None
+    assert found.path.name == ".aider.chat.history.md"
+
+
+# --------------------------------------------------------------------------- long answers (23.4)
+
+
+def _long_answer_arrives_whole(
+    hub: mh.Hub, source: str, fake: FakeOpenAIResponses, out: Path
+) -> None:
+    """``source`` answers about 120 lines of markdown; the recorder tile gets every line."""
+    fake.reply = long_reply
+    start_recorder(hub, "rec", out, paste=True)
+    route = hub.connect(source, "rec", template="{output}", max_rounds=1)
+    wait_until(route.ready.is_set, 20)
+    rec = hub.send(source, f"{MARKER} please write the long markdown answer").result(
+        ROUND_TIMEOUT_S
+    )
+    assert rec.status == "delivered", rec.error
+    wait_until(_rounds_of(hub, route, 1), 2 * ROUND_TIMEOUT_S, what=f"{source} -> rec")
+    (row,) = log_rows(hub, route)
+    assert row["status"] == "delivered", row["error"]
+    with contextlib.suppress(AssertionError):  # typing 120 lines takes a moment
+        wait_until(lambda: not missing_lines(out.read_bytes().decode("utf-8", "replace")), 10)
+    missing = missing_lines(out.read_bytes().decode("utf-8", "replace"))
+    assert (row["extraction_method"], missing) == ("session", [])
+
+
+def test_a_long_opencode_answer_arrives_whole(
+    real_hub: mh.Hub,
+    real_opencode_pane: Callable[[], RealPane],
+    fake_openai: FakeOpenAIResponses,
+    tmp_path: Path,
+) -> None:
+    oc = real_opencode_pane()
+    src = real_hub.tile("opencode", pane=oc.pane_id)
+    wait_until(lambda: src.state == "idle", REPLY_TIMEOUT_S, what="OpenCode idle")
+    _long_answer_arrives_whole(real_hub, "opencode", fake_openai, tmp_path / "rec.bin")
+
+
+def test_a_long_qwen_answer_arrives_whole(
+    real_hub: mh.Hub,
+    real_qwen_pane: RealPane,
+    fake_openai: FakeOpenAIResponses,
+    tmp_path: Path,
+) -> None:
+    qwen = real_hub.tile("qwen", pane=real_qwen_pane.pane_id)
+    wait_until(lambda: qwen.state == "idle", STARTUP_TIMEOUT_S, what="Qwen Code idle")
+    _long_answer_arrives_whole(real_hub, "qwen", fake_openai, tmp_path / "rec.bin")
+
+
+def test_a_long_aider_answer_arrives_whole(
+    real_hub: mh.Hub,
+    real_aider_pane: RealPane,
+    fake_openai: FakeOpenAIResponses,
+    tmp_path: Path,
+) -> None:
+    aider = real_hub.tile("aider", pane=real_aider_pane.pane_id)
+    wait_until(lambda: aider.state == "idle", STARTUP_TIMEOUT_S, what="Aider idle")
+    _long_answer_arrives_whole(real_hub, "aider", fake_openai, tmp_path / "rec.bin")
