@@ -19,10 +19,12 @@ Layers, for the tests here and for later ones that route real agents through hub
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_gemini import FakeGemini
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
-from .install import AgentInstallError, ensure_agent
+from .install import TRAPPED_REGISTRY_ENV, AgentInstallError, config_deps_dir, ensure_agent
 
 CLAUDE_VERSIONS = ("2.1.197", "2.1.332")
 CODEX_VERSION = "0.171.0"
@@ -814,3 +816,85 @@ def real_pi_pane(
     yield start
     for pane in panes:
         pane.stop()
+
+
+# --------------------------------------------------------------------------- no registry at run time
+
+QWEN_NO_UPDATE_SETTINGS = {"general": {"enableAutoUpdate": False}}
+"""Qwen Code settings that turn off its update check (a registry lookup at every start)."""
+
+
+def seed_opencode_config_deps(home: Path, version: str) -> Path:
+    """Give ``home``'s OpenCode config folder the ``@opencode-ai/plugin`` install.py put in the
+    cache, so OpenCode does not install it from the registry when it starts.
+
+    OpenCode 1.18.33 installs into its config folder unless ``node_modules`` is there and
+    ``package-lock.json`` names every dependency ``package.json`` (and it) asks for. The
+    folder's ``node_modules`` becomes a link to the cache's (read, never written: nothing is
+    missing); the two JSON files are copied.
+    """
+    deps = config_deps_dir("opencode", version)
+    if not (deps / "node_modules").is_dir():
+        raise AssertionError(f"{deps} has no node_modules: run tests/real_agents/install.py")
+    folder = home / ".config" / "opencode"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "node_modules"
+    if not link.is_symlink() and not link.exists():
+        link.symlink_to(deps / "node_modules", target_is_directory=True)
+    for name in ("package.json", "package-lock.json"):
+        (folder / name).write_text((deps / name).read_text())
+    return folder
+
+
+class RegistryTrap:
+    """A stand-in package registry on 127.0.0.1 that answers every request 503 and records it.
+
+    Every real-agent test points ``npm_config_registry`` at one (``registry_trap``), so an
+    agent that looks something up in a registry at run time finds none, and a test can
+    assert that none was asked (``requests``). The install step (install.py) is not trapped.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        trap = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _refuse(self) -> None:
+                trap.requests.append(f"{self.command} {self.path}")
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_HEAD = _refuse
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet: tests read ``requests``."""
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="registry-trap", daemon=True
+        )
+
+    def __enter__(self) -> RegistryTrap:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def registry_trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryTrap]:
+    """Every agent a real-agent test starts sees a package registry that answers nothing.
+
+    ``npm_config_registry`` (read by npm, and by OpenCode's and Qwen Code's own lookups) goes
+    to a :class:`RegistryTrap`; ``TRAPPED_REGISTRY_ENV`` tells install.py to install from the
+    registry set up on this machine all the same.
+    """
+    with RegistryTrap() as trap:
+        monkeypatch.setenv(TRAPPED_REGISTRY_ENV, os.environ.get("npm_config_registry", ""))
+        monkeypatch.setenv("npm_config_registry", trap.url)
+        yield trap

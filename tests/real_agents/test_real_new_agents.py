@@ -24,7 +24,13 @@ from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_gemini import FakeGemini
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
-from .conftest import REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RealPane, copilot_prompt
+from .conftest import (
+    REPLY_TIMEOUT_S,
+    STARTUP_TIMEOUT_S,
+    RealPane,
+    RegistryTrap,
+    copilot_prompt,
+)
 
 pytestmark = pytest.mark.real_agents
 
@@ -93,6 +99,7 @@ def _start(kind: str, request: pytest.FixtureRequest, hub: mh.Hub, screens: Path
 def test_new_agent_routes_both_ways_with_claude(
     kind: str,
     request: pytest.FixtureRequest,
+    registry_trap: RegistryTrap,
     real_hub: mh.Hub,
     real_claude_pane: Callable[..., RealPane],
     fake_anthropic: FakeAnthropic,
@@ -158,3 +165,4 @@ def test_new_agent_routes_both_ways_with_claude(
     )
     assert isinstance(found, mh.Extraction) and found.method in ANSWER_METHODS
     _save(screens_dir / f"{kind}_after_route.txt", agent.screen())
+    assert registry_trap.requests == []  # nothing looked up in a package registry

@@ -31,9 +31,12 @@ from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 from .conftest import (
     CLAUDE_VERSIONS,
     DEFAULT_API_KEY,
+    QWEN_NO_UPDATE_SETTINGS,
     REPLY_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
     RealPane,
+    RegistryTrap,
+    seed_opencode_config_deps,
     start_agent_pane,
     write_claude_config,
 )
@@ -135,6 +138,7 @@ def write_opencode_config(home: Path, base_url: str, api_key: str = DEFAULT_API_
     path = home / ".config" / "opencode" / "opencode.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
+    seed_opencode_config_deps(home, OPENCODE_VERSION)  # (else it installs from the registry)
     return path
 
 
@@ -561,6 +565,7 @@ def test_a_slash_command_sent_to_claude_runs_once(
 
 
 def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
+    registry_trap: RegistryTrap,
     real_hub: mh.Hub,
     real_opencode_pane: Callable[[], RealPane],
     real_claude_pane: Callable[..., RealPane],
@@ -598,6 +603,8 @@ def test_opencode_tile_shows_busy_then_idle_and_its_screen_answer_is_routed(
     assert (row["extraction_method"], row["status"]) == ("terminal", "delivered"), row["error"]
     assert row["extracted"] == default_answer(relay)
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
+    # Its @opencode-ai/plugin came from the install step: no registry was asked (issue 23.6).
+    assert registry_trap.requests == []
 
 
 # --------------------------------------------------------------------------- Qwen Code
@@ -624,6 +631,7 @@ def real_qwen_pane(
                 "privacy": {"usageStatisticsEnabled": False},
                 "telemetry": {"enabled": False},
                 "ui": {"hideTips": True},
+                **QWEN_NO_UPDATE_SETTINGS,
             }
         )
     )
@@ -643,6 +651,7 @@ def real_qwen_pane(
 
 
 def test_qwen_code_routes_both_ways_with_claude(
+    registry_trap: RegistryTrap,
     real_hub: mh.Hub,
     real_qwen_pane: RealPane,
     real_claude_pane: Callable[..., RealPane],
@@ -694,6 +703,7 @@ def test_qwen_code_routes_both_ways_with_claude(
     found = qwen.last_response()
     assert found is not None and found.method == "terminal"
     assert found.text == answer
+    assert registry_trap.requests == []  # its update check is off (issue 23.6)
 
 
 # --------------------------------------------------------------------------- Aider
