@@ -30,6 +30,7 @@ from .conftest import (
     RealPane,
     RegistryTrap,
     copilot_prompt,
+    process_tree,
 )
 
 pytestmark = pytest.mark.real_agents
@@ -166,3 +167,20 @@ def test_new_agent_routes_both_ways_with_claude(
     assert isinstance(found, mh.Extraction) and found.method in ANSWER_METHODS
     _save(screens_dir / f"{kind}_after_route.txt", agent.screen())
     assert registry_trap.requests == []  # nothing looked up in a package registry
+
+
+@pytest.mark.parametrize("kind", NEW_KINDS)
+def test_new_agent_started_from_a_shell_is_detected_as_the_shells_child(
+    kind: str, request: pytest.FixtureRequest, real_hub: mh.Hub
+) -> None:
+    start: Callable[..., RealPane] = request.getfixturevalue(f"real_{kind}_pane")
+    pane = start(via_shell=True, **({"trust": False} if kind == "copilot" else {}))
+    tile = real_hub.tile(kind, pane=pane.pane_id)
+    assert tile.agent == kind
+    proc = tile.agent_process()
+    # bash -> the agent's first process (Gemini: the launcher node, not its re-executed child).
+    assert proc is not None and proc.pid == pane.agent_pid() != pane.pane_pid
+    tree = process_tree(pane.pane_pid)
+    assert (proc.pid, pane.pane_pid) in [(pid, ppid) for pid, ppid, _ in tree]
+    if kind == "gemini":
+        assert [name for _, _, name in tree[1:]] == ["node", "node"]
