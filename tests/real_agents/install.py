@@ -225,7 +225,7 @@ def _npm_install(
             text=True,
             timeout=NPM_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
-            env=_install_env(),
+            env=install_env(),
         )
     except subprocess.TimeoutExpired as exc:
         raise AgentInstallError(
@@ -238,7 +238,7 @@ def _npm_install(
         )
 
 
-def _install_env() -> dict[str, str]:
+def install_env() -> dict[str, str]:
     """The environment of the install step: the registry of this machine, never the trap."""
     env = dict(os.environ)
     if TRAPPED_REGISTRY_ENV in env:
