@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
 AGENT_KINDS: Final[tuple[str, ...]] = (
-    "claude", "codex", "amp", "opencode", "qwen", "aider", "shell", "terminal",
+    "claude", "codex", "amp", "opencode", "qwen", "aider", "gemini", "copilot", "pi", "shell",
+    "terminal",
 )  # fmt: skip
 """The shipped kinds; users may register more by name (``mh.register_agent``), so a tile's
 ``agent`` is any registered name (a ``str``), not one of a closed set."""

@@ -78,7 +78,7 @@ def test_get_profile_returns_the_table_entry(kind: str) -> None:
     assert get_profile(kind) is PROFILES[kind]
 
 
-@pytest.mark.parametrize("bad", ["Claude", "gemini", "", None, 3])
+@pytest.mark.parametrize("bad", ["Claude", "cline", "", None, 3])
 def test_get_profile_refuses_unknown_kinds_and_lists_the_allowed_ones(bad: object) -> None:
     with pytest.raises(MadohubValueError) as err:
         get_profile(bad)  # type: ignore[arg-type]

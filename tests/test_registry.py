@@ -35,14 +35,14 @@ ready_quiet_ms = 300
 
 def test_register_agent_adds_a_kind_with_its_markers() -> None:
     profile = mh.register_agent(
-        "gemini",
-        process_tokens=["gemini"],
+        "cline",
+        process_tokens=["cline"],
         busy_markers=["esc to cancel"],
         idle_markers=[r"^>"],
         submit_keys=["\r"],
         newline_key="C-j",
     )
-    assert get_profile("gemini") is profile and "gemini" in known_kinds()
+    assert get_profile("cline") is profile and "cline" in known_kinds()
     assert screen_state(profile, "thinking… (esc to cancel)") == "busy"
     assert screen_state(profile, "answer\n> ") == "idle"
     assert profile.submit_keys == ("\r",) and profile.newline_key == "C-j"

@@ -4,7 +4,8 @@ How to recognise the agent's process, what its screen looks like when it is
 busy, idle or waiting for a permission, which parts of the screen are chrome,
 and how it wants input submitted. The facts come from REAL-AGENTS.md and the
 captured screens in ``fixtures/real/screens/``; OpenCode's from its real 1.18.33
-TUI (tests/real_agents); Amp's from public tools, not observed here. Nothing
+TUI (tests/real_agents); Gemini CLI's, Copilot CLI's and Pi's from their real screens in
+``tests/fixtures/screens/<kind>/``; Amp's from public tools, not observed here. Nothing
 else in the package should branch on an agent's kind: read the profile instead.
 """
 
@@ -461,6 +462,146 @@ AIDER: Final = AgentProfile(
     answer_in_scrollback=True,
 )
 
+# --- Gemini CLI (observed 0.61.0, npm @google/gemini-cli, tests/fixtures/screens/gemini/) -----
+# Screens (100 columns): the logo banner, "Tips for getting started:", then the conversation:
+# prompts " > text", answers "✦ text" with continuation lines indented 2. Below it a line
+# "? for shortcuts" (right-aligned), a rule, " Shift+Tab to accept edits", the input box
+# " >   Type your message or @path/to/file" (no rule below it) and a two-line footer
+# (workspace, sandbox, model). Busy: " ⠧ Thinking... (esc to cancel, 1s)" on the line above
+# the rule; the pane title says "✦  Working… (proj)" while busy, "◇  Ready (proj)" when idle.
+# An Enter right after typed text is taken as part of a paste (the text stays in the box);
+# 300 ms later it submits. Ctrl-J adds a draft line. Its own record is its chat file.
+_GEMINI_BOX = rf"^{_RULE}\n(?:[^\n]*\n){{0,2}}? > "
+
+GEMINI: Final = AgentProfile(
+    kind="gemini",
+    process_tokens=("gemini",),  # node running .../bin/gemini, which re-executes a child node
+    # The spinner line sits right above the rule (blank lines are not in the marker tail).
+    busy_markers=(_rx(rf"^[^\n]*\(esc to cancel, \d[^\n]*\n{_RULE}"),),
+    idle_markers=(_rx(_GEMINI_BOX),),
+    waiting_markers=(),  # its tool confirmation was not observed (the fakes call no tools)
+    title_busy_markers=(re.compile(r"Working…"),),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(rf"[^\n]*\? for shortcuts|{_RULE}"),  # input box and footer
+        _line(r"[ \t]*[\u2580-\u259f]+(?:[ \t]+[^\n]*)?"),  # logo, version, auth line
+        re.compile(r"^Tips for getting started:\n(?:\d\. [^\n]*\n?)*", re.MULTILINE),
+        re.compile(r"^⚠ [^\n]*(?:\n {3}\S[^\n]*)*\n?", re.MULTILINE),  # "⚠  Warning: True color…"
+        re.compile(r"\A[\s\S]*^ > [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+    ),
+    answer_start=_rx(r"^✦ "),
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n(?:[^\n]*\n){{0,2}}? > ?(?P<text>[^\n]*(?:\n {{3}}\S[^\n]*)*)"),
+    input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=500,  # observed: an Enter at once is swallowed, 300 ms later it submits
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Tab completes; Shift+Tab switches the edit mode
+    uses_bracketed_paste=True,  # not observed for Gemini (it is for Copilot and Pi)
+    executes_input=False,
+    extractor="session",  # ~/.gemini/tmp/<project>/chats/session-*.jsonl
+)
+
+# --- GitHub Copilot CLI (observed 1.0.102, npm @github/copilot, tests/fixtures/screens/copilot/)
+# Screens (100 columns): a tab bar " [Current]  Sessions …", the logo, " ● Tip: …" notices;
+# prompts " ❯ text   18:30" (with the time), answers " ● text" with continuation lines indented
+# 3; once the conversation overflows, a scrollbar "┃" in the last column. Then the cwd line
+# " ~/proj", the input box "❯ " between two rules and a footer ("… Interactive · Manual
+# Approval …"). Busy: the footer starts " ◎ Working" (the glyph turns). First run in a folder:
+# a boxed "Confirm folder trust" dialog, "Do you trust the files in this folder?" over
+# "❯ 1. Yes". An Enter right after typed text submits; Ctrl-J adds a draft line; a bracketed
+# paste inserts lines. Tab switches tabs. Its own record is events.jsonl.
+_COPILOT_BOX = rf"^{_RULE}\n❯[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"
+
+COPILOT: Final = AgentProfile(
+    kind="copilot",
+    process_tokens=("copilot",),  # node launcher .bin/copilot, then the native .../copilot
+    busy_markers=(_rx(rf"^ \S Working\b(?![\s\S]*^{_RULE})"),),  # in the footer
+    idle_markers=(_rx(_COPILOT_BOX),),
+    waiting_markers=(
+        _rx(
+            r"^[│ \t]*(?:Do you (?:trust|want)|Would you like|Allow )[^\n]*\?[│ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[│ \t]*❯ \d+\. "
+        ),
+    ),
+    title_busy_markers=(),  # the title is the session's name, busy or not
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=20,  # the trust dialog is 20 lines high
+    chrome_patterns=(
+        _from_line_to_end(rf"[ \t]*[~/][^\n]*\n{_RULE}"),  # cwd line, input box, footer
+        _from_line_to_end(_RULE),
+        re.compile(r"[ \t]*┃$", re.MULTILINE),  # the scrollbar in the last column
+        _line(r" \[Current\][^\n]*"),  # the tab bar
+        _line(r"[ \t]*(?:╭─╮╭─╮|╰─╯╰─╯|█ ▘▝ █|▔▔▔▔)[^\n]*"),  # the logo and its two lines
+        re.compile(r"\A[\s\S]*^ ❯ [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+    ),
+    answer_start=_rx(r"^ ● "),
+    answer_exclude=_rx(r"^ ● (?:Tip: |MCP Servers |Response was interrupted)"),
+    tool_output=_rx(r"^[ \t]+└"),
+    input_line=_rx(rf"^{_RULE}\n❯ ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=200,  # observed: an Enter at once submits; a margin for slow panes
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # the footer says "tab next tab"
+    uses_bracketed_paste=True,  # observed: a bracketed paste inserts lines, not submitted
+    executes_input=False,
+    extractor="session",  # ~/.copilot/session-state/<uuid>/events.jsonl
+)
+
+# --- Pi (observed 0.73.1, npm @mariozechner/pi-coding-agent, tests/fixtures/screens/pi/) ----
+# Screens (100 columns): "fd not found…"/"ripgrep not found…" (PI_OFFLINE), " pi v0.73.1" and
+# two help lines; the conversation: a prompt is one space in, on a grey background, with two
+# blank lines above and below it; the answer follows as plain text one space in (paragraphs
+# one blank line apart). Then the editor between two rules (empty: a blank line; a draft at
+# column 0) and a two-line footer (cwd; tokens, context and model). Busy: " ⠇ Working..."
+# (or " ⠦ Retrying (3/3) in 8s... (escape to cancel)") right above the editor. No first-run
+# screens and no permission prompts. Enter submits at once, Ctrl-J adds a line, a bracketed
+# paste inserts lines. Its own record is its session tree.
+_PI_EDITOR = rf"^{_RULE}\n(?:(?!{_RULE})[^\n]*\n)*?{_RULE}$"
+
+PI: Final = AgentProfile(
+    kind="pi",
+    process_tokens=("pi",),  # its node process names itself "pi"
+    busy_markers=(_rx(rf"^ [\u2801-\u28ff] \S[^\n]*\n{_RULE}"),),
+    idle_markers=(_rx(_PI_EDITOR),),
+    waiting_markers=(),  # Pi asks no permissions
+    title_busy_markers=(),  # "π - proj", busy or not
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(_RULE),  # editor and footer
+        _line(r"(?:fd|ripgrep) not found\.[^\n]*"),
+        _line(r" pi v\d[^\n]*| escape interrupt · [^\n]*| Press ctrl\+o [^\n]*"),
+        _line(r" Pi can explain its own features[^\n]*"),
+        _line(r" [\u2801-\u28ff] [^\n]*"),  # the spinner line
+        # Up to the last prompt: the lines with two blank lines above and below them
+        # (the last one may have no answer below it yet).
+        re.compile(r"\A(?:[\s\S]*\n)?\n\n(?:[^\n]+\n)+?\n\n\s*"),
+        re.compile(r"^ ", re.MULTILINE),  # every line is one space in
+    ),
+    answer_start=None,  # what is left is the answer: plain lines
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=200,  # observed: an Enter at once submits; a margin for slow panes
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Tab completes paths
+    uses_bracketed_paste=True,  # observed: a bracketed paste inserts lines, not submitted
+    executes_input=False,
+    extractor="session",  # ~/.pi/agent/sessions/<encoded cwd>/<time>_<uuid>.jsonl
+)
+
 # --- A plain shell ------------------------------------------------------------
 SHELL: Final = AgentProfile(
     kind="shell",
@@ -521,7 +662,8 @@ TERMINAL: Final = AgentProfile(
 )
 
 PROFILES: Final[dict[str, AgentProfile]] = {
-    p.kind: p for p in (CLAUDE, CODEX, AMP, OPENCODE, QWEN, AIDER, SHELL, TERMINAL)
+    p.kind: p
+    for p in (CLAUDE, CODEX, AMP, OPENCODE, QWEN, AIDER, GEMINI, COPILOT, PI, SHELL, TERMINAL)
 }
 """The one table of agent profiles, by kind: ``model.AGENT_KINDS`` and registered ones."""
 

@@ -9,8 +9,8 @@ detected by its process names and accepted by ``agent=``.
 
 ``agents.toml``::
 
-    [gemini]
-    process_tokens = ["gemini"]
+    [cline]
+    process_tokens = ["cline"]
     busy_markers = ['esc to cancel']
     idle_markers = ['^> ']
     submit_keys = ["\\r"]
@@ -165,7 +165,7 @@ def register_agents(
 def register_agent(name: str, **fields: Any) -> AgentProfile:
     """Describe an agent the toolkit does not ship; ``agent=name`` then works and it is detected.
 
-    ``mh.register_agent("gemini", process_tokens=["gemini"], busy_markers=["esc to cancel"],
+    ``mh.register_agent("cline", process_tokens=["cline"], busy_markers=["esc to cancel"],
     idle_markers=[r"^> "], submit_keys=["\\r"])``. Fields: ``registry.FIELDS``.
     """
     profile = build_profile(name, fields, f"register_agent({name!r})")

@@ -19,10 +19,12 @@ Layers, for the tests here and for later ones that route real agents through hub
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,11 +34,12 @@ import psutil
 import pytest
 from conftest import kill_tree, wait_until
 
-from madohub_nb.agents.profiles import PROFILES
-from madohub_nb.testing.fake_anthropic import FakeAnthropic
-from madohub_nb.testing.fake_openai import FakeOpenAIResponses
+from madohub_nb.agents.profiles import PROFILES, screen_state
+from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
+from madohub_nb.testing.fake_gemini import FakeGemini
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
-from .install import AgentInstallError, ensure_agent
+from .install import TRAPPED_REGISTRY_ENV, AgentInstallError, config_deps_dir, ensure_agent
 
 CLAUDE_VERSIONS = ("2.1.197", "2.1.332")
 CODEX_VERSION = "0.171.0"
@@ -84,6 +87,9 @@ LEAKY_ENV = (
 
 DAEMON_TERM_TIMEOUT_S = 1.0
 """The app-server daemon often ignores SIGTERM for seconds; then it gets SIGKILL."""
+
+SUBMIT_PAUSE_KINDS = frozenset({"gemini", "copilot", "pi"})
+"""Kinds whose helper ``submit`` waits the profile's ``pre_submit_delay_ms`` before Enter."""
 
 SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "fish"})
 RULE = "────"
@@ -332,6 +338,8 @@ class RealPane:
         composer has shown. An Enter on an empty composer sends nothing.
         """
         self.type(text)
+        if self.kind in SUBMIT_PAUSE_KINDS:  # Gemini takes an Enter at once as part of a paste
+            time.sleep(PROFILES[self.kind].pre_submit_delay_ms / 1000)
         if self.kind != "codex":
             self.press("Enter")
             return
@@ -368,7 +376,9 @@ class RealPane:
 
     def wait_idle(self, timeout_s: float = REPLY_TIMEOUT_S) -> str:
         """Wait for the agent's idle screen; return it."""
-        rule = claude_is_idle if self.kind == "claude" else codex_is_idle
+        rule: Callable[[str], bool] = {"claude": claude_is_idle, "codex": codex_is_idle}.get(
+            self.kind, lambda s: screen_state(PROFILES[self.kind], s) == "idle"
+        )
         return self.wait_screen(rule, timeout_s, what=f"{self.kind} idle screen")
 
     def agent_process(self) -> psutil.Process | None:
@@ -582,3 +592,309 @@ def real_codex_pane(
     for pane in panes:
         pane.stop()
     end_codex_daemons(codex_home)
+
+
+# --------------------------------------------------------------------------- Gemini, Copilot, Pi
+
+GEMINI_VERSION = "0.61.0"
+COPILOT_VERSION = "1.0.102"
+PI_VERSION = "0.73.1"
+
+GEMINI_MODEL = "gemini-2.5-flash"
+"""Pinned: the default "Auto" model adds a ``generateContent`` routing call (REAL-AGENTS.md)."""
+COPILOT_MODEL = "gpt-4.1"
+PI_MODEL = "fake-model"
+
+NEW_AGENT_WIDTH = 100
+"""The width the fixtures in tests/fixtures/screens/ were captured at."""
+
+COPILOT_TRUST_QUESTION = "Do you trust the files in this folder?"
+
+
+def write_gemini_settings(home: Path) -> Path:
+    """``~/.gemini/settings.json``: API-key auth chosen, folder trust, updates and telemetry off.
+
+    Without it Gemini CLI asks about trust, auth and the key, and looks things up outside.
+    """
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }  # fmt: skip
+    path = home / ".gemini" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2))
+    return path
+
+
+def gemini_env(home: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
+    """The environment Gemini CLI needs to talk to a local Gemini API at ``base_url``."""
+    return {"HOME": str(home), "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key}
+
+
+def copilot_env(home: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
+    """The environment Copilot CLI needs to run offline against an OpenAI-compatible API."""
+    return {
+        "HOME": str(home),
+        "COPILOT_OFFLINE": "true",  # no GitHub login, no lookups
+        "COPILOT_PROVIDER_BASE_URL": base_url,
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_API_KEY": api_key,
+        "COPILOT_MODEL": COPILOT_MODEL,
+    }
+
+
+def write_pi_models(home: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> Path:
+    """``~/.pi/agent/models.json``: one ``fake`` provider speaking chat completions at ``base_url``."""
+    models = {
+        "providers": {
+            "fake": {
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": api_key,
+                "models": [{"id": PI_MODEL, "contextWindow": 128000, "maxTokens": 4096}],
+            }
+        }
+    }
+    path = home / ".pi" / "agent" / "models.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(models, indent=2))
+    return path
+
+
+def pi_env(home: Path) -> dict[str, str]:
+    """Pi's environment: offline (else it downloads fd and ripgrep and checks for updates)."""
+    return {"HOME": str(home), "PI_OFFLINE": "1"}
+
+
+def copilot_prompt(text: str | None) -> str | None:
+    """A Copilot prompt without the ``<current_datetime>…</current_datetime>`` it puts first."""
+    if text is None:
+        return None
+    head, sep, rest = text.partition("</current_datetime>\n\n")
+    return rest if sep and head.startswith("<current_datetime>") else text
+
+
+@pytest.fixture
+def fake_gemini() -> Iterator[FakeGemini]:
+    """A started FakeGemini (Gemini CLI's API) for this test."""
+    with FakeGemini() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_copilot_api() -> Iterator[FakeOpenAIResponses]:
+    """A FakeOpenAIResponses for Copilot: its answers quote the prompt without the date prefix."""
+
+    def reply(body: dict[str, object]) -> str:
+        return default_answer(copilot_prompt(prompt_text(body)) or "")
+
+    with FakeOpenAIResponses(reply) as fake:
+        yield fake
+
+
+def _start_new_agent(
+    panes: list[RealPane],
+    socket: str,
+    exe: Path,
+    args: list[str],
+    *,
+    kind: str,
+    version: str,
+    cwd: Path,
+    home: Path,
+    env: dict[str, str],
+    via_shell: bool,
+) -> RealPane:
+    pane = start_agent_pane(
+        socket, [str(exe), *args], kind=kind, version=version, cwd=cwd, home=home, env=env,
+        via_shell=via_shell,
+    )  # fmt: skip
+    panes.append(pane)
+    pane.tmux("resize-window", "-t", pane.pane_id, "-x", str(NEW_AGENT_WIDTH))
+    return pane
+
+
+def _wait_profile_idle(pane: RealPane, what: str) -> None:
+    """Wait until the agent's profile reads its real screen as idle."""
+    profile = PROFILES[pane.kind]
+    began = time.monotonic()
+    pane.wait_screen(lambda s: screen_state(profile, s) == "idle", STARTUP_TIMEOUT_S, what=what)
+    pane.startup_s = time.monotonic() - began
+
+
+@pytest.fixture
+def real_gemini_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_gemini: FakeGemini,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(*, via_shell=False, wait=True) -> RealPane``: the real Gemini CLI,
+    talking to ``fake_gemini``, in a 100-column pane; ended by pid (both its node processes)."""
+    panes: list[RealPane] = []
+
+    def start(*, via_shell: bool = False, wait: bool = True) -> RealPane:
+        exe = agent_bin("gemini", GEMINI_VERSION)
+        write_gemini_settings(home)
+        pane = _start_new_agent(
+            panes, tmux_socket, exe, ["--model", GEMINI_MODEL], kind="gemini",
+            version=GEMINI_VERSION, cwd=_project_dir(tmp_path, "gemini", len(panes)), home=home,
+            env=gemini_env(home, fake_gemini.base_url), via_shell=via_shell,
+        )  # fmt: skip
+        if wait:
+            _wait_profile_idle(pane, "Gemini CLI's idle screen")
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()
+
+
+@pytest.fixture
+def real_copilot_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_copilot_api: FakeOpenAIResponses,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(*, via_shell=False, trust=True) -> RealPane``: the real Copilot CLI,
+    talking to ``fake_copilot_api``, in a 100-column pane; ended by pid.
+
+    With ``trust`` its first-run folder-trust dialog is waited for and answered ``1. Yes``
+    (for this session), and the pane returned at the idle screen; else at the dialog.
+    """
+    panes: list[RealPane] = []
+
+    def start(*, via_shell: bool = False, trust: bool = True) -> RealPane:
+        exe = agent_bin("copilot", COPILOT_VERSION)
+        pane = _start_new_agent(
+            panes, tmux_socket, exe, [], kind="copilot", version=COPILOT_VERSION,
+            cwd=_project_dir(tmp_path, "copilot", len(panes)), home=home,
+            env=copilot_env(home, fake_copilot_api.base_url), via_shell=via_shell,
+        )  # fmt: skip
+        pane.wait_screen(
+            lambda s: COPILOT_TRUST_QUESTION in s, STARTUP_TIMEOUT_S, what="the trust dialog"
+        )
+        if trust:
+            pane.press("1")
+            _wait_profile_idle(pane, "Copilot CLI's idle screen")
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()
+
+
+@pytest.fixture
+def real_pi_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(*, via_shell=False, wait=True) -> RealPane``: the real Pi, talking to
+    ``fake_openai``'s chat completions, in a 100-column pane; ended by pid."""
+    panes: list[RealPane] = []
+
+    def start(*, via_shell: bool = False, wait: bool = True) -> RealPane:
+        exe = agent_bin("pi", PI_VERSION)
+        write_pi_models(home, fake_openai.base_url)
+        pane = _start_new_agent(
+            panes, tmux_socket, exe, ["--provider", "fake", "--model", PI_MODEL], kind="pi",
+            version=PI_VERSION, cwd=_project_dir(tmp_path, "pi", len(panes)), home=home,
+            env=pi_env(home), via_shell=via_shell,
+        )  # fmt: skip
+        if wait:
+            _wait_profile_idle(pane, "Pi's idle screen")
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()
+
+
+# --------------------------------------------------------------------------- no registry at run time
+
+QWEN_NO_UPDATE_SETTINGS = {"general": {"enableAutoUpdate": False}}
+"""Qwen Code settings that turn off its update check (a registry lookup at every start)."""
+
+
+def seed_opencode_config_deps(home: Path, version: str) -> Path:
+    """Give ``home``'s OpenCode config folder the ``@opencode-ai/plugin`` install.py put in the
+    cache, so OpenCode does not install it from the registry when it starts.
+
+    OpenCode 1.18.33 installs into its config folder unless ``node_modules`` is there and
+    ``package-lock.json`` names every dependency ``package.json`` (and it) asks for. The
+    folder's ``node_modules`` becomes a link to the cache's (read, never written: nothing is
+    missing); the two JSON files are copied.
+    """
+    deps = config_deps_dir("opencode", version)
+    if not (deps / "node_modules").is_dir():
+        raise AssertionError(f"{deps} has no node_modules: run tests/real_agents/install.py")
+    folder = home / ".config" / "opencode"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "node_modules"
+    if not link.is_symlink() and not link.exists():
+        link.symlink_to(deps / "node_modules", target_is_directory=True)
+    for name in ("package.json", "package-lock.json"):
+        (folder / name).write_text((deps / name).read_text())
+    return folder
+
+
+class RegistryTrap:
+    """A stand-in package registry on 127.0.0.1 that answers every request 503 and records it.
+
+    Every real-agent test points ``npm_config_registry`` at one (``registry_trap``), so an
+    agent that looks something up in a registry at run time finds none, and a test can
+    assert that none was asked (``requests``). The install step (install.py) is not trapped.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        trap = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _refuse(self) -> None:
+                trap.requests.append(f"{self.command} {self.path}")
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_HEAD = _refuse
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet: tests read ``requests``."""
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="registry-trap", daemon=True
+        )
+
+    def __enter__(self) -> RegistryTrap:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def registry_trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryTrap]:
+    """Every agent a real-agent test starts sees a package registry that answers nothing.
+
+    ``npm_config_registry`` (read by npm, and by OpenCode's and Qwen Code's own lookups) goes
+    to a :class:`RegistryTrap`; ``TRAPPED_REGISTRY_ENV`` tells install.py to install from the
+    registry set up on this machine all the same.
+    """
+    with RegistryTrap() as trap:
+        monkeypatch.setenv(TRAPPED_REGISTRY_ENV, os.environ.get("npm_config_registry", ""))
+        monkeypatch.setenv("npm_config_registry", trap.url)
+        yield trap

@@ -39,6 +39,15 @@ PIP_AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "aider": ("aider-chat", "aider"),
 }
 
+#: Packages an agent would otherwise fetch from the registry each time it starts in a fresh
+#: HOME: short name -> ``(folder under its prefix, npm package)``; the package is pinned to the
+#: agent's own version. OpenCode installs ``@opencode-ai/plugin`` into its config folder at
+#: start unless that folder's ``node_modules``, ``package.json`` and ``package-lock.json``
+#: already name it (``config_deps_dir``; tests seed a HOME from it).
+AGENT_EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
+    "opencode": (("config-deps", "@opencode-ai/plugin"),),
+}
+
 #: The versions the real-agent tier runs against (REAL-AGENTS.md observed these).
 PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("claude", "2.1.197"),
@@ -59,6 +68,12 @@ MARKER_NAME = ".madohub-installed"
 NPM_TIMEOUT_S = 600.0
 PIP_TIMEOUT_S = 900.0
 VERSION_TIMEOUT_S = 60.0
+
+
+TRAPPED_REGISTRY_ENV = "MADOHUB_TRAPPED_NPM_REGISTRY"
+"""Set (by the real-agent tests' registry trap) while ``npm_config_registry`` points at a
+registry that answers nothing: its value is the ``npm_config_registry`` from before ("" for
+none), which the install step uses instead."""
 
 
 class AgentInstallError(MadohubError):
@@ -91,10 +106,22 @@ def agent_executable(name: str, version: str) -> Path:
 
 
 def is_installed(name: str, version: str) -> bool:
-    """True when a verified install of this version is in the cache."""
-    return (agent_prefix(name, version) / MARKER_NAME).is_file() and agent_executable(
-        name, version
-    ).exists()
+    """True when a verified install of this version, with its extras, is in the cache."""
+    return (
+        (agent_prefix(name, version) / MARKER_NAME).is_file()
+        and agent_executable(name, version).exists()
+        and all(_extra_installed(name, version, folder) for folder, _ in AGENT_EXTRAS.get(name, ()))
+    )
+
+
+def config_deps_dir(name: str, version: str) -> Path:
+    """The folder holding what an agent installs into its config folder at start (OpenCode's
+    ``@opencode-ai/plugin``): ``node_modules``, ``package.json``, ``package-lock.json``."""
+    return agent_prefix(name, version) / "config-deps"
+
+
+def _extra_installed(name: str, version: str, folder: str) -> bool:
+    return (agent_prefix(name, version) / folder / MARKER_NAME).is_file()
 
 
 def ensure_agent(name: str, version: str) -> Path:
@@ -112,6 +139,9 @@ def ensure_agent(name: str, version: str) -> Path:
     with _locked(prefix.parent / f".{prefix.name}.lock"):
         if is_installed(name, version):  # another process finished it while we waited
             return exe
+        if (prefix / MARKER_NAME).is_file() and exe.exists():  # the agent is there: extras only
+            _install_extras(name, version, prefix)
+            return exe
         if name in PIP_AGENT_PACKAGES:
             _pip_install(name, version, prefix)
         else:
@@ -125,7 +155,21 @@ def ensure_agent(name: str, version: str) -> Path:
             )
         package, _ = PIP_AGENT_PACKAGES.get(name) or AGENT_PACKAGES[name]
         (prefix / MARKER_NAME).write_text(f"{package}@{version}\n")
+        _install_extras(name, version, prefix)
     return exe
+
+
+def _install_extras(name: str, version: str, prefix: Path) -> None:
+    """Install the agent's :data:`AGENT_EXTRAS` (each at the agent's version) under ``prefix``."""
+    for folder, package in AGENT_EXTRAS.get(name, ()):
+        target = prefix / folder
+        if (target / MARKER_NAME).is_file():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        # A package.json of its own, so npm installs here and not in a parent folder.
+        (target / "package.json").write_text('{"name": "madohub-agent-extras", "private": true}\n')
+        _npm_install(name, version, target, spec=f"{package}@{version}", exact=True)
+        (target / MARKER_NAME).write_text(f"{package}@{version}\n")
 
 
 def ensure_pinned_agents() -> dict[tuple[str, str], Path]:
@@ -151,7 +195,10 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _npm_install(name: str, version: str, prefix: Path) -> None:
+def _npm_install(
+    name: str, version: str, prefix: Path, *, spec: str | None = None, exact: bool = False
+) -> None:
+    """``npm install --prefix PREFIX SPEC`` (default: the agent's own package at ``version``)."""
     npm = shutil.which("npm")
     if npm is None:
         raise AgentInstallError(
@@ -164,7 +211,8 @@ def _npm_install(name: str, version: str, prefix: Path) -> None:
         "install",
         "--prefix",
         str(prefix),
-        f"{package}@{version}",
+        spec or f"{package}@{version}",
+        *(["--save-exact"] if exact else []),
         "--no-audit",
         "--no-fund",
         "--no-update-notifier",
@@ -172,7 +220,12 @@ def _npm_install(name: str, version: str, prefix: Path) -> None:
     ]
     try:
         out = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S, stdin=subprocess.DEVNULL
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            env=install_env(),
         )
     except subprocess.TimeoutExpired as exc:
         raise AgentInstallError(
@@ -183,6 +236,17 @@ def _npm_install(name: str, version: str, prefix: Path) -> None:
         raise AgentInstallError(
             f"`{' '.join(cmd)}` failed with exit code {out.returncode}:\n{tail}"
         )
+
+
+def install_env() -> dict[str, str]:
+    """The environment of the install step: the registry of this machine, never the trap."""
+    env = dict(os.environ)
+    if TRAPPED_REGISTRY_ENV in env:
+        before = env.pop(TRAPPED_REGISTRY_ENV)
+        env.pop("npm_config_registry", None)
+        if before:
+            env["npm_config_registry"] = before
+    return env
 
 
 def _pip_install(name: str, version: str, prefix: Path) -> None:

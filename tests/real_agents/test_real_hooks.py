@@ -303,6 +303,7 @@ def test_real_qwen_stop_hook_from_the_system_defaults_layer_reaches_the_channel(
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "ui": {"hideTips": True},
+        "general": {"enableAutoUpdate": False},  # no registry lookup at start
     }
     user_settings.write_text(json.dumps(user))
     cwd = Path(os.path.realpath(tmp_path / "proj"))

@@ -32,9 +32,12 @@ from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 from .conftest import (
     CLAUDE_VERSIONS,
     DEFAULT_API_KEY,
+    QWEN_NO_UPDATE_SETTINGS,
     REPLY_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
     RealPane,
+    RegistryTrap,
+    seed_opencode_config_deps,
     start_agent_pane,
     write_claude_config,
 )
@@ -137,6 +140,7 @@ def write_opencode_config(home: Path, base_url: str, api_key: str = DEFAULT_API_
     path = home / ".config" / "opencode" / "opencode.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
+    seed_opencode_config_deps(home, OPENCODE_VERSION)  # (else it installs from the registry)
     return path
 
 
@@ -563,6 +567,7 @@ def test_a_slash_command_sent_to_claude_runs_once(
 
 
 def test_opencode_tile_shows_busy_then_idle_and_its_database_answer_is_routed(
+    registry_trap: RegistryTrap,
     real_hub: mh.Hub,
     real_opencode_pane: Callable[[], RealPane],
     real_claude_pane: Callable[..., RealPane],
@@ -602,6 +607,8 @@ def test_opencode_tile_shows_busy_then_idle_and_its_database_answer_is_routed(
     assert row["extracted"] == default_answer(relay)
     assert row["model"] == "fake-model" and row["output_tokens"] is not None
     assert _conversation_prompts(fake_openai) == [warm_up, relay]
+    # Its @opencode-ai/plugin came from the install step: no registry was asked (issue 23.6).
+    assert registry_trap.requests == []
 
 
 # --------------------------------------------------------------------------- Qwen Code
@@ -628,6 +635,7 @@ def real_qwen_pane(
                 "privacy": {"usageStatisticsEnabled": False},
                 "telemetry": {"enabled": False},
                 "ui": {"hideTips": True},
+                **QWEN_NO_UPDATE_SETTINGS,
             }
         )
     )
@@ -647,6 +655,7 @@ def real_qwen_pane(
 
 
 def test_qwen_code_routes_both_ways_with_claude(
+    registry_trap: RegistryTrap,
     real_hub: mh.Hub,
     real_qwen_pane: RealPane,
     real_claude_pane: Callable[..., RealPane],
@@ -696,6 +705,7 @@ def test_qwen_code_routes_both_ways_with_claude(
     found = wait_until(_answered(qwen, answer, "session"), 10, what="Qwen's answer in its chat")
     assert isinstance(found, mh.Extraction) and found.path is not None
     assert found.path.suffix == ".jsonl" and found.path.parent.name == "chats"
+    assert registry_trap.requests == []  # its update check is off (issue 23.6)
 
 
 # --------------------------------------------------------------------------- Aider
