@@ -42,8 +42,8 @@ NEW_KINDS = ("gemini", "copilot", "pi")
 API_FIXTURE = {"gemini": "fake_gemini", "copilot": "fake_copilot_api", "pi": "fake_openai"}
 
 ANSWER_METHODS = ("session",)
-"""How these agents' answers are read: ``session`` (their own record) once extraction reads
-those records (issue 23, item 2, wired in pipeline/extract.py); the screen before that."""
+"""How these agents' answers are read: from their own records (issue 23, item 2), never the
+screen."""
 
 
 @pytest.fixture
