@@ -129,18 +129,28 @@ class Hub:
         ready_pattern: str | None = None,
         completion_pattern: str | None = None,
         host: str | None = None,
+        hooks: bool | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
         has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
-        that long; its last line matches). ``completion_pattern``: output that ends a turn."""
+        that long; its last line matches). ``completion_pattern``: output that ends a turn.
+        ``hooks``: the agent's own end-of-turn hooks for a pane the hub starts (None: when its
+        agent has them; True: required; False: off); an adopted pane keeps the weaker signals."""
         self._check_open()
+        if hooks is not None and not isinstance(hooks, bool):
+            raise MadohubValueError(f"hooks must be None, True or False, got {hooks!r}")
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
-            tile = self._rt.tiles.create(name, agent, command, workdir, env, host)
+            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
+        elif hooks is True:
+            raise MadohubValueError(
+                "hooks=True is for panes the hub starts; an adopted pane keeps the weaker "
+                "signals (run %madohub hooks AGENT for what to add to the agent's own settings)"
+            )
         elif command is not None or cwd is not None or env:
             raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
         else:

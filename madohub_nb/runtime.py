@@ -19,6 +19,7 @@ from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
 from .errors import LogError
 from .hub_settings import HubSettings
+from .io.hooks import HookChannel
 from .io.log import RoundLog, RoundRecord
 from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
@@ -31,6 +32,8 @@ from .recorder import RoundRecorder
 from .routes import RouteRegistry
 from .tiles import TileRegistry
 
+HOOK_START_TIMEOUT_S = 10.0
+"""How long the hook channel may take to make its folder and socket."""
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
 
@@ -63,9 +66,24 @@ class Runtime:
             ssh_command=lambda: parse_ssh_command(settings["ssh_command"]),
             remote_socket_name=settings["remote_socket_name"],
             closed=lambda: self.closed,
-            on_first_pane=self._end_panes_at_exit,
+            on_first_pane=self._end_panes_at_exit, hook_channel=self.hook_channel,
         )  # fmt: skip
+        self._hooks: HookChannel | None = None
+        self._hooks_lock = threading.Lock()
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
+
+    # the hook channel ----------------------------------------------------------------
+    def hook_channel(self) -> HookChannel | None:
+        """The hub's hook channel, started on the engine loop on first use (any thread but
+        the engine's own: None there). It ends with ``close()``."""
+        if self.engine.in_loop_thread:
+            return self._hooks if self._hooks is not None and self._hooks.serving else None
+        with self._hooks_lock:
+            if self._hooks is None:
+                channel = HookChannel(self.tiles.on_hook)
+                self.engine.run_sync(channel.start(), HOOK_START_TIMEOUT_S)
+                self._hooks = channel
+            return self._hooks
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
@@ -147,6 +165,8 @@ class Runtime:
     async def _shutdown(self) -> None:
         await self.routes.close()
         await self.tiles.close()
+        if self._hooks is not None:
+            await self._hooks.close()
 
     def _end_panes_at_exit(self) -> None:
         """Once per hub: the panes it made end with the interpreter (unless ``keep_panes``)."""

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES, RoundStatus
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
 from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
     CUT_MARKER,
@@ -754,6 +754,8 @@ class RoundLog:
         check_choice("round status", rec.status, ROUND_STATUSES)
         if rec.extraction_method is not None:
             check_choice("extraction method", rec.extraction_method, EXTRACTION_METHODS)
+        if rec.turn_signal is not None:
+            check_choice("turn signal", rec.turn_signal, TURN_SIGNALS)
         if rec.delivery_mode is not None:
             check_choice("delivery mode", rec.delivery_mode, DELIVERY_MODES)
         if isinstance(rec.round, bool) or not isinstance(rec.round, int) or rec.round < 0:
