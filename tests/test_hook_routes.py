@@ -174,3 +174,22 @@ def test_hooks_off_and_the_private_folder_goes_at_close(
     assert not os.path.exists(folder)
     assert not channel.serving
     assert not on.hooks.live
+
+
+def test_magic_hooks_prints_the_opt_in_snippet(capsys: pytest.CaptureFixture[str]) -> None:
+    from IPython.core.error import UsageError
+
+    from madohub_nb.notebook.magics import MadohubMagics
+    from madohub_nb.notebook.parsing import parse_command
+
+    magics = MadohubMagics(None)
+    magics.madohub("hooks claude")
+    out = capsys.readouterr().out
+    assert '"Stop"' in out and "hookcall.py" in out and "--settings" in out
+    magics.madohub("hooks codex")
+    assert "notify" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="'aider' has no hooks.*claude, codex"):
+        magics.madohub("hooks aider")
+    assert parse_command("tile w --hooks --cmd claude").hooks is True
+    assert parse_command("tile w --no-hooks --cmd claude").hooks is False
+    assert parse_command("tile w --cmd claude").hooks is None
