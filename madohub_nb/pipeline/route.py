@@ -595,6 +595,10 @@ class _SeenSource:
     async def output_after(self, delay_s: float) -> str:
         return await self._route._output_after(delay_s)
 
+    @property
+    def reads_records(self) -> bool:
+        return self._route.dispatch_mode.extracts_from_transcript
+
     def signal(self) -> str:
         tile = self._route.source_tile
         return tile.last_signal or ("quiet" if tile.profile.ready_quiet_ms else "screen")

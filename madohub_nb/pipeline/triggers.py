@@ -283,6 +283,11 @@ class TurnSource(Protocol):
     def signal(self) -> str:
         """Which evidence the source's last state read came from (``status``, ``screen``…)."""
 
+    @property
+    def reads_records(self) -> bool:
+        """Answers may come from the agent's own words (its records, its hook's payload);
+        False: from its screen only (``legacy`` dispatch)."""
+
 
 def text_key(found: Extraction | None) -> str | None:
     """The identity of an answer's text, whichever way it was read (transcript or screen)."""
@@ -385,7 +390,7 @@ class IdleDetector:
         idle = self.trigger
         record, took_ms = await _timed_answer(source)
         found = record
-        if hook.answer and hook.answer.strip():
+        if hook.answer and hook.answer.strip() and source.reads_records:
             same = record is not None and text_key(record) == _text_key_of(hook.answer)
             path = Path(hook.transcript_path) if hook.transcript_path else None
             found = Extraction(
