@@ -204,6 +204,11 @@ class TileRegistry:
             )
         elif command is None:
             why = f"hooks need the agent's command (command='{agent} …'); pass it or hooks=False"
+        elif setup.args and not _ends_in_one_program(command):
+            why = (
+                f"the hook options go at the end of the command, and {command!r} is not one "
+                f"program's command line (a ';', '&&', '|' or the like); start {agent} alone"
+            )
         channel = self._hook_channel() if why is None else None
         if why is None and channel is None:
             why = "the hub's hook channel cannot start here (called on the engine thread)"
@@ -358,6 +363,19 @@ def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> 
         channel.unregister(token)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", ">", "<", ">>", "2>", "2>&1"})
+
+
+def _ends_in_one_program(command: str) -> bool:
+    """Options appended to ``command`` reach its one program (no list, pipe or redirect)."""
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError:
+        return False
+    raw = command.replace("\\;", "")
+    return not any(w in _SHELL_OPERATORS or w.endswith(";") for w in words) and "`" not in raw
 
 
 def _secure(path: str) -> bool:

@@ -193,3 +193,13 @@ def test_magic_hooks_prints_the_opt_in_snippet(capsys: pytest.CaptureFixture[str
     assert parse_command("tile w --hooks --cmd claude").hooks is True
     assert parse_command("tile w --no-hooks --cmd claude").hooks is False
     assert parse_command("tile w --cmd claude").hooks is None
+
+
+def test_hooks_true_on_a_command_list_is_refused(hub: mh.Hub, project: Path) -> None:
+    from madohub_nb.demo import standin_command
+
+    command = standin_command("claude", persona="echo") + "; exec bash"
+    with pytest.raises(MadohubValueError, match="not one program's command line"):
+        hub.tile("w", agent="claude", command=command, cwd=project, hooks=True)
+    tile = hub.tile("w", agent="claude", command=command, cwd=project)  # hooks=None: off
+    assert tile.hooks is None and tile.turn_signal == "status"
