@@ -144,8 +144,13 @@ class TileRegistry:
         """
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        tmux = self._machine(host).tmux
         plan = self._hook_plan(name, guessed, command, hooks, host)
+        try:
+            tmux = self._machine(host).tmux
+        except BaseException:
+            if plan is not None:
+                _drop_hooks(plan.channel, plan.token, plan.folder)
+            raise
         if plan is not None:
             if plan.setup.args:
                 command = f"{command} {shlex.join(plan.setup.args)}"
