@@ -29,7 +29,7 @@ from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
 from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
-from .io.hookcall import command_argv
+from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
 from .io.hooks import HookChannel, HookEvent
 from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import check_host
@@ -144,7 +144,7 @@ class TileRegistry:
         """
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        plan = self._hook_plan(name, guessed, command, hooks, host)
+        plan = self._hook_plan(name, guessed, command, hooks, host, env)
         try:
             tmux = self._machine(host).tmux
         except BaseException:
@@ -185,7 +185,7 @@ class TileRegistry:
     # hooks ---------------------------------------------------------------------------
     def _hook_plan(
         self, name: str, agent: str | None, command: str | None, hooks: bool | None,
-        host: str | None,
+        host: str | None, env: Mapping[str, str] | None = None,
     ) -> _HookPlan | None:  # fmt: skip
         """The hooks a new pane of ``agent`` gets, or None; ``hooks=True`` without any is an error.
 
@@ -214,6 +214,12 @@ class TileRegistry:
                 f"the hook options go at the end of the command, and {command!r} is not one "
                 f"program's command line (a ';', '&&', '|' or the like); start {agent} alone"
             )
+        elif clash := sorted({*setup.env, ENV_TOKEN, ENV_SOCKET} & set(env or {})):
+            why = f"env= sets {', '.join(clash)}, which its hooks need; leave it out"
+        elif setup.private_home and hooks is None:
+            # Its hooks replace the agent's whole config home (and the login kept there):
+            # only when asked for.
+            why = f"{agent}'s hooks need a private config home (hooks=True to use one)"
         channel = self._hook_channel() if why is None else None
         if why is None and channel is None:
             why = "the hub's hook channel cannot start here (called on the engine thread)"

@@ -210,3 +210,27 @@ def test_hooks_true_on_a_remote_tile_is_a_teaching_error(hub: mh.Hub) -> None:
     with pytest.raises(MadohubValueError, match="remote host's panes.*not carried back"):
         hub.tile("far", agent="claude", command="claude", cwd="/tmp", host="box", hooks=True)
     assert "box" not in hub.hosts
+
+
+def test_hooks_that_would_replace_a_config_home_or_an_env_value_need_asking(
+    hub: mh.Hub, project: Path
+) -> None:
+    from madohub_nb.demo import standin_command
+
+    tiles = hub._rt.tiles
+    # Copilot's hooks live in a private COPILOT_HOME (without the user's login): not by default.
+    assert tiles._hook_plan("c", "copilot", "copilot", None, None) is None
+    plan = tiles._hook_plan("c", "copilot", "copilot", True, None)
+    assert plan is not None and plan.setup.private_home and plan.folder is not None
+    (path,) = plan.setup.files
+    assert path.startswith(plan.folder) and os.stat(path).st_mode & 0o777 == 0o600
+    hub._rt.hook_channel().unregister(plan.token)  # type: ignore[union-attr]
+    import shutil
+
+    shutil.rmtree(plan.folder)
+    # The pane's own env= may not set what the hooks need.
+    command = standin_command("claude", persona="echo")
+    with pytest.raises(MadohubValueError, match="env= sets MADOHUB_HOOK_TOKEN"):
+        hub.tile("w", agent="claude", command=command, env={"MADOHUB_HOOK_TOKEN": "x"}, hooks=True)
+    tile = hub.tile("w", agent="claude", command=command, env={"MADOHUB_HOOK_TOKEN": "x"})
+    assert tile.hooks is None
