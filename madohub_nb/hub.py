@@ -27,6 +27,7 @@ from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
 from .runtime import Runtime
 from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
+from .tiles import ADOPTED_HOOKS
 
 
 class Hub:
@@ -42,13 +43,9 @@ class Hub:
     unlogged = property(lambda hub: hub._rt.recorder.unlogged, doc="Rounds the log refused.")
     rounds_written = property(lambda hub: hub._rt.recorder.rounds_written, doc="Rounds logged.")
     session_id = property(lambda hub: hub._rt.session_id, doc="This hub's id in the round log.")
-    session_name = property(
-        lambda hub: hub._rt.session_name, doc="The tmux session of its new panes."
-    )
+    session_name = property(lambda hub: hub._rt.session_name, doc="The tmux session it makes.")
     hosts = property(lambda hub: hub._rt.tiles.hosts, doc="{host: HostLink}: remote hosts in use.")
-    engine = property(
-        lambda hub: hub._rt.engine, doc="The engine thread: widgets schedule their work on it."
-    )
+    engine = property(lambda hub: hub._rt.engine, doc="The engine thread (widgets use it).")
     runtime = property(lambda hub: hub._rt, doc="The machinery behind the hub (for tests, tools).")
 
     if TYPE_CHECKING:  # the settings' attributes, made from the table below the class
@@ -108,18 +105,23 @@ class Hub:
         ready_pattern: str | None = None,
         completion_pattern: str | None = None,
         host: str | None = None,
+        hooks: bool | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
         has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
-        that long; its last line matches). ``completion_pattern``: output that ends a turn."""
+        that long; its last line matches). ``completion_pattern``: output that ends a turn.
+        ``hooks``: the agent's own end-of-turn hooks for a pane the hub starts (None: when its
+        agent has them; True: required; False: off); an adopted pane keeps the weaker signals."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
-            tile = self._rt.tiles.create(name, agent, command, workdir, env, host)
+            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
+        elif hooks is True:
+            raise MadohubValueError(ADOPTED_HOOKS)
         elif command is not None or cwd is not None or env:
             raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
         else:
@@ -186,10 +188,8 @@ class Hub:
         model: str | None = None,
         allow_shell: bool = False,
     ) -> HubFuture[RoundRecord]:
-        """Recompute a logged round's prompt (another transform or template) as a new row.
-
-        ``allow_shell=True`` lets a delivered replay type into a shell or interpreter even
-        when the round's route is gone and its row was not written by this hub."""
+        """Recompute a logged round's prompt (another transform or template) as a new row;
+        ``allow_shell``: a delivered replay may type into a shell (else only a route's)."""
         self._check_open()
         orig = self._rt.log.get(round_id)
         plan = replay_plan(

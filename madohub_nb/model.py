@@ -30,10 +30,15 @@ RouteState = Literal["active", "paused", "stopped", "exhausted"]
 RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
 
-ExtractionMethod = Literal["jsonl", "rollout", "session", "terminal"]
+ExtractionMethod = Literal["hook", "jsonl", "rollout", "session", "terminal"]
 """How a round's source output was read: Claude's transcript, Codex's rollout, another agent's
 own session record (Gemini, Qwen, Copilot, OpenCode, Pi, Aider), the screen."""
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
+
+TurnSignal = Literal["hook", "status", "transcript", "screen", "quiet"]
+"""The evidence a turn's end was told from, strongest first: the agent's own hook, its live
+status file, an end-of-turn record in its files, its screen markers, silence."""
+TURN_SIGNALS: Final[tuple[str, ...]] = get_args(TurnSignal)
 
 EventKind = Literal[
     "tile_output",

@@ -92,7 +92,7 @@ class Runtime:
     # life cycle: routes first, then tiles and hosts, then the engine, then the log ------
     async def _shutdown(self) -> None:
         await self.routes.close()
-        await self.tiles.close()
+        await self.tiles.close()  # (and the hook channel)
 
     def _end_panes_at_exit(self) -> None:
         """Once per hub: the panes it made end with the interpreter (unless ``keep_panes``)."""

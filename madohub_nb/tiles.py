@@ -13,21 +13,55 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
+import os
+import shlex
+import shutil
+import stat
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .agents.detect import kind_from_command
+from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
 from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
+from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
+from .io.hooks import HookChannel, HookEvent
 from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
 from .model import HostState, HubEvent
 from .pipeline.hosts import HostLink
-from .pipeline.tile import Tile, watch_start
+from .pipeline.tile import Tile, TileHooks, watch_start
+
+log = logging.getLogger("madohub_nb")
+
+HOOKS_CACHE_DIR = os.path.join("~", ".cache", "madohub_nb", "hooks")
+"""Where per-tile hook folders go when ``$XDG_RUNTIME_DIR`` is not there (or not secure
+enough for the agent: Gemini CLI refuses files under a group- or world-writable folder)."""
+
+
+@dataclass
+class _HookPlan:
+    """The hooks a new pane gets: its channel token, the agent's setup, its private folder."""
+
+    channel: HookChannel
+    token: str
+    setup: HookSetup
+    folder: str | None
+
+
+ADOPTED_HOOKS = (
+    "hooks=True is for panes the hub starts; an adopted pane keeps the weaker signals "
+    "(run %madohub hooks AGENT for what to add to the agent's own settings)"
+)
+HOOK_START_TIMEOUT_S = 10.0
+"""How long the hook channel may take to make its folder and socket."""
 
 
 class TileRegistry:
@@ -58,6 +92,11 @@ class TileRegistry:
         """The tmux socket (``tmux -L``) used on remote hosts; None: their default server."""
         self._closed = closed
         self._on_first_pane = on_first_pane
+        self._hooks_lock = threading.Lock()
+        """The hub's hook channel, started on first use (None: it cannot start here)."""
+        self._hooked: dict[str, Tile] = {}
+        """Tiles whose panes were started with hooks, by channel token."""
+        self._channel: HookChannel | None = None
         self.watcher = OutputWatcher(tmux, on_output=self._on_output)
         self.machine = LocalMachine(tmux, self.watcher)
         """This machine (its tmux server and output watcher)."""
@@ -103,19 +142,44 @@ class TileRegistry:
         workdir: str | None,
         env: Mapping[str, str] | None,
         host: str | None = None,
+        hooks: bool | None = None,
     ) -> Tile:
-        """A new pane running ``command``; its start-up is checked on the engine thread."""
+        """A new pane running ``command``; its start-up is checked on the engine thread.
+
+        ``hooks``: None sets up the agent's own hooks when it has them (a pane here),
+        True requires them, False leaves them off (see :meth:`_hook_plan`).
+        """
         self._check_name_free(name)
         guessed = agent or kind_from_command(command)
-        tmux = self._machine(host).tmux
-        with self.spawn_lock:  # the first pane also makes the session: one at a time
-            if self._closed():  # (close() raced this call; make no pane it would not kill)
-                raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
-            pane_id, pid = tmux.new_pane(
-                self.session_name, command, cwd=workdir, env=env, window_name=name
-            )
-            self._on_first_pane()
-        tile = self._add(name, pane_id, guessed or "shell", self.session_name, True, pid, host)
+        plan = self._hook_plan(name, guessed, command, hooks, host, env)
+        try:
+            tmux = self._machine(host).tmux
+        except BaseException:
+            if plan is not None:
+                _drop_hooks(plan.channel, plan.token, plan.folder)
+            raise
+        if plan is not None:
+            if plan.setup.args:
+                command = f"{command} {shlex.join(plan.setup.args)}"
+            env = {**(env or {}), **plan.setup.env, **plan.channel.env(plan.token)}
+        try:
+            with self.spawn_lock:  # the first pane also makes the session: one at a time
+                if self._closed():  # (close() raced this call; make no pane it would not kill)
+                    raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
+                pane_id, pid = tmux.new_pane(
+                    self.session_name, command, cwd=workdir, env=env, window_name=name
+                )
+                self._on_first_pane()
+            if plan is not None:
+                plan.channel.bind(plan.token, pane_id)
+            tile = self._add(name, pane_id, guessed or "shell", self.session_name, True, pid, host)
+        except BaseException:
+            if plan is not None:
+                _drop_hooks(plan.channel, plan.token, plan.folder)
+            raise
+        if plan is not None:
+            tile.hooks = TileHooks(plan.token, plan.setup.kinds, plan.folder)
+            self._hooked = {**self._hooked, plan.token: tile}
         started = self._engine.submit(watch_start(tile, command, detect=guessed is None), tile)
         started.add_done_callback(lambda f: self._started(f, tile))
         return self._watched(tile)
@@ -124,6 +188,93 @@ class TileRegistry:
         _copy_outcome(started, tile)
         if tile.error is not None:  # its pane is gone: stop streaming it
             self._engine.call_soon(tile.machine.watcher.forget, tile.pane_id)
+
+    # hooks ---------------------------------------------------------------------------
+    def _hook_channel(self) -> HookChannel | None:
+        """The hub's hook channel, started on the engine loop on first use (any thread but
+        the engine's own: None there). It ends with :meth:`close`."""
+        if self._engine.in_loop_thread:
+            return self._channel if self._channel is not None and self._channel.serving else None
+        with self._hooks_lock:
+            if self._channel is None:
+                channel = HookChannel(self.on_hook)
+                self._engine.run_sync(channel.start(), HOOK_START_TIMEOUT_S)
+                self._channel = channel
+            return self._channel
+
+    def _hook_plan(
+        self, name: str, agent: str | None, command: str | None, hooks: bool | None,
+        host: str | None, env: Mapping[str, str] | None = None,
+    ) -> _HookPlan | None:  # fmt: skip
+        """The hooks a new pane of ``agent`` gets, or None; ``hooks=True`` without any is an error.
+
+        The agent's hook files go in a private folder of this tile (0700), never in the
+        user's own settings; the pane's environment gets the channel's token and socket.
+        """
+        if hooks is not None and not isinstance(hooks, bool):
+            raise MadohubValueError(f"hooks must be None, True or False, got {hooks!r}")
+        if hooks is False:
+            return None
+        why = None
+        setup = hook_setup(agent, command_argv(), "/") if agent is not None else None
+        if agent is None or setup is None:
+            why = (
+                f"agent {agent or 'shell'!r} has no hooks madohub_nb knows (agents with hooks: "
+                f"{', '.join(HOOK_AGENTS)}); pass hooks=None or False: its turns are told from "
+                "its records or its screen"
+            )
+        elif host is not None:
+            why = (
+                f"hooks on a remote host's panes ({host!r}) are not carried back yet; pass "
+                "hooks=None or False: that tile's turns are told from its records or screen"
+            )
+        elif command is None:
+            why = f"hooks need the agent's command (command='{agent} …'); pass it or hooks=False"
+        elif setup.args and not _ends_in_one_program(command):
+            why = (
+                f"the hook options go at the end of the command, and {command!r} is not one "
+                f"program's command line (a ';', '&&', '|' or the like); start {agent} alone"
+            )
+        elif clash := sorted({*setup.env, ENV_TOKEN, ENV_SOCKET} & set(env or {})):
+            why = f"env= sets {', '.join(clash)}, which its hooks need; leave it out"
+        elif setup.private_home and hooks is None:
+            # Its hooks replace the agent's whole config home (and the login kept there):
+            # only when asked for.
+            why = f"{agent}'s hooks need a private config home (hooks=True to use one)"
+        channel = self._hook_channel() if why is None else None
+        if why is None and channel is None:
+            why = "the hub's hook channel cannot start here (called on the engine thread)"
+        if why is not None or channel is None or setup is None:
+            if hooks is True:
+                raise MadohubValueError(f"tile {name!r}: hooks=True, but {why}")
+            return None
+        folder = None
+        if setup.files:
+            folder = _private_folder(f"{self.session_name}-{name}-", secure=setup.secure_dir)
+            if folder is None:
+                why = "no private folder without a group- or world-writable parent was found"
+                if hooks is True:
+                    raise MadohubValueError(
+                        f"tile {name!r}: hooks=True, but {why} for {agent}'s hook files; "
+                        "set $XDG_RUNTIME_DIR to a 0700 folder, or pass hooks=False"
+                    )
+                return None
+            setup = hook_setup(agent, command_argv(), folder)  # type: ignore[arg-type]
+            assert setup is not None
+            try:
+                _write_private(setup.files)
+            except OSError:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+        self._channel = channel
+        token = channel.register(None, setup.agent)
+        return _HookPlan(channel, token, setup, folder)
+
+    def on_hook(self, event: HookEvent) -> None:
+        """An event the hub's hook channel accepted (engine loop): to its tile, if it is ours."""
+        tile = self._hooked.get(event.token)
+        if tile is not None and tile.hooks is not None and tile.pane_id == event.pane:
+            tile.hooks.deliver(event)
 
     def adopt(self, name: str, pane: str, agent: str | None, host: str | None = None) -> Tile:
         """An existing pane; its agent is detected from its process tree unless given."""
@@ -231,6 +382,81 @@ class TileRegistry:
         )  # fmt: skip
         if None in made:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
+        hooked, self._hooked = self._hooked, {}
+        for token, tile in hooked.items():
+            if tile.hooks is not None:
+                tile.hooks.live = False
+                await asyncio.to_thread(_drop_hooks, self._channel, token, tile.hooks.folder)
+        if self._channel is not None:
+            await self._channel.close()
+
+
+def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> None:
+    """Forget a tile's token and remove its private hook folder."""
+    if channel is not None:
+        channel.unregister(token)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", ">", "<", ">>", "2>", "2>&1"})
+
+
+def _ends_in_one_program(command: str) -> bool:
+    """Options appended to ``command`` reach its one program (no list, pipe or redirect)."""
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError:
+        return False
+    raw = command.replace("\\;", "")
+    return not any(w in _SHELL_OPERATORS or w.endswith(";") for w in words) and "`" not in raw
+
+
+def _secure(path: str) -> bool:
+    """No folder from ``path`` up to ``/`` is writable by group or others (Gemini's rule)."""
+    path = os.path.realpath(path)
+    while True:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return False
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+def _private_folder(prefix: str, *, secure: bool) -> str | None:
+    """A fresh 0700 folder for one tile's hook files: under ``$XDG_RUNTIME_DIR``, else
+    ``~/.cache/madohub_nb/hooks``; with ``secure``, only where no parent is group- or
+    world-writable. None: no such place."""
+    bases = []
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        bases.append(runtime)
+    bases.append(os.path.expanduser(HOOKS_CACHE_DIR))
+    for base in bases:
+        try:
+            os.makedirs(base, mode=0o700, exist_ok=True)
+        except OSError:
+            continue
+        if secure and not _secure(base):
+            continue
+        folder = tempfile.mkdtemp(prefix=prefix, dir=base)
+        os.chmod(folder, 0o700)
+        return folder
+    return None
+
+
+def _write_private(files: Mapping[str, str]) -> None:
+    """Write a hook setup's files (0600, their folders 0700)."""
+    for path, text in files.items():
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
 
 
 def _copy_outcome(started: concurrent.futures.Future[Tile], tile: Tile) -> None:

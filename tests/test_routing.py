@@ -48,7 +48,7 @@ def test_on_idle_fires_once_per_finished_turn(hub: mh.Hub, project: Path) -> Non
     assert route.rounds == 1
     rows = log_rows(hub, route.id)
     assert [r["status"] for r in rows] == ["delivered"]
-    assert rows[0]["extraction_method"] == "jsonl"
+    assert rows[0]["extraction_method"] == "hook"  # the Stop hook's answer (issue 23)
     assert rows[0]["prompt"] == "Review: Done: first draft"
     wait_until(lambda: user_prompts(reviewer) == ["Review: Done: first draft"], 10)
     assert writer.state == "idle"

@@ -476,7 +476,7 @@ class Soak:
             wait_until(lambda: "line 05" in tile.screen(), 30, what=f"typing into {name}")
             proc = tile.agent_process()
             assert proc is not None, f"sink {name} runs no agent"
-            proc.kill()
+            os.kill(proc.pid, signal.SIGKILL)
             rec = future.result(60)
             assert rec.status == "error", f"a prompt typed into a killed agent was {rec.status}"
             self.send_records.append(rec)
@@ -489,7 +489,7 @@ class Soak:
             self.sources.remove(name)
             proc = hub.tiles[name].agent_process()
             assert proc is not None, f"source {name} runs no agent"
-            proc.kill()  # its routes stop once the hub sees the pane gone; no turn is sent to it
+            os.kill(proc.pid, signal.SIGKILL)  # its routes stop once the hub sees the pane gone; no turn is sent to it
             self.add_source()
             target = name
         if target:

@@ -104,7 +104,7 @@ def test_adopting_a_pane_detects_the_agent(hub: mh.Hub, tmux_socket: str, projec
     [
         (
             {"agent": "gpt"},
-            "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, qwen, aider, shell, terminal",
+            "unknown agent kind 'gpt'; allowed: claude, codex, amp, opencode, qwen, aider, gemini, copilot, pi, shell, terminal",
         ),
         ({"pane": "%999"}, "does not exist"),
         ({"pane": "not a pane!"}, "not a tmux pane reference"),

@@ -9,7 +9,12 @@ real thing. Answers come from a persona (``personas.py``); no network.
 
 Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
-``MADOHUB_STANDIN_ALLOW_BASH=1``).
+``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
+end (a hook that got lost).
+
+``--settings JSON|FILE`` takes command hooks as the real one does (``Stop``,
+``SessionStart``, ``Notification``): each runs with ``/bin/sh -c`` and gets the real
+payload shape on stdin (``last_assistant_message`` for ``Stop``).
 """
 
 from __future__ import annotations
@@ -72,6 +77,57 @@ _PROMPT_BG = "48;5;237"
 
 
 # Names and paths ------------------------------------------------------------
+
+
+def read_hooks(settings: str | None) -> dict[str, list[str]]:
+    """The command hooks of a ``--settings`` value (JSON text or a file): event -> commands."""
+    if not settings:
+        return {}
+    text = settings
+    if not settings.lstrip().startswith("{"):
+        try:
+            text = Path(settings).read_text(encoding="utf-8")
+        except OSError as e:
+            raise SystemExit(f"--settings {settings!r}: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise SystemExit(f"--settings is not JSON: {e}") from None
+    hooks: dict[str, list[str]] = {}
+    events = data.get("hooks", {}) if isinstance(data, dict) else {}
+    for event, groups in events.items() if isinstance(events, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for hook in group.get("hooks", []) if isinstance(group, dict) else ():
+                if isinstance(hook, dict) and hook.get("type") == "command":
+                    hooks.setdefault(str(event), []).append(str(hook.get("command", "")))
+    return hooks
+
+
+def run_hooks(commands: list[str], payload: dict[str, Any], cwd: str) -> None:
+    """Run each hook command with ``payload`` as JSON on stdin, not waiting for it."""
+    data = json.dumps(payload).encode()
+    for command in commands:
+        try:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                cwd=cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            continue
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(data)
+            proc.stdin.close()
+        except OSError:
+            pass
+        _hook_procs.append(proc)
+    _hook_procs[:] = [p for p in _hook_procs if p.poll() is None]  # reap finished ones
+
+
+_hook_procs: list[subprocess.Popen[bytes]] = []
 
 
 def config_dir(env: dict[str, str] | None = None) -> Path:
@@ -486,8 +542,11 @@ class ClaudeStandin(AgentStandin[_Turn]):
         skip_permissions: bool,
         cwd: str,
         home: Path,
+        hooks: dict[str, list[str]] | None = None,
     ) -> None:
         super().__init__(persona, think_s, cwd, paste_label=_claude_paste_label)
+        self.hooks = hooks or {}
+        """Command hooks from ``--settings``, by event (``Stop``, ``SessionStart``...)."""
         self.allow_bash = allow_bash
         self.skip_permissions = skip_permissions
         self.home = home
@@ -503,6 +562,19 @@ class ClaudeStandin(AgentStandin[_Turn]):
 
     def start(self) -> None:
         self._files = ClaudeFiles(self.home, self.cwd, os.getpid(), self.persona)
+        self._hook("SessionStart", source="startup")
+
+    def _hook(self, event: str, **extra: Any) -> None:
+        commands = self.hooks.get(event)
+        if commands:
+            payload = {
+                "session_id": self.files.session_id,
+                "transcript_path": str(self.files.transcript_path),
+                "cwd": self.cwd,
+                "hook_event_name": event,
+                **extra,
+            }
+            run_hooks(commands, payload, self.cwd)
 
     def stop(self) -> None:
         if self._files is not None:
@@ -607,6 +679,11 @@ class ClaudeStandin(AgentStandin[_Turn]):
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
         self.history.append(("answer", text, ""))
         self._finish(now)
+        if "[[nohook]]" not in turn.prompt:
+            self._hook(
+                "Stop", permission_mode="default", stop_hook_active=False,
+                last_assistant_message=text,
+            )  # fmt: skip
 
     def _run_tool(self, now: float) -> None:
         turn = self.turn
@@ -790,6 +867,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run [[bash CMD]] without the permission prompt",
     )
+    parser.add_argument(
+        "--settings",
+        default=None,
+        metavar="JSON|FILE",
+        help="settings for this run, as the real one takes them (its command hooks run)",
+    )
     run = launch("claude", argv, parser)
     app = ClaudeStandin(
         persona=run.persona,
@@ -798,6 +881,7 @@ def main(argv: list[str] | None = None) -> int:
         skip_permissions=run.args.dangerously_skip_permissions,
         cwd=run.cwd,
         home=config_dir(),
+        hooks=read_hooks(run.args.settings),
     )
     return app.run()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from .standin_tui import (
     Key,
     Turn,
     agent_home,
+    build_parser,
     indent_rows,
     iso_utc,
     launch,
@@ -371,8 +373,12 @@ def _worked_for(seconds: float) -> str:
 class CodexStandin(AgentStandin[_Turn]):
     """The stand-in Codex TUI."""
 
-    def __init__(self, persona: str, think_s: float, cwd: str, home: Path) -> None:
+    def __init__(
+        self, persona: str, think_s: float, cwd: str, home: Path, notify: list[str] | None = None
+    ) -> None:
         super().__init__(persona, think_s, cwd, paste_label=_codex_paste_label)
+        self.notify = notify or []
+        """``-c notify=[...]``: run once per finished turn, its JSON as the last argument."""
         self.rollout = CodexRollout(home, cwd, persona)
         self.history: list[tuple[str, str]] = []
         self.last_typed = float("-inf")
@@ -423,6 +429,16 @@ class CodexStandin(AgentStandin[_Turn]):
         assert turn is not None
         text = personas.reply(self.persona, turn.prompt, self.turns)
         self.rollout.turn_completed(turn.turn_id, text, turn.started_wall)
+        if self.notify and "[[nohook]]" not in turn.prompt:
+            payload = {
+                "type": "agent-turn-complete",
+                "thread-id": self.rollout.session_id,
+                "turn-id": turn.turn_id,
+                "cwd": self.cwd,
+                "input-messages": [turn.prompt],
+                "last-assistant-message": text,
+            }
+            _notify(self.notify, payload, self.cwd)
         self.history.append(("answer", text))
         self.history.append(
             ("worked", f"Worked for {_worked_for(now - turn.started)} • {datetime.now():%H:%M}")
@@ -486,10 +502,49 @@ class CodexStandin(AgentStandin[_Turn]):
         return top + [""] * (room - len(top)) + bottom
 
 
+_notified: list[subprocess.Popen[bytes]] = []
+
+
+def _notify(argv: list[str], payload: dict[str, Any], cwd: str) -> None:
+    """Run the ``notify`` program as Codex does (not waited for)."""
+    try:
+        _notified.append(
+            subprocess.Popen(
+                [*argv, json.dumps(payload)], cwd=cwd, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        )  # fmt: skip
+    except OSError:
+        pass
+    _notified[:] = [p for p in _notified if p.poll() is None]
+
+
+def read_notify(overrides: list[str] | None) -> list[str]:
+    """``notify`` from ``-c key=value`` overrides (a TOML array of strings; JSON strings are
+    TOML strings, as madohub_nb writes them); other keys are taken and ignored."""
+    for item in overrides or ():
+        key, _, value = item.partition("=")
+        if key.strip() == "notify":
+            try:
+                argv = json.loads(value)
+            except ValueError:
+                raise SystemExit(f"-c notify=: not an array of strings: {value!r}") from None
+            if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+                return argv
+            raise SystemExit(f"-c notify=: not an array of strings: {value!r}")
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in Codex CLI in this terminal."""
-    run = launch("codex", argv)
-    return CodexStandin(run.persona, run.think_s, run.cwd, home=codex_home()).run()
+    parser = build_parser("codex")
+    parser.add_argument(
+        "-c", dest="config", action="append", metavar="KEY=VALUE",
+        help="a config override, as the real one takes it (notify=[...] is run per turn)",
+    )  # fmt: skip
+    run = launch("codex", argv, parser)
+    notify = read_notify(run.args.config)
+    return CodexStandin(run.persona, run.think_s, run.cwd, home=codex_home(), notify=notify).run()
 
 
 if __name__ == "__main__":

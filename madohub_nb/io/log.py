@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES, RoundStatus
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
 from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
     CUT_MARKER,
@@ -102,8 +102,9 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
 (``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key and dropped
-by any change to their rows, and the AI transform's cache columns (``ai_cache_read_tokens``,
-``ai_cache_write_tokens``). Older files are migrated."""
+by any change to their rows, the AI transform's cache columns (``ai_cache_read_tokens``,
+``ai_cache_write_tokens``) and ``turn_signal``. Older files are migrated, and so is a
+schema-4 file written before one of these columns joined (schema 4 was not released then)."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
 MEMORY: Final = ":memory:"
@@ -135,6 +136,9 @@ class RoundRecord:
     extracted: str | None = None
     extraction_method: str | None = None
     extraction_path: str | None = None
+    turn_signal: str | None = None
+    """Which evidence ended the source turn: ``hook``, ``status``, ``transcript``,
+    ``screen`` or ``quiet`` (None: no turn, e.g. a hand ``send``)."""
     prompt: str | None = None
     delivered_at: datetime | None = None
     status: RoundStatus
@@ -544,7 +548,9 @@ class RoundLog:
                 f"round log {self.path} was written by a newer madohub_nb (schema {version}; "
                 f"this version reads up to {SCHEMA_VERSION}): upgrade madohub_nb or pass another log_path"
             )
-        if version < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION or (
+            not self.read_only and not all(c in self._stored_columns() for c in ROUND_COLUMNS)
+        ):
             self._migrate(version)
         return True
 
@@ -748,6 +754,8 @@ class RoundLog:
         check_choice("round status", rec.status, ROUND_STATUSES)
         if rec.extraction_method is not None:
             check_choice("extraction method", rec.extraction_method, EXTRACTION_METHODS)
+        if rec.turn_signal is not None:
+            check_choice("turn signal", rec.turn_signal, TURN_SIGNALS)
         if rec.delivery_mode is not None:
             check_choice("delivery mode", rec.delivery_mode, DELIVERY_MODES)
         if isinstance(rec.round, bool) or not isinstance(rec.round, int) or rec.round < 0:

@@ -30,7 +30,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Final, Literal
 
 from ..errors import TmuxError
 from .tmux import ChannelClosed, ControlClient, Tmux, decode_control_output
@@ -58,6 +58,10 @@ def activity_end_mono(activity_s: int, now_wall: float, now_mono: float) -> floa
     the end of that second (and not after now).
     """
     return now_mono - max(0.0, now_wall - (activity_s + 1.0))
+
+
+SWITCH_RETRY_S: Final = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+"""Waits before a refused output switch is tried again (then once more, and it stays)."""
 
 
 class Listener:
@@ -357,6 +361,21 @@ class OutputWatcher:
             return False
         return True
 
+    async def _switch(self, stream: PaneStream, on: bool) -> bool:
+        """Switch the pane's output, trying again while tmux refuses it and the pane and its
+        client are still there (a control client that has just started is not yet tmux's
+        "current client": its first switch can be refused, and would otherwise stay undone)."""
+        for wait_s in SWITCH_RETRY_S:
+            if await self._set_output(stream.session, stream.pane_id, on):
+                return True
+            client = self._clients.get(stream.session)
+            if self.closed or client is None or not client.alive:
+                return False
+            if self.streams.get(stream.pane_id) is not stream or stream.ended:
+                return False
+            await asyncio.sleep(wait_s)
+        return await self._set_output(stream.session, stream.pane_id, on)
+
     async def _apply(self, stream: PaneStream) -> None:
         """Tell tmux to send ``stream``'s output or not, as its listeners need (in order)."""
         if not self.output_control:
@@ -367,9 +386,8 @@ class OutputWatcher:
             # one, so they schedule nothing): look again until tmux does what they need.
             while not self.closed and (want := stream.wanted()) != stream.mode:
                 on = want == "on"
-                if (stream.mode == "on") != on:
-                    if not await self._set_output(stream.session, stream.pane_id, on):
-                        return
+                if (stream.mode == "on") != on and not await self._switch(stream, on):
+                    return
                 was, stream.mode = stream.mode, want
                 log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
                 if want == "polled":

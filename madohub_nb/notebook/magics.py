@@ -87,6 +87,7 @@ class MadohubMagics(Magics):
             "plot": self._plot,
             "replay": self._replay,
             "template": self._template,
+            "hooks": self._hooks,
             "close": self._close,
         }
 
@@ -161,6 +162,8 @@ class MadohubMagics(Magics):
             kwargs["env"] = dict(args.env)
         if args.host:
             kwargs["host"] = args.host
+        if args.hooks is not None:
+            kwargs["hooks"] = args.hooks
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:
@@ -307,6 +310,19 @@ class MadohubMagics(Magics):
             f"%%madohub template {args.name} needs the template as the cell body "
             "(write it under the %%madohub line)"
         )
+
+    def _hooks(self, args: argparse.Namespace, cell: str) -> None:
+        """Print the snippet that opts an adopted pane of ``args.agent`` in to its hooks."""
+        from ..agents.hooks import HOOK_AGENTS, opt_in_snippet
+        from ..io.hookcall import command_argv
+
+        self._no_cell(args, cell)
+        if args.agent not in HOOK_AGENTS:
+            raise MadohubValueError(
+                f"agent {args.agent!r} has no hooks madohub_nb knows; agents with hooks: "
+                f"{', '.join(HOOK_AGENTS)} (its turns are told from its records or screen)"
+            )
+        print(opt_in_snippet(args.agent, command_argv()), end="")
 
     def _close(self, args: argparse.Namespace, cell: str) -> None:
         from .registry import registry

@@ -283,7 +283,7 @@ def split_endpoints(words: Iterable[str]) -> tuple[str, str]:
 
 SUBCOMMANDS = (
     "tile", "connect", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
-    "watch", "dashboard", "log", "plot", "replay", "template", "close",
+    "watch", "dashboard", "log", "plot", "replay", "template", "hooks", "close",
 )  # fmt: skip
 
 _CONNECT = {n: p.default for n, p in inspect.signature(Hub.connect).parameters.items()}
@@ -334,6 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", help="make or adopt the pane on this ssh host's tmux (see ssh_command)"
     )
+    p.add_argument(
+        "--hooks", action=argparse.BooleanOptionalAction, default=None,
+        help="the agent's own end-of-turn hooks for a new pane: --hooks requires them, "
+        "--no-hooks turns them off (default: on when the agent has them)",
+    )  # fmt: skip
     p.add_argument(
         "--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
         help="environment of the new pane; repeat for more (default: none)",
@@ -444,6 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"%%%%madohub template NAME stores the cell as a template ({PLACEHOLDERS})",
     )
     p.add_argument("name")
+
+    p = sub.add_parser(
+        "hooks", help="print what to add to an agent's own settings to opt an adopted pane in"
+    )
+    p.add_argument("agent", metavar="AGENT", help="agent kind, e.g. claude or codex")
 
     sub.add_parser("close", help="close the kernel's hub (stops routes, kills its tiles)")
     return parser

@@ -79,6 +79,8 @@ class RoundPlan:
     delivery: str
     extraction: Extraction | None
     extract_ms: float | None = None
+    turn_signal: str | None = None
+    """Which evidence ended the source turn (``hook``, ``status``, ...); None: no turn."""
     screen_tail: list[str] | None = None
     stop_keyword: str | None = None
     allow_shell: bool = False
@@ -194,6 +196,7 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         extracted=ex.text if ex else None,
         extraction_method=ex.method if ex else None,
         extraction_path=str(ex.path) if ex and ex.path else None,
+        turn_signal=plan.turn_signal,
         status="error",
         extract_ms=plan.extract_ms,
         replay_of=plan.replay_of,

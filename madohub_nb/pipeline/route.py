@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError
+from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
@@ -242,6 +244,9 @@ class Route:
         # Output arrives in arbitrary chunks: keep a UTF-8 character split across two whole.
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._listener: OutputListener | None = None
+        self._hook_events: collections.deque[HookEvent] = collections.deque(maxlen=64)
+        """The source's end-of-turn hooks not yet handed to the trigger (engine loop)."""
+        self._hook_wake: asyncio.Event | None = None
 
     # the public face ------------------------------------------------------
     @property
@@ -378,6 +383,8 @@ class Route:
         stream = await self._listen()
         seen = _SeenSource(self)
         await self.detector.start(seen)
+        hooks = self.source_tile.hooks
+        unsubscribe = hooks.subscribe(self._on_hook) if hooks is not None else None
         self.ready.set()
         try:
             while self.state in ("active", "paused", "exhausted"):
@@ -394,8 +401,18 @@ class Route:
                 elif turn is not None:
                     await self._fire(turn)
         finally:
+            if unsubscribe is not None:
+                unsubscribe()
             if self._listener is not None:
                 self._listener.close()
+
+    def _on_hook(self, event: HookEvent) -> None:
+        """The source's agent ended a turn (its hook, from the channel): wake the route."""
+        if event.kind != "stop":
+            return
+        self._hook_events.append(event)
+        if self._hook_wake is not None:
+            self._hook_wake.set()
 
     async def _listen(self) -> OutputStream:
         """(Re)open the source's output and listen to it until it has settled."""
@@ -409,11 +426,32 @@ class Route:
     async def _hear(self, timeout_s: float | None) -> Heard:
         """What the source said within ``timeout_s`` (``quiet`` when nothing came)."""
         assert self._listener is not None
-        got = await self._listener.wait(timeout_s)
+        got = await self._wait(self._listener, timeout_s)
         data = self._listener.take() if got else b""
         spoke = self._listener.take_activity() if got else None
+        hook = self._hook_events.popleft() if self._hook_events else None
         # (An on-idle listener of a polled source gets the times it spoke, not bytes.)
-        return Heard(self.now_ms(), self._decode(data), spoke * 1000 if spoke is not None else None)
+        return Heard(
+            self.now_ms(), self._decode(data), spoke * 1000 if spoke is not None else None, hook
+        )
+
+    async def _wait(self, listener: OutputListener, timeout_s: float | None) -> bool:
+        """Wait for output, or for the source's hook when it has hooks; False: neither came."""
+        if self.source_tile.hooks is None:
+            return await listener.wait(timeout_s)
+        if self._hook_events:
+            return False
+        wake = self._hook_wake = asyncio.Event()
+        output = asyncio.ensure_future(listener.wait(timeout_s))
+        hooked = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait((output, hooked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._hook_wake = None
+            for task in (output, hooked):
+                if not task.done():
+                    task.cancel()
+        return output.done() and not output.cancelled() and output.result()
 
     async def _output_after(self, delay_s: float) -> str:
         """Wait ``delay_s``, then the output that arrived meanwhile (an ``always`` batch)."""
@@ -486,6 +524,7 @@ class Route:
             delivery=self.delivery,
             extraction=turn.found,
             extract_ms=round(turn.extract_ms, 3),
+            turn_signal=turn.signal or None,
             screen_tail=screen_tail,
             stop_keyword=self.guard.stop_keyword,
             allow_shell=self.allow_shell,
@@ -555,6 +594,14 @@ class _SeenSource:
 
     async def output_after(self, delay_s: float) -> str:
         return await self._route._output_after(delay_s)
+
+    @property
+    def reads_records(self) -> bool:
+        return self._route.dispatch_mode.extracts_from_transcript
+
+    def signal(self) -> str:
+        tile = self._route.source_tile
+        return tile.last_signal or ("quiet" if tile.profile.ready_quiet_ms else "screen")
 
 
 def make_route(

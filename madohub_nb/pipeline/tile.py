@@ -49,6 +49,7 @@ from ..agents.records import ENV_NAMES as RECORD_ENV
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.agent_records import read_record, record_turn_finished
+from ..io.hooks import HookEvent
 from ..io.machine import Machine, PaneRef, PaneTmux
 from ..io.tmux import PaneInfo
 from ..io.transcripts import read_last_response, turn_finished
@@ -65,6 +66,50 @@ EXIT_CHECK_S = 0.5
 """How long a new tile's command is watched for exiting at once."""
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TileHooks:
+    """What a tile knows of its agent's own hooks: its token, what they report, who listens.
+
+    Made by the tile registry for a pane the hub started with hooks; events arrive on
+    the engine loop from the hub's hook channel (already checked there: this token,
+    this pane, a fresh nonce) and go to every listener (a route of this source).
+    """
+
+    def __init__(self, token: str, kinds: tuple[str, ...], folder: str | None) -> None:
+        self.token = token
+        self.kinds = kinds
+        """The hook kinds the agent was set up to report (``stop``, ``notification``, ...)."""
+        self.folder = folder
+        """The hub's private per-tile folder holding the hook files (None: none needed)."""
+        self.live = True
+        """False once the channel forgot the token (the hub closed)."""
+        self.received = 0
+        self.last_event: HookEvent | None = None
+        self._listeners: list[Callable[[HookEvent], None]] = []
+
+    @property
+    def ends_turns(self) -> bool:
+        """The agent reports its end of turn (a ``stop`` hook), and the channel listens."""
+        return self.live and "stop" in self.kinds
+
+    def subscribe(self, listener: Callable[[HookEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with each event (engine loop); returns the unsubscribe call."""
+        self._listeners = [*self._listeners, listener]
+
+        def unsubscribe() -> None:
+            self._listeners = [x for x in self._listeners if x is not listener]
+
+        return unsubscribe
+
+    def deliver(self, event: HookEvent) -> None:
+        """One accepted event of this tile's token (engine loop)."""
+        if event.token != self.token:
+            return
+        self.received += 1
+        self.last_event = event
+        for listener in self._listeners:
+            listener(event)
 
 
 def check_new_tile(
@@ -194,6 +239,11 @@ class Tile:
         """Output that says this tile's turn is over; on-idle routes wait for it, then silence."""
         self.last_input: TypedInput | None = None
         """What was typed into the pane last, and where (for answer_after_input extraction)."""
+        self.hooks: TileHooks | None = None
+        """The agent's own hooks, when the hub started the pane with them (``hooks=``)."""
+        self.last_signal: str | None = None
+        """Which evidence the last state read came from (``status``, ``transcript``,
+        ``screen``, ``quiet``); None before the first read."""
 
     @property
     def tmux(self) -> PaneTmux:
@@ -208,6 +258,22 @@ class Tile:
     def claude_home(self) -> str | None:
         """The hub's fallback Claude config directory (``claude_home`` setting)."""
         return self._claude_home()
+
+    @property
+    def turn_signal(self) -> str:
+        """The strongest end-of-turn evidence this tile gives now: ``hook`` (its agent's
+        own hook), ``status`` (a live status file), ``transcript`` (an end-of-turn record),
+        ``screen`` (its profile's markers) or ``quiet`` (silence only)."""
+        if self.hooks is not None and self.hooks.ends_turns:
+            return "hook"
+        profile = self.profile
+        if profile.writes_status_file:
+            return "status"
+        if profile.has_transcript:
+            return "transcript"
+        if profile.ready_quiet_ms is None:
+            return "screen"
+        return "quiet"
 
     @property
     def profile(self) -> AgentProfile:
@@ -387,6 +453,7 @@ class Tile:
         if profile.writes_status_file:
             session = self.claude_session(proc)
             if session is not None and session.status in ("idle", "busy", "waiting"):
+                self.last_signal = "status"
                 return session.status  # type: ignore[return-value]  # checked just above
         return self._screen_state(profile)
 
@@ -492,11 +559,14 @@ class Tile:
                 info = self.pane_info()
                 title = info.title if info is not None else ""
             state = screen_state(profile, screen, current_command=current_command, pane_title=title)
+            self.last_signal = "screen"
             if state == "unknown" and profile.has_transcript and self.turn_finished() is True:
                 # No marker on screen: the agent's own end-of-turn record decides
                 # (Claude's turn_duration, Codex's task_complete).
+                self.last_signal = "transcript"
                 return "idle"
             return state
+        self.last_signal = "quiet"
         last = self._last_output_mono()
         since = max(last, self._started_mono) if last is not None else self._started_mono
         return quiet_state(

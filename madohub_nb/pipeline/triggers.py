@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ..errors import MadohubValueError
+from ..io.hooks import HookEvent
 from ..io.transcripts import Extraction
 from ..settings import TRIGGERS, check_choice, check_regex
 
@@ -234,11 +237,13 @@ class Heard:
     now_ms: float
     text: str = ""
     spoke_ms: float | None = None
+    hook: HookEvent | None = None
+    """The source agent's own end-of-turn hook, when one came (accepted by the channel)."""
 
     @property
     def quiet(self) -> bool:
         """Nothing was heard (the wait timed out, or the stream ended)."""
-        return not self.text and self.spoke_ms is None
+        return not self.text and self.spoke_ms is None and self.hook is None
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,9 @@ class Turn:
     found: Extraction | None
     extract_ms: float = 0.0
     skipped: str = ""
+    signal: str = ""
+    """Which evidence ended the turn (``hook``, ``status``, ``transcript``, ``screen``,
+    ``quiet``); empty when the trigger is not about turns (keyword, always)."""
 
 
 class TurnSource(Protocol):
@@ -272,12 +280,24 @@ class TurnSource(Protocol):
     async def output_after(self, delay_s: float) -> str:
         """Wait ``delay_s`` seconds, then the output that arrived meanwhile (decoded)."""
 
+    def signal(self) -> str:
+        """Which evidence the source's last state read came from (``status``, ``screen``…)."""
+
+    @property
+    def reads_records(self) -> bool:
+        """Answers may come from the agent's own words (its records, its hook's payload);
+        False: from its screen only (``legacy`` dispatch)."""
+
 
 def text_key(found: Extraction | None) -> str | None:
     """The identity of an answer's text, whichever way it was read (transcript or screen)."""
     if found is None:
         return None
-    return hashlib.sha1(" ".join(found.text.split()).encode("utf-8", "replace")).hexdigest()
+    return _text_key_of(found.text)
+
+
+def _text_key_of(text: str) -> str:
+    return hashlib.sha1(" ".join(text.split()).encode("utf-8", "replace")).hexdigest()
 
 
 class TurnDetector(Protocol):
@@ -318,6 +338,9 @@ class IdleDetector:
         self.trigger = IdleTrigger(idle_delay_ms(), completion_pattern)
         # Without a completion pattern the bytes are not needed, only when the source spoke.
         self.pollable = completion_pattern is None
+        self._completion = completion_pattern is not None
+        self._hooked: OrderedDict[str, None] = OrderedDict()
+        """Text keys of answers routed on a hook: the same turn read later is not new."""
 
     async def start(self, source: TurnSource) -> None:
         first = await source.answer()
@@ -329,6 +352,8 @@ class IdleDetector:
         return None if due is None else max(0.0, (due - now_ms) / 1000)
 
     async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        if heard.hook is not None:
+            return await self._on_hook(heard.hook, source)
         idle, now = self.trigger, heard.now_ms
         if heard.text:
             idle.output(now, heard.text)
@@ -339,12 +364,56 @@ class IdleDetector:
             return None
         if idle.evaluate(now, await source.state()).action != "fire":
             return None
+        signal = "screen" if self._completion else source.signal()
         found, took_ms = await _timed_answer(source)
         unique = found is not None and found.method != "terminal"
         key = found.message_id if found else None
+        if found is not None and self._hooked.pop(text_key(found) or "", False) is None:
+            # The turn a hook routed already, now in its record: known by its key from now on.
+            idle.accept(key, unique=unique, text_key=text_key(found))
+            idle.skip_reason = "already routed"
+            return Turn(found, took_ms, skipped="already routed", signal=signal)
         if not idle.accept(key, unique=unique, text_key=text_key(found)):
-            return Turn(found, took_ms, skipped=idle.skip_reason)
-        return Turn(found, took_ms)
+            return Turn(found, took_ms, skipped=idle.skip_reason, signal=signal)
+        return Turn(found, took_ms, signal=signal)
+
+    async def _on_hook(self, hook: HookEvent, source: TurnSource) -> Turn | None:
+        """The agent said its turn is over: fire now (no silence to wait for), once per turn.
+
+        The answer is the hook's own (method ``hook``) where its payload carries one,
+        else the agent's record (or screen) as read now. The record is read either way,
+        so that the turn is known by its record's key too: the same turn seen later by
+        the weaker signals (or hooked again) is ``already routed``.
+        """
+        if hook.kind != "stop":
+            return None
+        idle = self.trigger
+        record, took_ms = await _timed_answer(source)
+        found = record
+        if hook.answer and hook.answer.strip() and source.reads_records:
+            same = record is not None and text_key(record) == _text_key_of(hook.answer)
+            path = Path(hook.transcript_path) if hook.transcript_path else None
+            found = Extraction(
+                hook.answer,
+                "hook",
+                path or (record.path if record is not None else None),
+                message_id=record.message_id if same and record is not None else None,
+                usage=record.usage if same and record is not None else None,
+            )
+        if found is None:
+            return Turn(None, took_ms, skipped="no answer", signal="hook")
+        tkey = text_key(found)
+        assert tkey is not None
+        key = found.message_id or f"hook:{tkey}"
+        if found.message_id is None and (tkey in self._hooked or tkey == idle.last_text_key):
+            return Turn(found, took_ms, skipped="already routed", signal="hook")
+        if not idle.accept(key, unique=found.method != "terminal", text_key=tkey):
+            return Turn(found, took_ms, skipped=idle.skip_reason, signal="hook")
+        if found.message_id is None:  # the record lags (or differs): it may show this turn later
+            self._hooked[tkey] = None
+            while len(self._hooked) > FIRED_KEYS_KEPT:
+                self._hooked.popitem(last=False)
+        return Turn(found, took_ms, signal="hook")
 
 
 class KeywordDetector:
