@@ -489,7 +489,8 @@ class Soak:
             self.sources.remove(name)
             proc = hub.tiles[name].agent_process()
             assert proc is not None, f"source {name} runs no agent"
-            os.kill(proc.pid, signal.SIGKILL)  # its routes stop once the hub sees the pane gone; no turn is sent to it
+            # its routes stop once the hub sees the pane gone; no turn is sent to it
+            os.kill(proc.pid, signal.SIGKILL)
             self.add_source()
             target = name
         if target:
