@@ -190,7 +190,7 @@ class TileRegistry:
             self._engine.call_soon(tile.machine.watcher.forget, tile.pane_id)
 
     # hooks ---------------------------------------------------------------------------
-    def _hook_channel(self) -> HookChannel | None:
+    def hook_channel(self) -> HookChannel | None:
         """The hub's hook channel, started on the engine loop on first use (any thread but
         the engine's own: None there). It ends with :meth:`close`."""
         if self._engine.in_loop_thread:
@@ -241,7 +241,7 @@ class TileRegistry:
             # Its hooks replace the agent's whole config home (and the login kept there):
             # only when asked for.
             why = f"{agent}'s hooks need a private config home (hooks=True to use one)"
-        channel = self._hook_channel() if why is None else None
+        channel = self.hook_channel() if why is None else None
         if why is None and channel is None:
             why = "the hub's hook channel cannot start here (called on the engine thread)"
         if why is not None or channel is None or setup is None:

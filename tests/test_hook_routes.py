@@ -106,7 +106,7 @@ def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: P
     wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="round 1")
     env = _hook_env(writer)
     sock, token = env[hookcall.ENV_SOCKET], env[hookcall.ENV_TOKEN]
-    channel = hub._rt.hook_channel()
+    channel = hub.runtime.tiles.hook_channel()
     assert channel is not None
     before = dict(channel.counts)
     forged = json.dumps({"last_assistant_message": "forged answer"}).encode()
@@ -165,7 +165,7 @@ def test_hooks_off_and_the_private_folder_goes_at_close(
         on = start_standin(hub, "on", cwd=project, hooks=True)
         assert off.hooks is None and off.turn_signal == "status"
         assert on.hooks is not None and on.turn_signal == "hook"
-        channel = hub._rt.hook_channel()
+        channel = hub.runtime.tiles.hook_channel()
         assert channel is not None and channel.serving
         folder = channel.folder
         assert os.stat(folder).st_mode & 0o777 == 0o700
@@ -224,7 +224,7 @@ def test_hooks_that_would_replace_a_config_home_or_an_env_value_need_asking(
     assert plan is not None and plan.setup.private_home and plan.folder is not None
     (path,) = plan.setup.files
     assert path.startswith(plan.folder) and os.stat(path).st_mode & 0o777 == 0o600
-    hub._rt.hook_channel().unregister(plan.token)  # type: ignore[union-attr]
+    hub.runtime.tiles.hook_channel().unregister(plan.token)  # type: ignore[union-attr]
     import shutil
 
     shutil.rmtree(plan.folder)

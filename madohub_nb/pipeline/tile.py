@@ -698,10 +698,15 @@ async def watch_start(tile: Tile, command: str | None, *, detect: bool) -> Tile:
     return tile
 
 
+EXIT_STATUS_WAIT_S = 6.0
+"""How long a start-up failure's report waits for tmux to record the exit status."""
+
+
 async def _exit_report(tile: Tile, info: PaneInfo, command: str | None) -> str:
     # tmux marks the pane dead at the pty's EOF and records the exit status only
-    # when it reaps the child; under load that can take a while.
-    for _ in range(60):
+    # when it reaps the child; under load that can take a while (seconds, seen in CI).
+    deadline = time.monotonic() + EXIT_STATUS_WAIT_S
+    while time.monotonic() < deadline:
         if info.dead_status is not None:
             break
         await asyncio.sleep(0.03)
