@@ -887,6 +887,14 @@ class RegistryTrap:
 
 
 @pytest.fixture(autouse=True)
+def not_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agents run as a person runs them, not as a CI job: Gemini CLI 0.61.0 takes the ``CI``
+    variable (which CI sets for ``.ci/run``) to mean "no terminal", says "No input provided via
+    stdin" and exits, even in a tmux pane. The tmux servers these tests start inherit this."""
+    monkeypatch.delenv("CI", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def registry_trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[RegistryTrap]:
     """Every agent a real-agent test starts sees a package registry that answers nothing.
 
