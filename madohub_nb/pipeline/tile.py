@@ -700,15 +700,29 @@ async def watch_start(tile: Tile, command: str | None, *, detect: bool) -> Tile:
 
 EXIT_STATUS_WAIT_S = 6.0
 """How long a start-up failure's report waits for tmux to record the exit status."""
+EXIT_STATUS_NUDGE_S = 0.4
+"""How long a dead pane may lack its exit status before the tmux server is told to reap."""
+
+
+def _nudge_reaper(tmux: PaneTmux) -> None:
+    """Make the tmux server reap its exited children (a SIGCHLD to itself, ``#{pid}``)."""
+    tmux.run("run-shell", "-b", "kill -s CHLD #{pid}", check=False)
 
 
 async def _exit_report(tile: Tile, info: PaneInfo, command: str | None) -> str:
-    # tmux marks the pane dead at the pty's EOF and records the exit status only
-    # when it reaps the child; under load that can take a while (seconds, seen in CI).
+    # tmux marks the pane dead at the pty's EOF and records the exit status only when it
+    # reaps the child. tmux 3.3a under load can miss that SIGCHLD: the shell stayed a zombie,
+    # unreaped, for longer than 6 s (seen in CI, and with six such tests at once here). A
+    # SIGCHLD sent to the server (by itself, with run-shell: local or on a host) makes it
+    # run its reaping loop again.
     deadline = time.monotonic() + EXIT_STATUS_WAIT_S
+    nudge_at = time.monotonic() + EXIT_STATUS_NUDGE_S
     while time.monotonic() < deadline:
         if info.dead_status is not None:
             break
+        if time.monotonic() >= nudge_at:
+            await asyncio.to_thread(_nudge_reaper, tile.tmux)
+            nudge_at = time.monotonic() + EXIT_STATUS_NUDGE_S
         await asyncio.sleep(0.03)
         fresh = await asyncio.to_thread(tile.pane_info)
         info = fresh or info
