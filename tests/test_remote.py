@@ -836,3 +836,26 @@ def test_a_remote_tiles_env_and_command_reach_no_argv_here_or_on_the_host(
         assert token not in server and word not in server
     finally:
         hub.close()
+
+
+def test_a_remote_hook_comes_back_over_the_new_master_after_the_link_drops(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    far = start_standin(rhub, "far", cwd=project, host="box", hooks=True)
+    near = start_standin(rhub, "near", cwd=project, hooks=False)
+    route = rhub.connect("far", "near", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    link = rhub.hosts["box"]
+    master = link.ssh._master
+    assert master is not None
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: far.state == "unreachable", 20, what="far unreachable")
+    wait_until(lambda: link.reachable, 40, what="host back")
+    wait_until(lambda: route.state == "active", 10, what="route resumed")
+    assert link.ssh._master is not None and link.ssh._master is not master  # a new master
+    rhub.idle_delay_ms = 30000  # only the hook can end the turn in time
+    rhub.send("far", "after the drop").result(60)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="a round on the hook")
+    (row,) = log_rows(rhub, route)
+    assert row["status"] == "delivered" and row["turn_signal"] == "hook", row
+    wait_until(lambda: _prompts(near) == ["Review: Done: after the drop"], 10)
