@@ -22,6 +22,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .agents.detect import kind_from_command
@@ -29,10 +30,11 @@ from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
 from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
+from .io import hookcall
 from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
 from .io.hooks import HookChannel, HookEvent
 from .io.machine import LocalMachine, Machine, PaneRef
-from .io.remote import check_host
+from .io.remote import SshMachine, check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
 from .model import HostState, HubEvent
@@ -54,6 +56,20 @@ class _HookPlan:
     token: str
     setup: HookSetup
     folder: str | None
+    socket: str | None = None
+    """On a host: the hook socket there (forwarded to the channel's), else None."""
+
+
+@dataclass
+class _HostHooks:
+    """A host's place for this hub's hooks: a 0700 folder holding the hook command and the
+    socket forwarded over the host's ssh master to the hub's hook channel."""
+
+    machine: SshMachine
+    folders: tuple[str, str]
+    """The hook files' folder (under ``~/.cache``) and the socket's (under ``/tmp``)."""
+    socket_path: str
+    command: list[str]
 
 
 ADOPTED_HOOKS = (
@@ -95,6 +111,8 @@ class TileRegistry:
         self._hooks_lock = threading.Lock()
         """The hub's hook channel, started on first use (None: it cannot start here)."""
         self._hooked: dict[str, Tile] = {}
+        self._host_hooks: dict[str, _HostHooks] = {}
+        """Each host's place for hooks (made on a first hooked tile there)."""
         """Tiles whose panes were started with hooks, by channel token."""
         self._channel: HookChannel | None = None
         self.watcher = OutputWatcher(tmux, on_output=self._on_output)
@@ -162,6 +180,8 @@ class TileRegistry:
             if plan.setup.args:
                 command = f"{command} {shlex.join(plan.setup.args)}"
             env = {**(env or {}), **plan.setup.env, **plan.channel.env(plan.token)}
+            if plan.socket is not None:  # (on a host: the socket forwarded to the channel)
+                env[ENV_SOCKET] = plan.socket
         try:
             with self.spawn_lock:  # the first pane also makes the session: one at a time
                 if self._closed():  # (close() raced this call; make no pane it would not kill)
@@ -223,11 +243,6 @@ class TileRegistry:
                 f"{', '.join(HOOK_AGENTS)}); pass hooks=None or False: its turns are told from "
                 "its records or its screen"
             )
-        elif host is not None:
-            why = (
-                f"hooks on a remote host's panes ({host!r}) are not carried back yet; pass "
-                "hooks=None or False: that tile's turns are told from its records or screen"
-            )
         elif command is None:
             why = f"hooks need the agent's command (command='{agent} …'); pass it or hooks=False"
         elif setup.args and not _ends_in_one_program(command):
@@ -244,10 +259,15 @@ class TileRegistry:
         channel = self.hook_channel() if why is None else None
         if why is None and channel is None:
             why = "the hub's hook channel cannot start here (called on the engine thread)"
+        place = None
+        if why is None and channel is not None and host is not None:
+            place, why = self._host_hook_place(host, channel)
         if why is not None or channel is None or setup is None:
             if hooks is True:
                 raise MadohubValueError(f"tile {name!r}: hooks=True, but {why}")
             return None
+        if place is not None:
+            return self._remote_hook_plan(name, agent, hooks, channel, place)  # type: ignore[arg-type]
         folder = None
         if setup.files:
             folder = _private_folder(f"{self.session_name}-{name}-", secure=setup.secure_dir)
@@ -269,6 +289,58 @@ class TileRegistry:
         self._channel = channel
         token = channel.register(None, setup.agent)
         return _HookPlan(channel, token, setup, folder)
+
+    def _host_hook_place(
+        self, host: str, channel: HookChannel
+    ) -> tuple[_HostHooks | None, str | None]:
+        """The host's folder for this hub's hooks (the hook command, the forwarded socket),
+        made on first use; else None and why not."""
+        with self._hooks_lock:
+            place = self._host_hooks.get(host)
+        if place is not None:
+            return place, None
+        machine = self.host_link(host).machine
+        python = machine.which("python3")
+        if python is None:
+            return None, f"host {host!r} has no python3 to run the hook command"
+        try:
+            folder = machine.make_private_folder(HOOKS_CACHE_DIR, f"{self.session_name}-")
+            script = os.path.join(folder, "hookcall.py")
+            machine.write_private({script: Path(hookcall.__file__).read_text(encoding="utf-8")})
+            # A socket's path must fit in 108 bytes: a short 0700 folder of its own in /tmp.
+            sockets = machine.make_private_folder("/tmp", "madohub-hooks-")
+        except TmuxError as exc:
+            return None, str(exc)
+        socket_path = os.path.join(sockets, "hub.sock")
+        if not machine.forward_socket(socket_path, channel.socket_path):
+            machine.remove_tree(folder)
+            machine.remove_tree(sockets)
+            return None, (
+                f"host {host!r} did not forward the hook socket (ssh -R): "
+                f"{machine.forward_error or 'no reason given'}"
+            )
+        place = _HostHooks(machine, (folder, sockets), socket_path, [python, "-I", "-S", script])
+        with self._hooks_lock:
+            self._host_hooks = {**self._host_hooks, host: place}
+        return place, None
+
+    def _remote_hook_plan(
+        self, name: str, agent: str, hooks: bool | None, channel: HookChannel, place: _HostHooks
+    ) -> _HookPlan | None:
+        """The hooks of a new pane on a host: files in a folder of the host's hook place,
+        the hook command run by the host's python, its socket the forwarded one."""
+        tile_folder = os.path.join(place.folders[0], f"tile-{name}")
+        setup = hook_setup(agent, place.command, tile_folder)
+        assert setup is not None
+        if setup.files:
+            try:
+                place.machine.write_private(setup.files)
+            except TmuxError as exc:
+                if hooks is True:
+                    raise MadohubValueError(f"tile {name!r}: hooks=True, but {exc}") from exc
+                return None
+        token = channel.register(None, setup.agent)
+        return _HookPlan(channel, token, setup, None, place.socket_path)
 
     def on_hook(self, event: HookEvent) -> None:
         """An event the hub's hook channel accepted (engine loop): to its tile, if it is ours."""
@@ -383,6 +455,11 @@ class TileRegistry:
         if None in made:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
         hooked, self._hooked = self._hooked, {}
+        places, self._host_hooks = self._host_hooks, {}
+        for place in places.values():  # (before the links close: over their masters)
+            place.machine.cancel_forward(place.socket_path)
+            for folder in place.folders:
+                await asyncio.to_thread(place.machine.remove_tree, folder)
         for token, tile in hooked.items():
             if tile.hooks is not None:
                 tile.hooks.live = False

@@ -205,13 +205,6 @@ def test_hooks_true_on_a_command_list_is_refused(hub: mh.Hub, project: Path) -> 
     assert tile.hooks is None and tile.turn_signal == "status"
 
 
-def test_hooks_true_on_a_remote_tile_is_a_teaching_error(hub: mh.Hub) -> None:
-    # Refused before any ssh: the hook message is not carried back over a host's link yet.
-    with pytest.raises(MadohubValueError, match="remote host's panes.*not carried back"):
-        hub.tile("far", agent="claude", command="claude", cwd="/tmp", host="box", hooks=True)
-    assert "box" not in hub.hosts
-
-
 def test_hooks_that_would_replace_a_config_home_or_an_env_value_need_asking(
     hub: mh.Hub, project: Path
 ) -> None:

@@ -110,10 +110,50 @@ def test_a_remote_tile_lives_on_the_hosts_tmux_not_the_hubs(
     assert master.poll() is not None and not link.watcher.client_pids()
 
 
+def test_a_remote_agent_routes_on_its_own_hook_carried_back_over_the_hosts_link(
+    rhub: mh.Hub, sshd: object, home: Path, project: Path
+) -> None:
+    far = start_standin(rhub, "far", cwd=project, host="box", hooks=True)
+    near = start_standin(rhub, "near", cwd=project, hooks=False)
+    assert far.turn_signal == "hook" and far.hooks is not None
+    # Its hook command and files live on the host (its own HOME), the socket it writes to
+    # is there too: the host's ssh master carries each connection back to the hub.
+    host_home = Path(sshd.home)  # type: ignore[attr-defined]
+    (place,) = (host_home / ".cache" / "madohub_nb" / "hooks").iterdir()
+    assert (place / "hookcall.py").is_file() and (place.stat().st_mode & 0o777) == 0o700
+    agent = far.agent_process()
+    assert agent is not None
+    environ = dict(
+        e.split("=", 1)
+        for e in Path(f"/proc/{agent.pid}/environ").read_text().split("\0")
+        if "=" in e
+    )
+    sock = Path(environ["MADOHUB_HOOK_SOCKET"])
+    assert sock.is_socket() and sock.stat().st_mode & 0o077 == 0
+    assert (sock.parent.stat().st_mode & 0o777) == 0o700
+    assert sock != Path(rhub.runtime.tiles.hook_channel().socket_path)  # the host's own socket
+    assert not (home / ".cache" / "madohub_nb" / "hooks").exists() or not any(
+        (home / ".cache" / "madohub_nb" / "hooks").iterdir()
+    )
+    rhub.idle_delay_ms = 30000  # far beyond the waits below: only the hook ends the turn
+    route = rhub.connect("far", "near", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    rhub.send("far", "first draft").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="a round on the hook")
+    (row,) = log_rows(rhub, route.id)
+    assert row["status"] == "delivered", row
+    assert row["turn_signal"] == "hook" and row["extraction_method"] == "hook"
+    assert row["extracted"] == "Done: first draft"
+    wait_until(lambda: _prompts(near) == ["Review: Done: first draft"], 10)
+    assert far.hooks.received >= 1
+    rhub.close()  # the host's hook place goes with the hub
+    assert not place.exists() and not sock.parent.exists()
+
+
 def test_a_remote_turn_is_read_from_a_bounded_tail_of_the_transcript(
     rhub: mh.Hub, project: Path
 ) -> None:
-    tile = start_standin(rhub, "far", cwd=project, host="box")
+    tile = start_standin(rhub, "far", cwd=project, host="box", hooks=False)
     rhub.send("far", "hello there").result(60)
     wait_until(lambda: tile.last_response() is not None, 20, what="an answer")
     found = tile.last_response()
@@ -381,8 +421,9 @@ def test_routes_cross_the_host(
     wait_until(lambda: route.rounds == 1 and route.last_status, 40, what="round 1")
     (row,) = log_rows(rhub, route)
     assert row["status"] == "delivered", row["error"]
-    # A pane here has its Stop hook (issue 23); a remote one no hooks yet: its transcript.
-    assert row["extraction_method"] == ("jsonl" if source_host else "hook")
+    # A pane the hub starts has its Stop hook (issue 23), here or on the host (the hook's
+    # message comes back over the host's ssh master).
+    assert row["extraction_method"] == "hook" and row["turn_signal"] == "hook"
     assert row["prompt"] == "Review: Done: first draft"
     wait_until(lambda: _prompts(reviewer) == ["Review: Done: first draft"], 20, what="prompt")
     assert writer.state == "idle"
@@ -391,7 +432,8 @@ def test_routes_cross_the_host(
 def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open(
     rhub: mh.Hub, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    writer = start_standin(rhub, "writer", kind="codex", cwd=project, host="box")
+    # No hooks: this is about reading the rollout on the host (what an adopted Codex gets).
+    writer = start_standin(rhub, "writer", kind="codex", cwd=project, host="box", hooks=False)
     reviewer = start_standin(rhub, "reviewer", cwd=project)
     assert writer.machine.name == "box" and writer.profile.extractor == "rollout"
     before = writer.last_response()  # no prompt yet: no rollout is open, the screen answers
@@ -794,3 +836,26 @@ def test_a_remote_tiles_env_and_command_reach_no_argv_here_or_on_the_host(
         assert token not in server and word not in server
     finally:
         hub.close()
+
+
+def test_a_remote_hook_comes_back_over_the_new_master_after_the_link_drops(
+    rhub: mh.Hub, sshd: object, project: Path
+) -> None:
+    far = start_standin(rhub, "far", cwd=project, host="box", hooks=True)
+    near = start_standin(rhub, "near", cwd=project, hooks=False)
+    route = rhub.connect("far", "near", template="Review: {output}", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 10)
+    link = rhub.hosts["box"]
+    master = link.ssh._master
+    assert master is not None
+    assert sshd.drop_sessions()  # type: ignore[attr-defined]
+    wait_until(lambda: far.state == "unreachable", 20, what="far unreachable")
+    wait_until(lambda: link.reachable, 40, what="host back")
+    wait_until(lambda: route.state == "active", 10, what="route resumed")
+    assert link.ssh._master is not None and link.ssh._master is not master  # a new master
+    rhub.idle_delay_ms = 30000  # only the hook can end the turn in time
+    rhub.send("far", "after the drop").result(60)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="a round on the hook")
+    (row,) = log_rows(rhub, route)
+    assert row["status"] == "delivered" and row["turn_signal"] == "hook", row
+    wait_until(lambda: _prompts(near) == ["Review: Done: after the drop"], 10)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import os
 import re
@@ -24,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -122,6 +123,11 @@ class SshHost:
         self._control_dir: str | None = None
         self._stopping = threading.Lock()
         self._closed = False
+        self._forwards: dict[str, str] = {}
+        """Unix sockets forwarded from the host to here (host path → local path); every
+        master this host starts carries them (a reconnect makes a new master)."""
+        self.forward_error: str | None = None
+        """Why the last forward failed (ssh's last line), else None."""
 
     # one shared connection ---------------------------------------------------------------
     @property
@@ -161,10 +167,100 @@ class SshHost:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while time.monotonic() < deadline and self._master.poll() is None:
             if os.path.exists(path):
+                for remote, local in list(self._forwards.items()):
+                    self._forward(remote, local)
                 return True
             time.sleep(0.01)
         self.stop_master()
         return False
+
+    def forward_socket(self, remote: str, local: str) -> bool:
+        """Carry connections to the Unix socket ``remote`` on the host to ``local`` here,
+        over our ssh master (``ssh -O forward -R``), now and after every reconnect. The
+        host's sshd makes the socket 0600 (``StreamLocalBindMask``); put it in a 0700
+        folder. False when the master does not run or the host refused the forward."""
+        self._forwards[remote] = local
+        self.forward_error = None if self.control_path is not None else "no ssh master runs"
+        return self.control_path is not None and self._forward(remote, local)
+
+    def cancel_forward(self, remote: str) -> None:
+        """Stop carrying ``remote`` (and make it no more after a reconnect)."""
+        local = self._forwards.pop(remote, None)
+        path = self.control_path
+        if local is None or path is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(
+                [*self.ssh, "-S", path, "-O", "cancel", "-R", f"{remote}:{local}", "--",
+                 self.host],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=READ_TIMEOUT_S,
+                env=client_environment(), check=False,
+            )  # fmt: skip
+
+    # private files on the host (hook set-ups) ----------------------------------------------
+    def make_private_folder(self, base: str, prefix: str) -> str:
+        """A fresh 0700 folder on the host under ``base`` (``~`` is the host's home), made
+        with ``mktemp -d``; its path. A TmuxError when the host cannot make one."""
+        script = (
+            f"umask 077 && mkdir -p {_home_path(base)} && "
+            f"mktemp -d {_home_path(base)}/{shlex.quote(prefix)}XXXXXXXX"
+        )
+        proc = self.run(script, max_bytes=STAT_MAX_BYTES)
+        folder = proc.stdout.decode(errors="replace").strip()
+        if proc.returncode != 0 or not folder.startswith("/"):
+            raise TmuxError(
+                f"host {self.host!r} could not make a private folder under {base}: "
+                f"{_last_line(proc.stderr) or 'no path came back'}"
+            )
+        return folder
+
+    def write_private(self, files: Mapping[str, str]) -> None:
+        """Write ``files`` (absolute host paths → text) on the host, 0600 in 0700 folders,
+        in one bounded call; the texts travel base64-encoded in the command line."""
+        steps = ["umask 077"]
+        for path, text in files.items():
+            folder = shlex.quote(os.path.dirname(path))
+            data = base64.b64encode(text.encode()).decode()
+            steps.append(f"mkdir -p {folder} && printf %s {data} | base64 -d > {shlex.quote(path)}")
+        proc = self.run(" && ".join(steps), max_bytes=STAT_MAX_BYTES)
+        if proc.returncode != 0:
+            raise TmuxError(
+                f"host {self.host!r} could not write {', '.join(files)}: "
+                f"{_last_line(proc.stderr) or f'exit status {proc.returncode}'}"
+            )
+
+    def remove_tree(self, path: str) -> None:
+        """Remove a folder this hub made on the host (best effort: the host may be gone)."""
+        with contextlib.suppress(TmuxError):
+            self.run(f"rm -rf -- {shlex.quote(path)}", max_bytes=STAT_MAX_BYTES)
+
+    def which(self, program: str) -> str | None:
+        """The host's path of ``program`` (``command -v``), or None."""
+        try:
+            proc = self.run(f"command -v {shlex.quote(program)}", max_bytes=STAT_MAX_BYTES)
+        except TmuxError:
+            return None
+        found = proc.stdout.decode(errors="replace").strip()
+        return found if proc.returncode == 0 and found.startswith("/") else None
+
+    def _forward(self, remote: str, local: str) -> bool:
+        # A socket left by an earlier master would make the host's bind fail.
+        with contextlib.suppress(TmuxError):
+            self.run(f"rm -f {shlex.quote(remote)}")
+        path = self.control_path
+        if path is None:
+            return False
+        try:
+            done = subprocess.run(
+                [*self.ssh, "-S", path, "-O", "forward", "-R", f"{remote}:{local}", "--",
+                 self.host],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=READ_TIMEOUT_S,
+                env=client_environment(), check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return False
+        self.forward_error = _last_line(done.stderr) if done.returncode != 0 else None
+        return done.returncode == 0
 
     def close(self) -> None:
         """End our ssh master for good and remove its socket folder; no master is made again."""
@@ -529,6 +625,13 @@ class SshMachine(SshHost):
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name)
+
+
+def _home_path(path: str) -> str:
+    """``path`` for the host's shell: a leading ``~/`` is its ``$HOME``, the rest quoted."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
 
 
 def _last_line(data: bytes) -> str:

@@ -9,11 +9,12 @@ count what each agent really received.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import wait_until
+from conftest import log_rows, wait_until
 
 import madohub_nb as mh
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
@@ -21,8 +22,10 @@ from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from .conftest import (
     CLAUDE_VERSIONS,
     DEFAULT_API_KEY,
+    LEAKY_ENV,
     REPLY_TIMEOUT_S,
     RealPane,
+    claude_env,
     write_claude_config,
 )
 
@@ -95,3 +98,45 @@ def test_real_claude_routes_from_a_host_and_back(
     expected = "Thanks:\n" + default_answer("One more line please")
     wait_until(lambda: expected in fake_anthropic.prompts, REPLY_TIMEOUT_S, what="routed back")
     assert fake_anthropic.prompts.count(expected) == 1
+
+
+def test_real_claude_made_by_the_hub_on_a_host_routes_on_its_stop_hook(
+    rhub: mh.Hub,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+    second_fake: FakeAnthropic,
+    real_claude_pane: Callable[..., RealPane],
+    home: Path,
+    tmp_path: Path,
+) -> None:
+    """Claude Code started by the hub on the host gets its Stop hook there; the hook's
+    message comes back over the host's ssh master and ends the turn, answer and all."""
+    exe = agent_bin("claude", VERSION)
+    cwds = []
+    for i in range(2):
+        cwd = tmp_path / f"trusted-{i}"
+        cwd.mkdir()
+        cwds.append(Path(os.path.realpath(cwd)))
+        write_claude_config(home, cwds[-1], DEFAULT_API_KEY, VERSION)
+    unset = [a for var in LEAKY_ENV if var not in ("TMUX", "TMUX_PANE") for a in ("-u", var)]
+    writer = rhub.tile(
+        "writer", agent="claude", command=shlex.join(["env", *unset, str(exe)]), cwd=cwds[0],
+        env=claude_env(home, fake_anthropic.base_url), host="box",
+    )  # fmt: skip
+    assert writer.turn_signal == "hook" and writer.machine.name == "box"
+    near = real_claude_pane(VERSION, cwd=cwds[1], base_url=second_fake.base_url)
+    reviewer = rhub.tile("reviewer", pane=near.pane_id)
+    wait_until(lambda: writer.state == "idle", 60, what="Claude Code on the host idle")
+    rhub.idle_delay_ms = 30000  # only the hook can end the turn within the waits below
+    template = "Please check:\n{output}"
+    route = rhub.connect("writer", "reviewer", template=template, cooldown_ms=1000)
+    wait_until(route.ready.is_set, 20, what="the route to listen")
+    rhub.send("writer", "Write a haiku about hooks").result(REPLY_TIMEOUT_S)
+    answer = default_answer("Write a haiku about hooks")
+    assert second_fake.wait_for_prompts(1, REPLY_TIMEOUT_S) == [template.format(output=answer)]
+    (row,) = log_rows(rhub, route.id)
+    assert row["status"] == "delivered", row["error"]
+    assert row["turn_signal"] == "hook" and row["extraction_method"] == "hook"
+    assert row["extracted"] == answer
+    assert fake_anthropic.prompts == ["Write a haiku about hooks"]
+    assert reviewer.agent == "claude"
