@@ -1,16 +1,19 @@
-"""Hooks: from the agent's end of turn to the trigger, with its own Stop hook and without.
+"""Hooks: from the agent's end of turn to the trigger, with its own hook and without, per kind.
 
 Run: ``.venv/bin/python benchmarks/bench_hooks.py [--quick]``.
 
-Two stand-in Claude Code sources in one hub, the same run: one started with hooks
-(its ``--settings`` Stop hook reports to the hub's channel), one without (its
-turns are told from its status file and silence, ``idle_delay_ms``). Each has an
-on-idle route in ``shadow`` dispatch (nothing typed) to a target. Per turn: the
-round's ``fired_at`` minus the turn's end as the agent wrote it (its transcript's
-``turn_duration`` record, stamped to the millisecond).
+One hub, the same run, three kinds of source, each twice: started with its hooks and
+without. Stand-in Claude Code (``--settings`` Stop hook), stand-in Codex (``-c notify``)
+and stand-in Claude Code on a host over loopback ssh (the private sshd of
+``madohub_nb.testing.sshd``; its hook's message comes back over the host's ssh master).
+Without hooks, turns are told from the status file or rollout and silence
+(``idle_delay_ms``). Each source has an on-idle route in ``shadow`` dispatch (nothing
+typed) to a target. Per turn: the round's ``fired_at`` minus the turn's end as the agent
+wrote it (Claude's ``turn_duration`` record, Codex's ``task_complete`` event, stamped to
+the millisecond).
 
-Targets: with hooks, p95 under 300 ms whatever ``idle_delay_ms`` is; and faster
-than without on the same turns (whose floor is ``idle_delay_ms``).
+Targets, per kind: with hooks, p95 under 300 ms whatever ``idle_delay_ms`` is; and
+faster than without on the same run (whose floor is ``idle_delay_ms``).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ HOOK_P95_TARGET_MS = 300.0
 
 
 def _turn_ends(tile: Tile) -> list[datetime]:
-    """When each turn of ``tile`` ended, from its own transcript (``turn_duration``)."""
+    """When each turn of ``tile`` ended, from its own transcript or rollout (loopback: the
+    host's files are this machine's)."""
     path = tile.transcript_path()
     if path is None:
         return []
@@ -54,7 +58,8 @@ def _turn_ends(tile: Tile) -> list[datetime]:
             rec: dict[str, Any] = json.loads(line)
         except ValueError:
             continue
-        if rec.get("subtype") == "turn_duration":
+        payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+        if rec.get("subtype") == "turn_duration" or payload.get("type") == "task_complete":
             ends.append(datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")))
     return ends
 
@@ -70,30 +75,54 @@ def _lags(hub: Hub, route_id: str, tile: Tile) -> tuple[list[float], set[str]]:
     return lags, set(rows["turn_signal"].dropna())
 
 
+CASES = (("claude", None), ("codex", None), ("claude", "box"))
+"""(agent kind, host) of each measured source pair; host ``box`` is the loopback sshd."""
+
+
 def main(args: argparse.Namespace, report: Report) -> None:
     if not standin_available():
         raise CouldNotMeasure("the stand-in agents are not available in this checkout")
     import madohub_nb as mh
     from madohub_nb.demo import standin_command
+    from madohub_nb.testing.sshd import SshServer
 
     turns = args.turns or (4 if args.quick else 12)
-    with temp_home("hooks") as root, private_tmux("hooks") as sock:
-        hub = mh.Hub(socket_name=sock, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "r.sqlite3")
+    with (
+        temp_home("hooks") as root,
+        private_tmux("hooks") as sock,
+        private_tmux("hooks-host") as remote_sock,
+    ):
+        try:
+            server: SshServer | None = SshServer(root / "sshd").start()
+        except RuntimeError as exc:
+            server = None
+            report.info(f"no OpenSSH server here ({exc}): the host case is not measured")
+        cases = [c for c in CASES if c[1] is None or server is not None]
+        hub = mh.Hub(
+            socket_name=sock, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "r.sqlite3",
+            ssh_command=server.ssh_command if server else "ssh", remote_socket_name=remote_sock,
+        )  # fmt: skip
         try:
             env = {"MADOHUB_STANDIN_THINK_S": "0.3"}
-            command = standin_command("claude", persona="echo")
-            tiles = {
-                "hooked": hub.tile("hooked", agent="claude", command=command, env=env, hooks=True),
-                "plain": hub.tile("plain", agent="claude", command=command, env=env, hooks=False),
-                "target": hub.tile("target", agent="claude", command=command, env=env, hooks=False),
-            }
-            for t in tiles.values():
-                wait_for(lambda t=t: t.state == "idle", 20, f"{t.name} idle")
+            tiles: dict[str, Tile] = {}
+            for kind, host in cases:
+                for hooked in (True, False):
+                    name = f"{kind}{'-host' if host else ''}-{'hooked' if hooked else 'plain'}"
+                    tiles[name] = hub.tile(
+                        name, agent=kind, command=standin_command(kind, persona="echo"),
+                        env=env, hooks=hooked, host=host,
+                    )  # fmt: skip
+            target = hub.tile(
+                "target", agent="claude", command=standin_command("claude", persona="echo"),
+                env=env, hooks=False,
+            )  # fmt: skip
+            for t in [*tiles.values(), target]:
+                wait_for(lambda t=t: t.state == "idle", 30, f"{t.name} idle")
             routes = {
                 name: hub.connect(
                     name, "target", dispatch="shadow", max_rounds=20, cooldown_ms=1000
                 )
-                for name in ("hooked", "plain")
+                for name in tiles
             }
             for r in routes.values():
                 wait_for(r.ready.is_set, 10, f"route {r.id} ready")
@@ -104,31 +133,37 @@ def main(args: argparse.Namespace, report: Report) -> None:
                     wait_for(
                         lambda r=r, n=n: r.rounds >= n and r.last_status, 30, f"{r.id} round {n}"
                     )
-            hooked, hooked_signals = _lags(hub, routes["hooked"].id, tiles["hooked"])
-            plain, plain_signals = _lags(hub, routes["plain"].id, tiles["plain"])
+            lags = {name: _lags(hub, routes[name].id, tiles[name]) for name in tiles}
         finally:
             hub.close()
-    if len(hooked) < turns or len(plain) < turns:
-        raise CouldNotMeasure(
-            f"rounds missing: {len(hooked)} hooked, {len(plain)} plain of {turns}"
-        )
+            if server is not None:
+                server.stop()
+    for name, (found, _) in lags.items():
+        if len(found) < turns:
+            raise CouldNotMeasure(f"rounds missing: {len(found)} of {turns} for {name}")
     report.info(f"{turns} turns per source, idle_delay_ms {IDLE_DELAY_MS}")
-    report.info(f"signals: with hooks {sorted(hooked_signals)}, without {sorted(plain_signals)}")
-    h95, p95 = percentile(hooked, 0.95), percentile(plain, 0.95)
-    report.target(
-        "end of turn → trigger, with hooks",
-        f"p95 {h95:.0f} ms (p50 {percentile(hooked, 0.5):.0f}, max {max(hooked):.0f})",
-        f"< {HOOK_P95_TARGET_MS:.0f} ms",
-        f"without hooks p95 {p95:.0f} ms (p50 {percentile(plain, 0.5):.0f}, same run)",
-        h95 < HOOK_P95_TARGET_MS and hooked_signals == {"hook"},
-    )
-    report.target(
-        "hooks against without (p50)",
-        f"{percentile(hooked, 0.5):.0f} ms vs {percentile(plain, 0.5):.0f} ms",
-        "faster with hooks",
-        f"idle_delay_ms {IDLE_DELAY_MS}",
-        percentile(hooked, 0.5) < percentile(plain, 0.5) and "hook" not in plain_signals,
-    )
+    for kind, host in cases:
+        where = f"{kind}{'-host' if host else ''}"
+        hooked, hooked_signals = lags[f"{where}-hooked"]
+        plain, plain_signals = lags[f"{where}-plain"]
+        label = f"{kind} stand-in" + (" on a host (ssh)" if host else "")
+        report.info(f"{label}: signals with hooks {sorted(hooked_signals)}, without "
+                    f"{sorted(plain_signals)}")  # fmt: skip
+        h95, p95 = percentile(hooked, 0.95), percentile(plain, 0.95)
+        report.target(
+            f"{label}: end of turn → trigger, with hooks",
+            f"p95 {h95:.0f} ms (p50 {percentile(hooked, 0.5):.0f}, max {max(hooked):.0f})",
+            f"< {HOOK_P95_TARGET_MS:.0f} ms",
+            f"without hooks p95 {p95:.0f} ms (p50 {percentile(plain, 0.5):.0f}, same run)",
+            h95 < HOOK_P95_TARGET_MS and hooked_signals == {"hook"},
+        )
+        report.target(
+            f"{label}: hooks against without (p50)",
+            f"{percentile(hooked, 0.5):.0f} ms vs {percentile(plain, 0.5):.0f} ms",
+            "faster with hooks",
+            f"idle_delay_ms {IDLE_DELAY_MS}",
+            percentile(hooked, 0.5) < percentile(plain, 0.5) and "hook" not in plain_signals,
+        )
 
 
 def parser() -> argparse.ArgumentParser:
