@@ -227,3 +227,33 @@ def test_hooks_that_would_replace_a_config_home_or_an_env_value_need_asking(
         hub.tile("w", agent="claude", command=command, env={"MADOHUB_HOOK_TOKEN": "x"}, hooks=True)
     tile = hub.tile("w", agent="claude", command=command, env={"MADOHUB_HOOK_TOKEN": "x"})
     assert tile.hooks is None
+
+
+def test_a_late_stop_hook_with_an_older_turns_answer_fires_nothing(
+    hub: mh.Hub, project: Path
+) -> None:
+    # A Stop hook that arrives late (or is sent again later) carries an answer the record
+    # no longer shows last: it is a turn already routed, never a new one.
+    writer = start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project, hooks=False)
+    hub.idle_delay_ms = SLOW_IDLE_MS
+    route = hub.connect("writer", "reviewer", max_rounds=5, cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    for n, prompt in enumerate(("first turn", "second turn"), start=1):
+        hub.send("writer", prompt).result(30)
+        wait_until(lambda n=n: route.rounds == n and route.last_status, 15, what=f"round {n}")
+    env = _hook_env(writer)
+    skipped = SkippedTurns(hub)
+    late = json.dumps({"last_assistant_message": "Done: first turn"}).encode()
+    _send_raw(
+        env[hookcall.ENV_SOCKET],
+        hookcall.build_message(
+            token=env[hookcall.ENV_TOKEN], pane=writer.pane_id, kind="stop", payload=late
+        ),
+    )
+    assert skipped.wait(route, 0) == "already routed"
+    assert route.rounds == 2
+    assert [r["extracted"] for r in log_rows(hub, route.id)] == [
+        "Done: first turn",
+        "Done: second turn",
+    ]

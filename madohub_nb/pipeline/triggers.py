@@ -341,6 +341,9 @@ class IdleDetector:
         self._completion = completion_pattern is not None
         self._hooked: OrderedDict[str, None] = OrderedDict()
         """Text keys of answers routed on a hook: the same turn read later is not new."""
+        self._routed: OrderedDict[str, None] = OrderedDict()
+        """Text keys of every turn this detector fired: a hook that arrives late (or twice)
+        with an older turn's answer, which the record no longer shows last, is not new."""
 
     async def start(self, source: TurnSource) -> None:
         first = await source.answer()
@@ -375,7 +378,16 @@ class IdleDetector:
             return Turn(found, took_ms, skipped="already routed", signal=signal)
         if not idle.accept(key, unique=unique, text_key=text_key(found)):
             return Turn(found, took_ms, skipped=idle.skip_reason, signal=signal)
+        self._remember(text_key(found))
         return Turn(found, took_ms, signal=signal)
+
+    def _remember(self, tkey: str | None) -> None:
+        if tkey is None:
+            return
+        self._routed[tkey] = None
+        self._routed.move_to_end(tkey)
+        while len(self._routed) > FIRED_KEYS_KEPT:
+            self._routed.popitem(last=False)
 
     async def _on_hook(self, hook: HookEvent, source: TurnSource) -> Turn | None:
         """The agent said its turn is over: fire now (no silence to wait for), once per turn.
@@ -405,7 +417,11 @@ class IdleDetector:
         tkey = text_key(found)
         assert tkey is not None
         key = found.message_id or f"hook:{tkey}"
-        if found.message_id is None and (tkey in self._hooked or tkey == idle.last_text_key):
+        if found.message_id is None and (
+            tkey in self._hooked or tkey == idle.last_text_key or tkey in self._routed
+        ):
+            # Not the record's last answer, and an answer routed before: a hook that came
+            # again, or late (a newer turn is on record), never a new turn.
             return Turn(found, took_ms, skipped="already routed", signal="hook")
         if not idle.accept(key, unique=found.method != "terminal", text_key=tkey):
             return Turn(found, took_ms, skipped=idle.skip_reason, signal="hook")
@@ -413,6 +429,7 @@ class IdleDetector:
             self._hooked[tkey] = None
             while len(self._hooked) > FIRED_KEYS_KEPT:
                 self._hooked.popitem(last=False)
+        self._remember(tkey)
         return Turn(found, took_ms, signal="hook")
 
 
