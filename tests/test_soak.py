@@ -41,6 +41,7 @@ import os
 import random
 import re
 import signal
+import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from conftest import (
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
 from madohub_nb.agents.profiles import get_profile
+from madohub_nb.io.hookcall import build_message
 from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
@@ -89,6 +91,12 @@ FAULT_QUOTAS = {
     # foreground job), so a stopped agent stays stopped: tmux would SIGCONT a pane's own process.
     "agent suspended": 2,  # Ctrl-Z (SIGTSTP) or SIGSTOP for a step, then `fg`; nothing reaches bash
     "kill mid-typing": 2,  # a sink's agent killed while a 40-line hand send is typed
+    # The sources' own Stop hooks (issue 28): the hub must neither lose a turn nor route one
+    # twice, whatever reaches its hook channel.
+    "hook lost": 2,  # the channel's socket moved away for a step: turns end on status files
+    "hook duplicated": 2,  # the source's last Stop hook sent again, as the agent would
+    "hook forged": 2,  # a wrong token, another pane, a replayed nonce, junk: each refused
+    "hook late": 2,  # a Stop hook carrying an older turn's answer, after newer turns
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -242,6 +250,10 @@ class Soak:
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
     planted_unrouted: int = 0
+    moved_socket: tuple[str, str] | None = None
+    """The hook channel's socket while a "hook lost" fault has it moved away: (path, away)."""
+    hook_refusals: Counter[str] = field(default_factory=Counter)
+    """Refusals the forged hooks must add to the channel's counts (checked at the end)."""
     names: int = 0
     routes_made: int = 0
 
@@ -366,6 +378,10 @@ class Soak:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
         self.resume_suspended()
+        if self.moved_socket is not None:  # the "hook lost" step is over: hooks reach it again
+            path, away = self.moved_socket
+            os.rename(away, path)
+            self.moved_socket = None
 
     def suspend(self, name: str, sig: int) -> Path:
         """Stop the sink's agent as Ctrl-Z would (bash takes the terminal back); then a probe
@@ -493,8 +509,58 @@ class Soak:
             os.kill(proc.pid, signal.SIGKILL)
             self.add_source()
             target = name
+        elif fault.kind.startswith("hook ") and self.hooked_sources():
+            target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
             self.applied.append((fault.step, fault.kind, target))
+
+    # hook faults ------------------------------------------------------------------------------
+    def hooked_sources(self) -> list[str]:
+        """Prompted sources whose panes run their Stop hook into the hub's channel."""
+        return [s for s in self.prompted_sources() if self.hub.tiles[s].hooks is not None]
+
+    def hook_fault(self, kind: str, source: str) -> str:
+        channel = self.hub.runtime.tiles.hook_channel()
+        assert channel is not None, "hooked sources but no hook channel"
+        tile = self.hub.tiles[source]
+        assert tile.hooks is not None
+        path, token = channel.socket_path, tile.hooks.token
+        if self.moved_socket is not None:  # (lost for the agents; the test still finds it)
+            path = self.moved_socket[1]
+        if kind == "hook lost":
+            if self.moved_socket is not None:
+                return ""
+            away = f"{path}.away"
+            os.rename(path, away)  # the listening socket stays; a hook cannot reach it by name
+            self.moved_socket = (path, away)
+            return source
+        answers = [
+            r["extracted"] for r in self.hub.log.df.to_dict("records")
+            if r["source"] == source and r["route_id"] != "send" and r["extracted"]
+        ]  # fmt: skip
+        if not answers:
+            return ""
+        if kind == "hook duplicated":
+            payload = json.dumps({"last_assistant_message": answers[-1]}).encode()
+            _send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
+                                           payload=payload))  # fmt: skip
+        elif kind == "hook late":
+            payload = json.dumps({"last_assistant_message": answers[0]}).encode()
+            _send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
+                                           payload=payload))  # fmt: skip
+        elif kind == "hook forged":
+            forged = json.dumps({"last_assistant_message": "FORGED by the soak"}).encode()
+            _send_hook(path, build_message(token="x" * 32, pane=tile.pane_id, kind="stop",
+                                           payload=forged))  # fmt: skip
+            _send_hook(path, build_message(token=token, pane="%9999", kind="stop",
+                                           payload=forged))  # fmt: skip
+            once = build_message(token=token, pane=tile.pane_id, kind="stop",
+                                 payload=b"{}", nonce=f"soak-{len(self.applied):04d}" * 2)  # fmt: skip
+            _send_hook(path, once)
+            _send_hook(path, once)
+            _send_hook(path, b"\x00junk\n" * 50)
+            self.hook_refusals.update({"token": 1, "pane": 1, "replay": 1, "malformed": 1})
+        return source
 
     def repaint(self, tile: mh.Tile) -> None:
         """Output that is no new turn (conftest's repaint: x typed, seen, deleted)."""
@@ -553,6 +619,15 @@ class Soak:
         )
         for name in [*self.sources, *self.sinks]:
             self.received[name].note(_transcript(self.hub, name))
+
+
+def _send_hook(path: str, data: bytes) -> None:
+    """One message to the hub's hook channel, as the hook command writes it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(path)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
 
 
 def _transcript(hub: mh.Hub, name: str) -> Path | None:
@@ -726,6 +801,13 @@ def check(
         violations.append(f"only {soak.hostile_sends} hostile prompts in {hand} sends")
     if applied["resume"] < quotas.get("pause", 0):
         violations.append(f"{applied['resume']} resumes for {quotas.get('pause')} pauses")
+    channel = hub.runtime.tiles.hook_channel()
+    counts = Counter(channel.counts) if channel is not None else Counter()
+    for reason, n in soak.hook_refusals.items():
+        if counts[reason] < n:
+            violations.append(f"hook channel refused {counts[reason]} for {reason!r}, sent {n}")
+    if any("FORGED by the soak" in str(r["extracted"]) for r in rows):
+        violations.append("a forged hook's answer was routed")
     unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")
