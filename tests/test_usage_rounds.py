@@ -485,3 +485,21 @@ def test_the_route_card_shows_the_budget_spent() -> None:
     assert 'class="madohub-budget"' in html and "$0.0123/$2.5 · 1,234/200,000 tokens" in html
     Card.budget_spent = ""
     assert "madohub-budget" not in route_summary_html(Card())
+
+
+def test_a_budget_counts_the_ai_transforms_usage_with_the_source_turns(
+    ai_hub: tuple[FakeAnthropic, mh.Hub],
+) -> None:
+    fake, hub = ai_hub
+    route = hub.connect(
+        "writer", "reviewer", transform="summary", cooldown_ms=1000, max_tokens=10**6,
+        max_cost_usd=100.0,
+    )  # fmt: skip
+    row = one_round(hub, route, "release notes")
+    assert row["status"] == "delivered", row["error"]
+    (reported,) = fake.reported
+    ai_tokens = reported["usage"]["input_tokens"] + reported["usage"]["output_tokens"]
+    assert ai_tokens > 0
+    assert route.spent_tokens == int(row["input_tokens"] + row["output_tokens"]) + ai_tokens
+    assert route.spent_usd == pytest.approx(row["cost_usd"])
+    assert route.state == "active"  # far under both limits: the route goes on
