@@ -148,8 +148,15 @@ class Hub:
         delivery: str | None = None,
         model: str | None = None,
         completion_pattern: str | None = None,
+        max_cost_usd: float | None = None,
+        max_tokens: int | None = None,
     ) -> Route:
-        """Wire ``source`` → ``target``; from now on each finished turn of the source is routed."""
+        """Wire ``source`` → ``target``; from now on each finished turn of the source is routed.
+
+        ``max_cost_usd`` / ``max_tokens``: budgets; once the rounds' ``cost_usd`` (or input +
+        output tokens, the AI transform's included) reach one, the route ends ``exhausted``.
+        A budgeted route whose spending cannot be known (no price, no usage) stops, saying so.
+        """
         self._check_open()
         src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
         options: dict[str, Any] = dict(
@@ -157,6 +164,7 @@ class Hub:
             cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
+            max_cost_usd=max_cost_usd, max_tokens=max_tokens,
         )  # fmt: skip
         return self._rt.routes.add(
             lambda number: make_route(self._rt.services, number, src, dst, **options)

@@ -265,6 +265,12 @@ def route_summary_html(route: Any) -> str:
     """One block naming a route, its state, rounds used of max and last status."""
     max_rounds = getattr(route, "max_rounds", None)
     used = f"{route.rounds}/{max_rounds}" if max_rounds else f"{route.rounds}"
+    spent = getattr(route, "budget_spent", "")
+    budget = (
+        f' · <span class="madohub-budget">budget <b>{html.escape(spent)}</b></span>'
+        if spent
+        else ""
+    )
     details = " · ".join(
         html.escape(str(v))
         for v in (getattr(route, a, None) for a in ("trigger", "transform", "dispatch"))
@@ -274,7 +280,7 @@ def route_summary_html(route: Any) -> str:
         f'<div class="madohub-route" style="font-family:sans-serif;font-size:13px">'
         f"<b>{html.escape(str(route.source))} → {html.escape(str(route.target))}</b> "
         f"<code>{html.escape(str(route.id))}</code> {badge(route.state)} "
-        f"rounds <b>{used}</b> · last {badge(getattr(route, 'last_status', None))}"
+        f"rounds <b>{used}</b>{budget} · last {badge(getattr(route, 'last_status', None))}"
         f'<div style="color:#757575;font-size:11px">{details}</div>{_last_error_html(route)}</div>'
     )
 

@@ -685,3 +685,63 @@ def _remote_panes(socket: str) -> list[str]:
         text=True,
     )
     return out.stdout.split("\n")
+
+
+# Budgets (issue 24) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "cost", "tokens"),
+    [
+        ("--max-cost 2.50 --max-tokens 200k", 2.5, 200_000),
+        ("--max-cost $0.75 --max-tokens 1.5M", 0.75, 1_500_000),
+        ("--max-tokens 200_000", None, 200_000),
+        ("--max-tokens 12345", None, 12_345),
+        ("--max-cost 3", 3.0, None),
+        ("", None, None),
+    ],
+)
+def test_connect_takes_money_and_token_budgets(
+    line: str, cost: float | None, tokens: int | None
+) -> None:
+    args = parse_command(f"connect w -> r {line}")
+    assert (args.max_cost, args.max_tokens) == (cost, tokens)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("--max-cost 0", "US dollars above 0, e.g. 2.50.*got '0'"),
+        ("--max-cost -1", "above 0"),
+        ("--max-cost lots", "above 0.*got 'lots'"),
+        ("--max-cost nan", "above 0"),
+        ("--max-tokens 0", "tokens of 1 or more, e.g. 200000, 200k or 1.5M, got '0'"),
+        ("--max-tokens 200x", "got '200x'"),
+        ("--max-tokens 1.5", "got '1.5'"),  # not a whole number of tokens
+        ("--max-tokens=-5k", "1 or more"),
+        ("--max-tokens k", "got 'k'"),
+    ],
+)
+def test_a_bad_budget_is_refused_saying_what_is_allowed(line: str, message: str) -> None:
+    with pytest.raises(MadohubValueError, match=message):
+        parse_command(f"connect w -> r {line}")
+
+
+def test_a_budgeted_magic_route_stops_when_its_cost_cannot_be_known(
+    hub_ip: InteractiveShell,
+) -> None:
+    for name in ("a", "b"):
+        hub_ip.run_line_magic("madohub", f'tile {name} --agent shell --cmd "{BASH}"')
+    hub = _hub(hub_ip)
+    wait_until(lambda: "$" in hub.tiles["a"].screen(), 10, what="a's prompt")
+    route = hub_ip.run_line_magic(
+        "madohub",
+        "connect a -> b --dispatch shadow --cooldown 1s --max-cost 2.50 --max-tokens 200k",
+    )
+    assert (route.max_cost_usd, route.max_tokens) == (2.5, 200_000)
+    hub_ip.run_line_magic("madohub", "send --allow-shell a echo what-did-it-cost")
+    # A shell's answer is read from its screen: no usage, so no cost: the route stops.
+    wait_until(lambda: route.state == "stopped", 30, what="the route to stop")
+    assert "unknown" in route.last_error and "never counts an unknown as free" in route.last_error
+    table = hub_ip.run_line_magic("madohub", "routes")
+    assert table.budget_spent.iloc[0] == "$0.0000/$2.5 · 0/200,000 tokens"

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from madohub_nb.errors import LogError
+from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
-from madohub_nb.io.transcripts import Extraction
+from madohub_nb.io.transcripts import Extraction, TurnUsage
 from madohub_nb.model import HubEvent, TileState
 from madohub_nb.pipeline.deliver import Deliverer
-from madohub_nb.pipeline.round import RoundPlan, run_round
+from madohub_nb.pipeline.round import RoundPlan, round_tokens, run_round
 from madohub_nb.pipeline.route import Route, build_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig
@@ -398,3 +398,126 @@ def test_each_round_takes_the_target_wait_of_its_route_else_the_hubs(
     script = Script(output=[(1.0, "GO")])
     ctx, _ = run_route(script, target_wait_s=route_wait_s, trigger="on-keyword", pattern="GO")
     assert [p.target_wait_s for p in ctx.plans] == [plan_wait_s]
+
+
+# budgets ------------------------------------------------------------------------------
+
+
+def priced(
+    text: str, key: str, model: str | None = "claude-sonnet-4-5", **tokens: Any
+) -> Extraction:
+    """An answer whose turn used ``tokens`` (input_tokens=..., output_tokens=...) at ``model``."""
+    counts = {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+    counts.update(tokens)
+    usage = TurnUsage(model=model, complete=True, **counts)
+    return Extraction(text, "jsonl", None, message_id=key, usage=usage)
+
+
+def turns(*found: Extraction) -> Script:
+    """One on-keyword turn every 4 s, each with its answer."""
+    return Script(
+        output=[(1.0 + 4 * i, "GO") for i in range(len(found))],
+        answers=[(0.5 + 4 * i, a) for i, a in enumerate(found)],
+    )
+
+
+def test_a_money_budget_ends_the_route_exhausted_before_the_round_over_it() -> None:
+    # Sonnet 4.5 input: $3 per million; each turn reads 100k tokens: $0.30 a round.
+    script = turns(*(priced(f"answer {i}", f"m{i}", input_tokens=100_000) for i in range(5)))
+    ctx, route = run_route(
+        script, trigger="on-keyword", pattern="GO", max_rounds=10, max_cost_usd=0.5
+    )
+    # Round 1 spent $0.30 (under), round 2 $0.60 (over): no third delivery; the next
+    # turn is logged exhausted, naming what was spent against the limit.
+    assert statuses(ctx) == ["shadow", "shadow", "exhausted"]
+    assert route.state == "exhausted" and route.rounds == 2
+    assert route.spent_usd == pytest.approx(0.6)
+    assert "$0.6000 of max_cost_usd=$0.5" in (route.last_error or "")
+    assert ctx.rows[-1].error == route.last_error
+    assert "budget=$0.6000/$0.5" in repr(route)
+
+
+def test_a_token_budget_counts_each_turns_input_and_output() -> None:
+    script = turns(
+        *(
+            priced(
+                f"answer {i}", f"m{i}", input_tokens=700, output_tokens=300, cache_read_tokens=9_000
+            )
+            for i in range(5)
+        )
+    )
+    ctx, route = run_route(
+        script, trigger="on-keyword", pattern="GO", max_rounds=10, max_tokens=2_500
+    )
+    # 1,000 tokens a round (cache reads are not counted): 1,000, 2,000, 3,000 ≥ 2,500.
+    assert statuses(ctx) == ["shadow", "shadow", "shadow", "exhausted"]
+    assert route.spent_tokens == 3_000 and route.state == "exhausted"
+    assert "spent 3,000 tokens of max_tokens=2,500" in (route.last_error or "")
+
+
+def test_without_a_budget_nothing_is_counted_and_max_rounds_still_rules() -> None:
+    script = turns(*(priced(f"answer {i}", f"m{i}", input_tokens=10**6) for i in range(4)))
+    ctx, route = run_route(script, trigger="on-keyword", pattern="GO", max_rounds=2)
+    assert statuses(ctx) == ["shadow", "shadow", "exhausted"]
+    assert "max_rounds=2" in (route.last_error or "") and route.budget_spent == ""
+
+
+@pytest.mark.parametrize(
+    ("found", "budget", "why"),
+    [
+        # A model the price table does not know: its cost is unknown, not free.
+        (
+            priced("a", "m1", model="mystery-model-9", input_tokens=10),
+            {"max_cost_usd": 1.0},
+            "no price",
+        ),
+        # A screen-extracted turn has no usage at all.
+        (answer("a", "m1", "terminal"), {"max_cost_usd": 1.0}, "usage could not be read"),
+        (answer("a", "m1"), {"max_tokens": 1000}, "usage could not be read"),
+    ],
+)
+def test_a_budgeted_route_whose_spending_is_unknown_says_so_and_stops(
+    found: Extraction, budget: dict[str, Any], why: str
+) -> None:
+    script = turns(found, priced("b", "m2", input_tokens=10))
+    ctx, route = run_route(script, trigger="on-keyword", pattern="GO", **budget)
+    assert statuses(ctx) == ["shadow"]  # the second turn is never routed
+    assert route.state == "stopped"
+    assert "unknown" in (route.last_error or "") and why in (route.last_error or "")
+
+
+@pytest.mark.parametrize(
+    ("budget", "match"),
+    [
+        ({"max_cost_usd": 0}, "max_cost_usd must be a number of US dollars above 0"),
+        ({"max_cost_usd": -2.5}, "above 0.*got -2.5"),
+        ({"max_cost_usd": float("inf")}, "above 0"),
+        ({"max_cost_usd": "2.5"}, "got '2.5'"),
+        ({"max_cost_usd": True}, "above 0"),
+        ({"max_tokens": 0}, "max_tokens must be a whole number of tokens of 1 or more"),
+        ({"max_tokens": -5}, "1 or more.*got -5"),
+        ({"max_tokens": 1.5}, "whole number"),
+    ],
+)
+def test_a_zero_negative_or_non_number_budget_is_a_range_error(
+    budget: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(MadohubValueError, match=match):
+        run_route(Script(), **budget)
+
+
+def test_a_rounds_tokens_add_its_ai_transforms_and_are_unknown_when_a_count_is() -> None:
+    rec = RoundRecord(
+        route_id="r", source="w", target="r", round=1, trigger="on-idle", transform="summary",
+        dispatch="shadow", status="shadow", input_tokens=100, output_tokens=20,
+        cache_read_tokens=5_000, ai_model="claude-haiku-4-5", ai_input_tokens=40,
+        ai_output_tokens=7,
+    )  # fmt: skip
+    assert round_tokens(rec) == 167
+    rec.ai_output_tokens = None  # the API reply carried no usage
+    assert round_tokens(rec) is None

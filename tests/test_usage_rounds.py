@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
-from conftest import FAST_IDLE_MS, one_round, start_standin
+from conftest import FAST_IDLE_MS, log_rows, one_round, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.demo.standin_claude import message_usage
@@ -417,3 +418,88 @@ def test_an_ai_transform_round_logs_the_cache_tokens_the_api_reported(
     ) / 1e6
     ai = (40 * 1.0 + 12 * 4.0 + 3000 * 0.1 + 500 * 1.25) / 1e6
     assert row["cost_usd"] == pytest.approx(source + ai)
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+@pytest.mark.parametrize(
+    ("budget", "spent"),
+    [
+        (
+            {"max_cost_usd": 1e-6},
+            lambda row: f"spent ${row['cost_usd']:.4f} of max_cost_usd=$1e-06",
+        ),
+        (
+            {"max_tokens": 10},
+            lambda row: (
+                f"spent {int(row['input_tokens'] + row['output_tokens']):,} tokens of max_tokens=10"
+            ),
+        ),
+    ],
+)
+def test_a_stand_in_route_stops_on_its_budget_and_types_nothing_more(
+    priced_hub: mh.Hub, project: Path, budget: dict[str, Any], spent: Any
+) -> None:
+    start_standin(priced_hub, "writer", cwd=project)
+    reviewer = start_standin(priced_hub, "reviewer", cwd=project)
+    route = priced_hub.connect("writer", "reviewer", cooldown_ms=1000, **budget)
+    first = one_round(priced_hub, route, "draft the release notes please")
+    assert first["status"] == "delivered", first["error"]
+    # The first round spent the budget (the stand-in's own transcript usage): exhausted.
+    wait_until(lambda: route.state == "exhausted", 10, what="the route exhausted")
+    assert route.last_error is not None and spent(first) in route.last_error
+    # The writer's next turn is logged, not delivered; nothing reaches the reviewer.
+    priced_hub.send("writer", "second-turn-never-delivered").result(30)
+    wait_until(lambda: len(log_rows(priced_hub, route)) == 2, 30, what="the exhausted row")
+    last = log_rows(priced_hub, route)[-1]
+    assert last["status"] == "exhausted" and spent(first) in last["error"]
+    assert route.rounds == 1
+    time.sleep(1.0)
+    assert "second-turn-never-delivered" not in reviewer.screen()  # type: ignore[attr-defined]
+
+
+def test_a_budgeted_stand_in_route_with_no_price_for_its_model_stops(
+    hub: mh.Hub, project: Path
+) -> None:
+    # The default price table has no row for the stand-in's model: unknown, not free.
+    start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000, max_cost_usd=5)
+    row = one_round(hub, route, "what does this cost")
+    assert row["model"] == "claude-standin-echo" and math.isnan(row["cost_usd"])
+    wait_until(lambda: route.state == "stopped", 10, what="the route stopped")
+    assert "model 'claude-standin-echo' has no price" in (route.last_error or "")
+    assert "budget=$0.0000/$5" in repr(route)
+
+
+def test_the_route_card_shows_the_budget_spent() -> None:
+    from madohub_nb.render import route_summary_html
+
+    class Card:
+        id, source, target, state, rounds, max_rounds = "w->r#1", "w", "r", "active", 1, 5
+        last_status, last_error = "delivered", None
+        budget_spent = "$0.0123/$2.5 · 1,234/200,000 tokens"
+
+    html = route_summary_html(Card())
+    assert 'class="madohub-budget"' in html and "$0.0123/$2.5 · 1,234/200,000 tokens" in html
+    Card.budget_spent = ""
+    assert "madohub-budget" not in route_summary_html(Card())
+
+
+def test_a_budget_counts_the_ai_transforms_usage_with_the_source_turns(
+    ai_hub: tuple[FakeAnthropic, mh.Hub],
+) -> None:
+    fake, hub = ai_hub
+    route = hub.connect(
+        "writer", "reviewer", transform="summary", cooldown_ms=1000, max_tokens=10**6,
+        max_cost_usd=100.0,
+    )  # fmt: skip
+    row = one_round(hub, route, "release notes")
+    assert row["status"] == "delivered", row["error"]
+    (reported,) = fake.reported
+    ai_tokens = reported["usage"]["input_tokens"] + reported["usage"]["output_tokens"]
+    assert ai_tokens > 0
+    assert route.spent_tokens == int(row["input_tokens"] + row["output_tokens"]) + ai_tokens
+    assert route.spent_usd == pytest.approx(row["cost_usd"])
+    assert route.state == "active"  # far under both limits: the route goes on

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import shell_tile, wait_until
+from conftest import one_round, shell_tile, start_standin, wait_until
 
 from madohub_nb import Hub
 from madohub_nb.errors import MadohubValueError
@@ -374,3 +374,18 @@ def test_static_html_of_tile_route_and_hub(hub: Hub) -> None:
     out = html_for_hub(hub)
     assert "2 tiles" in out
     assert html.escape(route.id) in out
+
+
+def test_route_card_shows_the_budget_spent_as_rounds_count_it(hub: Hub, tmp_path: Path) -> None:
+    start_standin(hub, "writer", cwd=tmp_path)
+    start_standin(hub, "reviewer", cwd=tmp_path)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", max_tokens=200_000)
+    card = RouteCard(hub, route)
+    try:
+        assert "budget <b>0/200,000 tokens</b>" in card._summary.value
+        one_round(hub, route, "count my tokens")
+        wait_until(lambda: route.spent_tokens > 0, 10, what="the round counted")
+        shown = f"budget <b>{route.spent_tokens:,}/200,000 tokens</b>"
+        wait_until(lambda: shown in card._summary.value, 10, what="the card to show the spending")
+    finally:
+        card.close()

@@ -190,6 +190,8 @@ class MadohubMagics(Magics):
             "transform": args.transform,
             "template": template,
             "max_rounds": args.max_rounds,
+            "max_cost_usd": args.max_cost,
+            "max_tokens": args.max_tokens,
             "cooldown_ms": args.cooldown,
             "stop_keyword": args.stop,
             "dispatch": args.dispatch,
@@ -222,7 +224,8 @@ class MadohubMagics(Magics):
 
         self._no_cell(args, cell)
         columns = [
-            "id", "source", "target", "state", "rounds", "max_rounds", "last_status", "last_error",
+            "id", "source", "target", "state", "rounds", "max_rounds", "budget_spent",
+            "last_status", "last_error",
         ]  # fmt: skip
         extra = ["trigger", "transform", "dispatch"]
         rows = [{c: getattr(r, c, None) for c in (*columns, *extra)} for r in self.hub().routes]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -250,6 +251,37 @@ def _max_rounds(text: str) -> int:
     return int(text)
 
 
+_TOKEN_COUNT_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmM]?)")
+_TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000}
+
+
+def _max_tokens(text: str) -> int:
+    """``200000``, ``200_000``, ``200k``, ``1.5M``: a whole number of tokens of 1 or more."""
+    text = _unmarked(text)
+    found = _TOKEN_COUNT_RE.fullmatch(text.strip().replace("_", ""))
+    value = float(found[1]) * _TOKEN_UNITS[found[2].lower()] if found else 0.0
+    if not found or value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(
+            "expected a whole number of tokens of 1 or more, e.g. 200000, 200k or 1.5M, "
+            f"got {text!r}"
+        )
+    return int(value)
+
+
+def _max_cost(text: str) -> float:
+    """``2.50`` or ``$2.50``: US dollars above 0."""
+    text = _unmarked(text)
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected US dollars above 0, e.g. 2.50 or $2.50, got {text!r}"
+        )
+    return value
+
+
 def _cooldown(text: str) -> int:
     value = _duration(text)
     low, high = COOLDOWN_MS_RANGE
@@ -372,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-rounds", type=_max_rounds, metavar="N",
         help=f"{low} to {high} {_default(_CONNECT['max_rounds'])}",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-cost", type=_max_cost, metavar="USD",
+        help="money budget: end the route exhausted once its rounds cost this much, "
+        "e.g. 2.50 (default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-tokens", type=_max_tokens, metavar="N",
+        help="token budget (input + output, the AI transform's included), e.g. 200k or 1.5M "
+        "(default: none)",
     )  # fmt: skip
     p.add_argument(
         "--cooldown", type=_cooldown, metavar="DURATION",

@@ -1,7 +1,8 @@
-"""Loop protection: max rounds, cooldown and stop keyword. Pure; time passed in (ms)."""
+"""Loop protection: max rounds, cooldown, stop keyword and budgets. Pure; time passed in (ms)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..errors import MadohubValueError
@@ -56,3 +57,81 @@ class LoopGuard:
     @property
     def exhausted(self) -> bool:
         return self.rounds >= self.max_rounds
+
+
+@dataclass
+class Budget:
+    """What a route may spend, in US dollars and in tokens, and what its rounds spent so far.
+
+    Each round counts its ``cost_usd`` and its input + output tokens (the source turn's
+    plus the AI transform's). A budgeted part that a round cannot say (a model without
+    a price, a turn whose usage could not be read) is *unknown*, never free.
+    """
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        cost = self.max_cost_usd
+        if cost is not None and (
+            isinstance(cost, bool)
+            or not isinstance(cost, (int, float))
+            or not math.isfinite(cost)
+            or cost <= 0
+        ):
+            raise MadohubValueError(
+                "max_cost_usd must be a number of US dollars above 0 (e.g. 2.5), "
+                f"or None for no money budget, got {cost!r}"
+            )
+        tokens = self.max_tokens
+        if tokens is not None and (
+            isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1
+        ):
+            raise MadohubValueError(
+                "max_tokens must be a whole number of tokens of 1 or more (e.g. 200_000), "
+                f"or None for no token budget, got {tokens!r}"
+            )
+
+    @property
+    def limited(self) -> bool:
+        """A limit in money or in tokens is set."""
+        return self.max_cost_usd is not None or self.max_tokens is not None
+
+    def count(self, cost_usd: float | None, tokens: int | None) -> str | None:
+        """Add one round's spending; None, or why a budgeted part of it is unknown."""
+        unknown = []
+        if self.max_cost_usd is not None:
+            if cost_usd is None or math.isnan(cost_usd):
+                unknown.append("cost")
+            else:
+                self.spent_usd += cost_usd
+        if self.max_tokens is not None:
+            if tokens is None:
+                unknown.append("tokens")
+            else:
+                self.spent_tokens += tokens
+        if not unknown:
+            return None
+        return " and ".join(unknown)
+
+    def spent(self) -> str | None:
+        """None while the budget lasts; else what was spent against which limit."""
+        reasons = []
+        if self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd:
+            reasons.append(f"spent ${self.spent_usd:.4f} of max_cost_usd=${self.max_cost_usd:g}")
+        if self.max_tokens is not None and self.spent_tokens >= self.max_tokens:
+            reasons.append(f"spent {self.spent_tokens:,} tokens of max_tokens={self.max_tokens:,}")
+        if not reasons:
+            return None
+        return "budget spent: " + " and ".join(reasons) + "; the route no longer delivers"
+
+    def summary(self) -> str:
+        """What was spent of what limit (empty without a limit), e.g. ``$0.0123/$2.5``."""
+        parts = []
+        if self.max_cost_usd is not None:
+            parts.append(f"${self.spent_usd:.4f}/${self.max_cost_usd:g}")
+        if self.max_tokens is not None:
+            parts.append(f"{self.spent_tokens:,}/{self.max_tokens:,} tokens")
+        return " · ".join(parts)

@@ -87,6 +87,8 @@ class RoundPlan:
     """The user opted in to typing into a shell or an interpreter (``allow_shell=True``);
     recorded so a replay of the round keeps it."""
     exhausted: bool = False
+    exhausted_reason: str | None = None
+    """Why the route is exhausted when it is not ``max_rounds`` (a budget spent)."""
     replay_of: str | None = None
     prompt: str | None = None
     """A prompt given up front (hand ``send``): skips the transform."""
@@ -176,6 +178,20 @@ def round_cost_usd(
     return sum(parts) if parts else None
 
 
+def round_tokens(rec: RoundRecord) -> int | None:
+    """A routed round's input + output tokens: its source turn's plus its AI transform's.
+
+    None when a count it needs could not be read (a screen-extracted source turn, an
+    API reply without usage): a token budget cannot count it.
+    """
+    counts = [rec.input_tokens, rec.output_tokens]
+    if rec.ai_model is not None:
+        counts += [rec.ai_input_tokens, rec.ai_output_tokens]
+    if any(v is None for v in counts):
+        return None
+    return sum(v or 0 for v in counts)
+
+
 def _fill_cost(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     routed = plan.spec is not None and plan.replay_of is None and plan.prompt is None
     rec.cost_usd = round_cost_usd(rec, hub.prices, source_turn=routed)
@@ -231,7 +247,10 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
 async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     if plan.exhausted:
         rec.status = "exhausted"
-        rec.error = f"max_rounds={plan.max_rounds} reached; the route no longer delivers"
+        rec.error = (
+            plan.exhausted_reason
+            or f"max_rounds={plan.max_rounds} reached; the route no longer delivers"
+        )
         return
     if LoopGuard.says_stop(plan.stop_keyword, rec.extracted):
         rec.status = "stopped"

@@ -28,8 +28,8 @@ from ..model import HubEvent, RoundStatus, RouteState, TileState
 from ..render import html_for_route
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .extract import extract
-from .protection import LoopGuard
-from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, run_round
+from .protection import Budget, LoopGuard
+from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
 from .tile import Tile
 from .transforms import TransformSpec, make_transform_spec, require_ai_key
 from .triggers import Heard, Turn, TurnDetector, check_completion_pattern, make_detector
@@ -219,6 +219,7 @@ class Route:
         dispatch: Dispatch,
         delivery: str,
         allow_shell: bool,
+        budget: Budget | None = None,
     ) -> None:
         self.id = route_id
         self._context = context
@@ -229,6 +230,8 @@ class Route:
         self.pattern = pattern
         self.spec = spec
         self.guard = guard
+        self.budget = budget if budget is not None else Budget()
+        """Money and token limits, and what the rounds spent (loop protection too)."""
         self.dispatch_mode = dispatch
         self.delivery = delivery
         self.allow_shell = allow_shell
@@ -278,6 +281,31 @@ class Route:
     def max_rounds(self) -> int:
         """Rounds this route may fire before it is exhausted (1 to 20)."""
         return self.guard.max_rounds
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        """US dollars the route may spend before it is exhausted (None: no money budget)."""
+        return self.budget.max_cost_usd
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Input + output tokens the route may spend before it is exhausted (None: no limit)."""
+        return self.budget.max_tokens
+
+    @property
+    def spent_usd(self) -> float:
+        """What the route's rounds cost so far (counted when it has a money budget)."""
+        return self.budget.spent_usd
+
+    @property
+    def spent_tokens(self) -> int:
+        """Input + output tokens the route's rounds used so far (counted with a token budget)."""
+        return self.budget.spent_tokens
+
+    @property
+    def budget_spent(self) -> str:
+        """What was spent of each limit, e.g. ``$0.0123/$2.5 · 1,234/200,000 tokens`` ('' without)."""
+        return self.budget.summary()
 
     @property
     def transform(self) -> str:
@@ -529,6 +557,7 @@ class Route:
             stop_keyword=self.guard.stop_keyword,
             allow_shell=self.allow_shell,
             exhausted=exhausted,
+            exhausted_reason=self.budget.spent() if exhausted else None,
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
         )
@@ -538,12 +567,36 @@ class Route:
         finally:
             self._in_round = False
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
+        unknown = None if exhausted else self._count_spending(rec)
         if rec.status == "stopped":
             self._set_state("stopped")
+        elif unknown is not None:
+            self.last_error = unknown
+            self._set_state("stopped")
+        elif not exhausted and self.state == "active" and (spent := self.budget.spent()):
+            self.last_error = spent
+            self._set_state("exhausted")
         elif not exhausted and self.guard.exhausted and self.state == "active":
             self._set_state("exhausted")
         else:
             self._context.emit(HubEvent("route_state", self.id, self.state, self))
+
+    def _count_spending(self, rec: RoundRecord) -> str | None:
+        """Count a round against the budget; why the route must stop when a part is unknown."""
+        if not self.budget.limited:
+            return None
+        unknown = self.budget.count(rec.cost_usd, round_tokens(rec))
+        if unknown is None:
+            return None
+        why = (
+            f"model {rec.model!r} has no price in the price table (hub prices=)"
+            if unknown == "cost" and rec.input_tokens is not None
+            else "its usage could not be read (a screen-extracted turn, or no usage reported)"
+        )
+        return (
+            f"stopped: the {unknown} of round {rec.round} is unknown ({why}); a budgeted "
+            f"route never counts an unknown as free (spent so far: {self.budget.summary()})"
+        )
 
     def _stop_listening(self) -> None:
         if self._task is not None:
@@ -559,10 +612,11 @@ class Route:
 
     # display ------------------------------------------------------------
     def __repr__(self) -> str:
+        budget = f" budget={self.budget_spent}" if self.budget.limited else ""
         return (
             f"<Route {self.id} {self.source}->{self.target} {self.state} "
             f"rounds={self.rounds}/{self.max_rounds} trigger={self.trigger} transform={self.spec.name} "
-            f"dispatch={self.dispatch}>"
+            f"dispatch={self.dispatch}{budget}>"
         )
 
     def _repr_html_(self) -> str:
@@ -630,6 +684,8 @@ def build_route(
     model: str | None,
     api_key: str | None,
     completion_pattern: str | None = None,
+    max_cost_usd: float | None = None,
+    max_tokens: int | None = None,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked.
 
@@ -649,6 +705,7 @@ def build_route(
     )
     spec = make_transform_spec(transform, template, model)
     guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
+    budget = Budget(max_cost_usd=max_cost_usd, max_tokens=max_tokens)
     mode = dispatch_named(dispatch)
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and mode.types_text and not allow_shell:
@@ -661,5 +718,5 @@ def build_route(
     return Route(
         context, f"{source.name}->{target.name}#{number}", source, target,
         detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
-        delivery=delivery, allow_shell=allow_shell,
+        delivery=delivery, allow_shell=allow_shell, budget=budget,
     )  # fmt: skip

@@ -7,6 +7,7 @@ turn's API messages, each message counted once, however the agent wrote them dow
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from conftest import log_rows, wait_until
 
 import madohub_nb as mh
+from madohub_nb.settings import PRICES_USD_PER_MTOK
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
@@ -175,3 +177,63 @@ def test_real_claude_tool_turn_counts_each_api_message_once(
         assert row[column] == sum(m["usage"][key] for m in billed), column
     assert row["tool_calls"] == 1
     assert row["model"] == billed[-1]["model"]
+
+
+@pytest.mark.parametrize("budget", ["max_tokens", "max_cost_usd", "no price"])
+def test_real_claude_route_stops_on_its_budget(
+    budget: str,
+    usage_hub: mh.Hub,
+    real_claude_pane: Callable[..., RealPane],
+    fake_anthropic: FakeAnthropic,
+    reviewer_api: FakeAnthropic,
+    home: Path,
+    tmp_path: Path,
+) -> None:
+    version = CLAUDE_VERSIONS[-1]
+    cwds = []
+    for i in range(2):  # trust both projects before either Claude starts (REAL-AGENTS.md)
+        cwd = tmp_path / f"trusted-{i}"
+        cwd.mkdir()
+        cwds.append(cwd.resolve())
+        write_claude_config(home, cwds[-1], DEFAULT_API_KEY, version)
+    a = real_claude_pane(version, cwd=cwds[0])
+    b = real_claude_pane(version, cwd=cwds[1], base_url=reviewer_api.base_url)
+    usage_hub.tile("writer", pane=a.pane_id)
+    usage_hub.tile("reviewer", pane=b.pane_id)
+    if budget == "max_cost_usd":
+        usage_hub.prices = PRICES_USD_PER_MTOK  # Claude Code's model has its price there
+    # (usage_hub's own table prices only Codex's model: Claude Code's turn has no price.)
+    limit = {"max_tokens": ("max_tokens", 1), "max_cost_usd": ("max_cost_usd", 1e-9)}.get(
+        budget, ("max_cost_usd", 5.0)
+    )
+    route = usage_hub.connect(
+        "writer", "reviewer", template="Check: {output}", cooldown_ms=1000, **dict([limit])
+    )
+    wait_until(route.ready.is_set, 20, what="the route to listen")
+    since = len(fake_anthropic.reported)
+    a.submit("Spend the budget")
+    assert reviewer_api.wait_for_prompts(1, REPLY_TIMEOUT_S) == [
+        f"Check: {default_answer('Spend the budget')}"
+    ]
+    if budget == "no price":  # an unknown cost is never free: the route says so and stops
+        wait_until(lambda: route.state == "stopped", ROUND_TIMEOUT_S, what="the route stopped")
+        (first,) = log_rows(usage_hub, route)
+        assert first["status"] == "delivered" and first["input_tokens"] > 0
+        assert f"model {first['model']!r} has no price" in (route.last_error or "")
+        return
+    wait_until(lambda: route.state == "exhausted", ROUND_TIMEOUT_S, what="the route exhausted")
+    (first,) = log_rows(usage_hub, route)
+    billed = _turn_messages(fake_anthropic, since)
+    if budget == "max_tokens":
+        spent = sum(m["usage"]["input_tokens"] + m["usage"]["output_tokens"] for m in billed)
+        assert route.spent_tokens == spent > 1
+        assert f"spent {spent:,} tokens of max_tokens=1" in (route.last_error or "")
+    else:  # Claude Code's model is in the default price table: the cost is known
+        assert first["cost_usd"] > 0 and route.spent_usd == pytest.approx(first["cost_usd"])
+        assert f"spent ${first['cost_usd']:.4f} of max_cost_usd=$1e-09" in (route.last_error or "")
+    # The writer's next turn is logged exhausted; the reviewer's API sees no second prompt.
+    a.submit("One more turn")
+    wait_until(lambda: len(log_rows(usage_hub, route)) == 2, ROUND_TIMEOUT_S, what="the last row")
+    assert log_rows(usage_hub, route)[-1]["status"] == "exhausted"
+    time.sleep(2.0)
+    assert len(reviewer_api.prompts) == 1
