@@ -26,7 +26,8 @@ def _stream(hub: mh.Hub, tile: mh.Tile) -> PaneStream:
 
 
 def _y_lines(tile: mh.Tile) -> int:
-    return sum(1 for ln in tile.screen().splitlines() if ln == "y")
+    """Lines of ``yes | cat -n`` on the screen (numbered: each screen differs from the last)."""
+    return sum(1 for ln in tile.screen().splitlines() if ln.split()[-1:] == ["y"])
 
 
 def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
@@ -38,7 +39,9 @@ def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
     stream = _stream(hub, tile)
     wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
     events, nbytes = hub.runtime.tiles.watcher.output_events, stream.bytes_total
-    type_at_prompt(hub, tile.pane_id, "yes")
+    # Numbered, so the screen changes with every line: a view that follows it redraws
+    # (a screen of bare "y" lines can look the same at every capture).
+    type_at_prompt(hub, tile.pane_id, "yes | cat -n")
     try:
         # The pane prints at full speed (tmux reads it: its screen fills with y) ...
         wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to fill the screen")
