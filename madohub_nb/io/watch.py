@@ -422,9 +422,9 @@ class OutputWatcher:
                 on = want == "on"
                 if (stream.mode == "on") != on:
                     outcome = await self._switch(stream, on)
-                    if outcome == "refused":
-                        return
-                    if outcome == "stale":  # a newer wish replaced this one: read it again
+                    if outcome == "refused" and stream.wanted() == want:
+                        return  # tmux kept refusing, or the pane or its client went away
+                    if outcome != "done":  # a newer wish replaced this one: read it again
                         continue
                 was, stream.mode = stream.mode, want
                 log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
