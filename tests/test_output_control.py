@@ -26,7 +26,8 @@ def _stream(hub: mh.Hub, tile: mh.Tile) -> PaneStream:
 
 
 def _y_lines(tile: mh.Tile) -> int:
-    return sum(1 for ln in tile.screen().splitlines() if ln == "y")
+    """Lines of ``yes | cat -n`` on the screen (numbered: each screen differs from the last)."""
+    return sum(1 for ln in tile.screen().splitlines() if ln.split()[-1:] == ["y"])
 
 
 def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
@@ -38,7 +39,9 @@ def test_an_unwatched_chatty_pane_sends_the_hub_nothing_and_a_view_turns_it_on(
     stream = _stream(hub, tile)
     wait_until(lambda: stream.mode == "off", 10, what="its output to be switched off")
     events, nbytes = hub.runtime.tiles.watcher.output_events, stream.bytes_total
-    type_at_prompt(hub, tile.pane_id, "yes")
+    # Numbered, so the screen changes with every line: a view that follows it redraws
+    # (a screen of bare "y" lines can look the same at every capture).
+    type_at_prompt(hub, tile.pane_id, "yes | cat -n")
     try:
         # The pane prints at full speed (tmux reads it: its screen fills with y) ...
         wait_until(lambda: _y_lines(tile) > 20, 10, what="yes to fill the screen")
@@ -156,3 +159,55 @@ def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.
     wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
     type_at_prompt(hub, tile.pane_id, "echo hello")
     wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")
+
+
+def _switch_tasks_by_pane() -> dict[str, int]:
+    """Output-switch tasks (``OutputWatcher._apply``) alive on the running loop, by pane."""
+    import asyncio
+
+    counts: dict[str, int] = {}
+    for task in asyncio.all_tasks():
+        coro = task.get_coro()
+        if getattr(coro, "__qualname__", "") != "OutputWatcher._apply":
+            continue
+        frame = getattr(coro, "cr_frame", None)
+        if frame is not None:
+            pane = frame.f_locals["stream"].pane_id
+            counts[pane] = counts.get(pane, 0) + 1
+    return counts
+
+
+def test_many_routes_on_one_session_leave_at_most_one_switch_waiting_per_pane(
+    hub: mh.Hub,
+) -> None:
+
+    watcher = hub.runtime.tiles.watcher
+    tiles = [shell_tile(hub, f"sh{i}") for i in range(6)]
+    streams = [_stream(hub, tile) for tile in tiles]
+    for stream in streams:
+        wait_until(lambda s=stream: s.mode == "off", 10, what="output off (nobody listens)")
+    assert len({s.session for s in streams}) == 1
+
+    async def many_routes() -> tuple[dict[str, int], dict[str, int]]:
+        # What 10 routes per tile do as they start: watch the source, listen, (settle).
+        listeners = []
+        for _ in range(10):
+            for tile in tiles:
+                stream = await watcher.watch(tile.pane_id, tile.session)
+                listeners.append(stream.listen(wants_bytes=True))
+        seen, waiting = _switch_tasks_by_pane(), watcher.switches_waiting()
+        for stream in streams:
+            await stream.settled()
+        return seen, waiting
+
+    seen, waiting = hub.engine.run_sync(many_routes(), 20)
+    # One task per pane, each asked only about its own pane (not 60 x 6 of them).
+    assert seen == dict.fromkeys((t.pane_id for t in tiles), 1)
+    assert waiting == seen
+    for stream in streams:
+        wait_until(lambda s=stream: s.mode == "on", 10, what="output on for the listeners")
+    wait_until(lambda: not hub.engine.run_sync(_nothing_waiting(watcher), 5), 10, what="no switch")
+
+
+async def _nothing_waiting(watcher: object) -> bool:
+    return bool(watcher.switches_waiting())  # type: ignore[attr-defined]

@@ -63,6 +63,10 @@ def activity_end_mono(activity_s: int, now_wall: float, now_mono: float) -> floa
 SWITCH_RETRY_S: Final = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
 """Waits before a refused output switch is tried again (then once more, and it stays)."""
 
+SwitchOutcome = Literal["done", "refused", "stale"]
+"""What came of an output switch: tmux did it; tmux kept refusing (or the pane or its
+client went away); or the listeners' need changed while it waited to be tried again."""
+
 
 class Listener:
     """One consumer's view of a pane's output: a wake-up event and the bytes since its last read."""
@@ -280,6 +284,9 @@ class OutputWatcher:
         self._silenced: set[tuple[str, str]] = set()  # (session, pane) of panes nobody watches
         self._mode_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[object]] = set()
+        self._switching: dict[PaneStream, asyncio.Task[None]] = {}
+        """Each pane's one output switch waiting or under way: it reads the listeners' need
+        when it runs and again after each switch, so a newer wish joins it (no second task)."""
         self._poll_task: asyncio.Task[None] | None = None
 
     def stream(self, pane_id: str, session: str) -> PaneStream:
@@ -318,9 +325,13 @@ class OutputWatcher:
                         other.mode = "on"
                         other.ended = False
                 self._silenced = {s for s in self._silenced if s[0] != session}
-        for other in list(self.streams.values()):
-            if other.session == session:
-                self._schedule(other)
+                to_tell = [other for other in self.streams.values() if other.session == session]
+            else:
+                to_tell = [stream]
+        # Only a new client's panes all need telling (tmux sends it every pane); else the
+        # caller's own pane: a route asks about its source, not every pane of the session.
+        for other in to_tell:
+            self._schedule(other)
         return stream
 
     def client_pids(self) -> list[int]:
@@ -339,11 +350,29 @@ class OutputWatcher:
 
     # switching tmux's output per pane ------------------------------------------------
     def _schedule(self, stream: PaneStream) -> None:
+        """Have tmux do what ``stream``'s listeners need, soon: one task per pane at most."""
         if not self.output_control or self.closed:
             return
+        waiting = self._switching.get(stream)
+        if waiting is not None and not waiting.done():
+            return  # it reads the need when it runs, and again after each switch
         task = asyncio.get_running_loop().create_task(self._apply(stream))
+        self._switching[stream] = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(functools.partial(self._switch_done, stream))
+
+    def _switch_done(self, stream: PaneStream, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._switching.get(stream) is task:
+            del self._switching[stream]
+
+    def switches_waiting(self) -> dict[str, int]:
+        """Output switches waiting or under way, by pane (read-only; engine loop)."""
+        counts: dict[str, int] = {}
+        for stream, task in self._switching.items():
+            if not task.done():
+                counts[stream.pane_id] = counts.get(stream.pane_id, 0) + 1
+        return counts
 
     async def _set_output(self, session: str, pane_id: str, on: bool) -> bool:
         client = self._clients.get(session)
@@ -361,20 +390,25 @@ class OutputWatcher:
             return False
         return True
 
-    async def _switch(self, stream: PaneStream, on: bool) -> bool:
+    async def _switch(self, stream: PaneStream, on: bool) -> SwitchOutcome:
         """Switch the pane's output, trying again while tmux refuses it and the pane and its
         client are still there (a control client that has just started is not yet tmux's
-        "current client": its first switch can be refused, and would otherwise stay undone)."""
+        "current client": its first switch can be refused, and would otherwise stay undone).
+
+        A retry is for the listeners' need of now: if it changed while waiting, "stale".
+        """
         for wait_s in SWITCH_RETRY_S:
             if await self._set_output(stream.session, stream.pane_id, on):
-                return True
+                return "done"
             client = self._clients.get(stream.session)
             if self.closed or client is None or not client.alive:
-                return False
+                return "refused"
             if self.streams.get(stream.pane_id) is not stream or stream.ended:
-                return False
+                return "refused"
             await asyncio.sleep(wait_s)
-        return await self._set_output(stream.session, stream.pane_id, on)
+            if (stream.wanted() == "on") != on:
+                return "stale"
+        return "done" if await self._set_output(stream.session, stream.pane_id, on) else "refused"
 
     async def _apply(self, stream: PaneStream) -> None:
         """Tell tmux to send ``stream``'s output or not, as its listeners need (in order)."""
@@ -386,8 +420,12 @@ class OutputWatcher:
             # one, so they schedule nothing): look again until tmux does what they need.
             while not self.closed and (want := stream.wanted()) != stream.mode:
                 on = want == "on"
-                if (stream.mode == "on") != on and not await self._switch(stream, on):
-                    return
+                if (stream.mode == "on") != on:
+                    outcome = await self._switch(stream, on)
+                    if outcome == "refused" and stream.wanted() == want:
+                        return  # tmux kept refusing, or the pane or its client went away
+                    if outcome != "done":  # a newer wish replaced this one: read it again
+                        continue
                 was, stream.mode = stream.mode, want
                 log.debug("pane %s output: %s -> %s", stream.pane_id, was, want)
                 if want == "polled":
@@ -486,6 +524,7 @@ class OutputWatcher:
         stream = self.streams.pop(pane_id, None)
         self._mode_locks.pop(pane_id, None)
         if stream is not None:
+            self._switching.pop(stream, None)
             stream.unwatch_process()
             stream.end()
 
