@@ -73,6 +73,8 @@ INTERNAL_RESULTS: dict[str, Any] = {
     "loadPlugins": {"plugins": []},
     "notices": [],
     "listAutomations": {"automations": []},
+    "splashDispatch": None,  # (else its welcome card reads "undefined")
+    "newsCard": None,
 }
 """What ``/api/internal`` answers per method; any other method gets ``{}``."""
 
