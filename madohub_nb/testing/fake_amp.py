@@ -41,6 +41,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from ._http import FakeHandler, FakeServer, sleep_seconds
 from .fake_anthropic import default_answer
@@ -320,7 +321,8 @@ class _Session:
 
     def on_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        raw = message.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
         if not isinstance(method, str):
             return  # (a response to something the fake never asked)
         with self.fake._lock:
@@ -380,7 +382,5 @@ def _text(text: str) -> dict[str, str]:
 
 
 def _query_value(target: str, name: str) -> str | None:
-    from urllib.parse import parse_qs, urlsplit
-
     values = parse_qs(urlsplit(target).query).get(name)
     return values[0] if values else None
