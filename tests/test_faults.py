@@ -37,11 +37,12 @@ from conftest import (
 )
 
 import madohub_nb as mh
+from madohub_nb.agents.profiles import get_profile
 from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 API_KEY = "sk-ant-test-faults-0123456789abcdef"
-SUBMIT = b"\r\r"
+SUBMIT = "".join(get_profile("amp").submit_keys).encode()  # the Amp-like recorder's Enter
 
 
 def _wait_rows(hub: mh.Hub, route: mh.Route, n: int, timeout_s: float = 30) -> list[dict[str, Any]]:

@@ -45,12 +45,16 @@ from madohub_nb.agents.process_table import (
     process_table,
     use_process_table,
 )
+from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.settings import TYPING_DELAY_MS
 
 _bash_pane = bash_pane
 _type_at_prompt = type_at_prompt
+
+_AMP_SUBMIT = "".join(get_profile("amp").submit_keys).encode()
+"""What the Amp-like recorder gets after a prompt: Amp's submit keys."""
 
 
 @pytest.fixture(autouse=True, params=TABLE_NAMES)
@@ -238,8 +242,8 @@ def test_unsynchronized_window_still_gets_its_prompt(hub: mh.Hub, tmp_path: Path
     hub.runtime.tmux.run("set-option", "-w", "-t", rec_tile.pane_id, "synchronize-panes", "off")
     rec = hub.send("rec", "hello;\nworld ' \" # ~ $HOME é").result(60)
     assert rec.status == "delivered", rec.error
-    wait_until(lambda: out.read_bytes().endswith(b"\r\r"), 10, what="submit")
-    assert out.read_bytes() == "hello;\nworld ' \" # ~ $HOME é\r\r".encode()
+    wait_until(lambda: out.read_bytes().endswith(_AMP_SUBMIT), 10, what="submit")
+    assert out.read_bytes() == "hello;\nworld ' \" # ~ $HOME é".encode() + _AMP_SUBMIT
 
 
 # --- the check itself ---------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.settings import MAX_ROUTED_CHARS
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
-SUBMIT = b"\r\r"
-"""What an Amp-like target gets after the content (``\\r\\r``, REAL-AGENTS.md)."""
+SUBMIT = "".join(get_profile("amp").submit_keys).encode()
+"""What an Amp-like target gets after the content (Amp's submit keys: one ``\\r``)."""
 
 # One line per kind of attack; the comment says what must survive of it.
 HOSTILE = (
@@ -52,7 +52,7 @@ def _recorded(path: Path) -> bytes:
 
 
 def _wait_bytes(path: Path, submits: int, timeout_s: float = 30) -> bytes:
-    """The recorder's bytes once ``submits`` prompts were submitted (``\\r\\r`` each)."""
+    """The recorder's bytes once ``submits`` prompts were submitted (``SUBMIT`` each)."""
     wait_until(
         lambda: _recorded(path).count(SUBMIT) >= submits, timeout_s, what=f"{submits} submits"
     )

@@ -20,12 +20,16 @@ from conftest import log_rows, shell_tile, start_recorder, start_standin, wait_u
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
+from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.log import RoundLog, RoundRecord
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import claude_project_dir_name
 from madohub_nb.notebook.widgets import TileView
 from madohub_nb.pipeline.extract import extract, transcript_path
 from madohub_nb.render import html_for_tile
+
+_AMP_SUBMIT = "".join(get_profile("amp").submit_keys).encode()
+"""What the Amp-like recorder gets after a prompt: Amp's submit keys."""
 
 
 def _sessions_file(tile: mh.Tile, home: Path) -> Path:
@@ -332,8 +336,8 @@ def test_tag_and_bidi_characters_are_not_typed_and_are_counted(hub: mh.Hub, tmp_
     text = f"ok{hidden} \u202eevil\u202c \u2066iso\u2069 {family}"
     rec = hub.send("rec", text).result(30)
     assert rec.status == "delivered", rec.error
-    wait_until(lambda: out.read_bytes().endswith(b"\r\r"), 10, what="submit")
-    assert out.read_bytes() == f"ok evil iso {family}\r\r".encode()
+    wait_until(lambda: out.read_bytes().endswith(_AMP_SUBMIT), 10, what="submit")
+    assert out.read_bytes() == f"ok evil iso {family}".encode() + _AMP_SUBMIT
     assert rec.meta["removed_invisible"] == len("run rm") + 4
     (row,) = hub.log.df.to_dict("records")
     assert row["meta"]["removed_invisible"] == 10

@@ -98,7 +98,7 @@ def test_profiles_are_frozen() -> None:
     [
         ("claude", ("claude",), ("\r", "\r"), 500, 0, "C-j", "jsonl"),
         ("codex", ("codex",), ("\r", "\r"), 800, 200, "C-j", "rollout"),
-        ("amp", ("amp",), ("\r", "\r"), 500, 0, "C-j", "terminal"),
+        ("amp", ("amp",), ("\r",), 200, 0, "C-j", "terminal"),
         ("opencode", ("opencode",), ("\r", "\r"), 500, 0, "C-j", "session"),
         ("shell", (), ("\n",), 0, 0, None, "terminal"),
     ],

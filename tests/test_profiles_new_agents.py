@@ -16,7 +16,7 @@ from madohub_nb.agents.profiles import get_profile, screen_state
 from madohub_nb.agents.screen import input_text, terminal_last_response
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
-KINDS = ("gemini", "copilot", "pi")
+KINDS = ("gemini", "copilot", "pi", "amp")
 
 MULTI_ANSWER = {
     # The fake's 12-line markdown answer, as each agent's renderer draws it.
@@ -61,6 +61,12 @@ EXPECTED: dict[str, tuple[str, str | None, str]] = {
     "pi/03_idle_after_answer.txt": ("idle", "", "Done: Hello pi [[sleep 4]]"),
     "pi/04_idle_multiline_draft.txt": ("idle", "first line\nsecond line", "Done: Hello pi [[sleep 4]]"),
     "pi/05_idle_after_two_multiline_answers.txt": ("idle", "", MULTI_ANSWER["pi"]),
+    # Amp's input box is not read (input_line None): no box text.
+    "amp/01_idle_startup.txt": ("idle", None, ""),
+    "amp/02_busy.txt": ("busy", None, ""),
+    "amp/03_idle_after_answer.txt": ("idle", None, "Done: Hello amp [[sleep 4]]"),
+    "amp/04_idle_multiline_draft.txt": ("idle", None, "Done: Hello amp [[sleep 4]]"),
+    "amp/05_idle_after_three_answers.txt": ("idle", None, "Done: paste one\\npaste two"),
 }  # fmt: skip
 
 
@@ -102,6 +108,21 @@ def test_state_with_the_real_pane_title(name: str, title: str) -> None:
     profile = get_profile(name.split("/")[0])
     screen = (SCREENS / name).read_text()
     assert screen_state(profile, screen, pane_title=title) == EXPECTED[name][0]
+
+
+def test_amp_title_spinner_alone_reads_busy() -> None:
+    # Amp's Braille spinner in the title says busy even before "≋ Waiting" is drawn.
+    idle = (SCREENS / "amp/03_idle_after_answer.txt").read_text()
+    assert screen_state(get_profile("amp"), idle, pane_title="⠭ amp - ~/proj") == "busy"
+    assert screen_state(get_profile("amp"), idle, pane_title="") == "idle"
+
+
+def test_amp_delivery_facts() -> None:
+    p = get_profile("amp")
+    assert p.process_tokens == ("amp",) and p.submit_keys == ("\r",)
+    assert p.newline_key == "C-j" and p.uses_bracketed_paste
+    assert p.extractor == "terminal" and not p.has_transcript  # its answers live in its backend
+    assert agent_kind_of("amp", ["/c/amp-0.0.1790142911-g7618fb/node_modules/.bin/amp"]) == "amp"
 
 
 def test_gemini_title_spinner_alone_reads_busy() -> None:
@@ -147,7 +168,7 @@ REAL_TREES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS[:3])
 def test_every_process_of_the_real_tree_but_a_node_option_names_the_agent(kind: str) -> None:
     kinds = [agent_kind_of(comm, argv) for comm, argv in REAL_TREES[kind]]
     assert kinds[0] == kind  # the first process found is the agent

@@ -74,8 +74,8 @@ MIN_ROUNDS = 1000 if STEPS >= 45 else 0
 IDLE_DELAY_MS = 250
 REACT_TIMEOUT_S = 90.0
 """Longest a step waits for its routes to react (a sink may be busy with queued prompts)."""
-SUBMIT = b"\r\r"
-PASTED = re.compile(rb"\x1b\[200~(.*?)\x1b\[201~\r\r", re.DOTALL)
+SUBMIT = "".join(get_profile("amp").submit_keys).encode()  # the Amp-like recorders' Enter
+PASTED = re.compile(rb"\x1b\[200~(.*?)\x1b\[201~" + re.escape(SUBMIT), re.DOTALL)
 
 FAULT_QUOTAS = {
     "pause": 8,  # each pause is followed, 1-3 steps later, by a resume

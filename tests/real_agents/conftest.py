@@ -35,6 +35,7 @@ import pytest
 from conftest import kill_tree, wait_until
 
 from madohub_nb.agents.profiles import PROFILES, screen_state
+from madohub_nb.testing.fake_amp import FakeAmp
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_gemini import FakeGemini
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
@@ -923,3 +924,70 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("real_agents") is not None:
             item.add_marker(pytest.mark.flaky(reruns=REAL_AGENT_RERUNS, reruns_delay=1))
+
+
+AMP_VERSION = "0.0.1790142911-g7618fb"
+AMP_API_KEY = "fake-amp-key"
+
+
+def write_amp_config(home: Path, base_url: str) -> Path:
+    """``~/.config/amp/settings.json`` pointing Amp at ``base_url`` (updates and notifications
+    off) and ``~/.local/share/amp/session.json`` with its welcome slideshow dismissed."""
+    settings = home / ".config" / "amp" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(
+        json.dumps(
+            {
+                "amp.url": base_url,
+                "amp.updates.mode": "disabled",
+                "amp.notifications.enabled": False,
+                "amp.notifications.system.enabled": False,
+            }
+        )
+    )
+    session = home / ".local" / "share" / "amp" / "session.json"
+    session.parent.mkdir(parents=True, exist_ok=True)
+    session.write_text(json.dumps({"neoWelcomeDismissed": True}))
+    return settings
+
+
+def amp_env(home: Path, base_url: str) -> dict[str, str]:
+    """Amp's environment: its backend is the local fake."""
+    return {"HOME": str(home), "AMP_URL": base_url, "AMP_API_KEY": AMP_API_KEY}
+
+
+@pytest.fixture
+def fake_amp() -> Iterator[FakeAmp]:
+    """A started FakeAmp (Amp's backend: HTTP routes and the thread WebSocket) for this test."""
+    with FakeAmp() as fake:
+        yield fake
+
+
+@pytest.fixture
+def real_amp_pane(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_amp: FakeAmp,
+) -> Iterator[Callable[..., RealPane]]:
+    """Factory ``start(*, via_shell=False, wait=True) -> RealPane``: the real Amp, talking to
+    ``fake_amp``, in a 100-column pane; ended by pid."""
+    panes: list[RealPane] = []
+
+    def start(*, via_shell: bool = False, wait: bool = True) -> RealPane:
+        exe = agent_bin("amp", AMP_VERSION)
+        write_amp_config(home, fake_amp.base_url)
+        pane = _start_new_agent(
+            panes, tmux_socket, exe, [], kind="amp", version=AMP_VERSION,
+            cwd=_project_dir(tmp_path, "amp", len(panes)), home=home,
+            env=amp_env(home, fake_amp.base_url), via_shell=via_shell,
+        )  # fmt: skip
+        if wait:
+            _wait_profile_idle(pane, "Amp's idle screen")
+            pane.wait_screen(lambda s: "Welcome to Amp" in s, STARTUP_TIMEOUT_S, what="Amp ready")
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.stop()

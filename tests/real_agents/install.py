@@ -32,6 +32,8 @@ AGENT_PACKAGES: dict[str, tuple[str, str]] = {
     "gemini": ("@google/gemini-cli", "gemini"),
     "copilot": ("@github/copilot", "copilot"),
     "pi": ("@mariozechner/pi-coding-agent", "pi"),
+    # (its postinstall only links the native binary of @ampcode/cli-linux-x64)
+    "amp": ("@ampcode/cli", "amp"),
 }
 
 #: Short agent name -> PyPI package and the executable its venv puts in ``venv/bin``.
@@ -59,6 +61,8 @@ PINNED_AGENTS: tuple[tuple[str, str], ...] = (
     ("gemini", "0.61.0"),
     ("copilot", "1.0.102"),
     ("pi", "0.73.1"),
+    # The newest @ampcode/cli ships no Linux binary; this one does (REAL-AGENTS.md).
+    ("amp", "0.0.1790142911-g7618fb"),
 )
 
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "madohub_nb" / "agents"
