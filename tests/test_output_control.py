@@ -156,3 +156,31 @@ def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.
     wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
     type_at_prompt(hub, tile.pane_id, "echo hello")
     wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")
+
+
+def test_a_keyword_after_a_flood_of_escaped_bytes_fires_once_with_its_backslashes_intact(
+    hub: mh.Hub, project: Path
+) -> None:
+    # tmux escapes every byte under a space and the backslash (\134) in %output: the
+    # keyword holds literal backslash-digit text that a careless unescaping would turn
+    # into a newline, and it comes after a flood of escaped newlines (yes).
+    src = shell_tile(hub, "chatty", cwd=project)
+    shell_tile(hub, "sink")
+    route = hub.connect(
+        "chatty", "sink", trigger="on-keyword", pattern=r"KEY\\012-42\\134\tend",
+        dispatch="shadow", cooldown_ms=1000,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
+        type_at_prompt(
+            hub, src.pane_id,
+            r"timeout 2 yes; printf '%s\t%s\n' 'KEY\012-42\134' end; timeout 2 yes; echo done",
+        )  # fmt: skip
+        wait_until(lambda: route.rounds >= 1, 30, what="the keyword round")
+        wait_until(lambda: "done" in src.screen().splitlines(), 15, what="the flood to end")
+        wait_until(lambda: route.last_status is not None, 10, what="the round's status")
+        # (The pattern matches only the literal backslashes: fired at all means intact.)
+        assert len(hub.log.df) == 1 and route.rounds == 1  # once, not once per chunk
+    finally:
+        route.stop()
+        hub.runtime.tmux.run("send-keys", "-t", src.pane_id, "C-c")
