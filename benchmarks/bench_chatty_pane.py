@@ -60,6 +60,8 @@ CPU_TARGET_PCT = 5.0
 FIRE_P95_TARGET_MS = 100.0
 TURN_EVERY_S = 1.6
 KEYWORD_WAIT_S = 60.0
+KEYWORD_FIRE_TARGET_S = 1.0
+KEYWORD_CPU_TARGET_PCT = 25.0
 
 
 BENCH_THREADS: set[int] = set()
@@ -305,15 +307,18 @@ def main(args: argparse.Namespace, report: Report) -> None:
         else "not measured",
         p95 < FIRE_P95_TARGET_MS,
     )
-    kw = by["on-keyword"]
+    kw, unrouted = by["on-keyword"], by["unrouted"]
+    fired_s = kw.fire_ms[0] / 1000 if kw.fire_ms else None
     report.target(
-        "on-keyword route on the chatty pane",
-        (f"fired {kw.fire_ms[0] / 1000:.1f} s after the keyword was printed" if kw.fire_ms
+        "on-keyword route on the chatty pane: printed → fired, hub CPU meanwhile",
+        (f"fired {fired_s:.2f} s after the keyword was printed" if fired_s is not None
          else f"did NOT fire within {KEYWORD_WAIT_S:.0f} s")
-        + f" (hub {kw.total_pct:.0f}% of a core meanwhile: it reads every byte)",
-        "fires",
-        "-",
-        bool(kw.fire_ms),
+        + f", hub {kw.total_pct:.1f}% of a core",
+        f"< {KEYWORD_FIRE_TARGET_S:.0f} s, < {KEYWORD_CPU_TARGET_PCT:.0f}%",
+        f"{unrouted.total_pct:.1f}% with the same flood unrouted",
+        fired_s is not None
+        and fired_s < KEYWORD_FIRE_TARGET_S
+        and kw.total_pct < KEYWORD_CPU_TARGET_PCT,
     )  # fmt: skip
 
 

@@ -211,3 +211,31 @@ def test_many_routes_on_one_session_leave_at_most_one_switch_waiting_per_pane(
 
 async def _nothing_waiting(watcher: object) -> bool:
     return bool(watcher.switches_waiting())  # type: ignore[attr-defined]
+
+
+def test_a_keyword_after_a_flood_of_escaped_bytes_fires_once_with_its_backslashes_intact(
+    hub: mh.Hub, project: Path
+) -> None:
+    # tmux escapes every byte under a space and the backslash (\134) in %output: the
+    # keyword holds literal backslash-digit text that a careless unescaping would turn
+    # into a newline, and it comes after a flood of escaped newlines (yes).
+    src = shell_tile(hub, "chatty", cwd=project)
+    shell_tile(hub, "sink")
+    route = hub.connect(
+        "chatty", "sink", trigger="on-keyword", pattern=r"KEY\\012-42\\134\tend",
+        dispatch="shadow", cooldown_ms=1000,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: route.ready.is_set(), 10, what="the route to listen")
+        type_at_prompt(
+            hub, src.pane_id,
+            r"timeout 2 yes; printf '%s\t%s\n' 'KEY\012-42\134' end; timeout 2 yes; touch flood-done",
+        )  # fmt: skip
+        wait_until(lambda: route.rounds >= 1, 30, what="the keyword round")
+        wait_until((project / "flood-done").exists, 30, what="the flood to end")
+        wait_until(lambda: route.last_status is not None, 10, what="the round's status")
+        # (The pattern matches only the literal backslashes: fired at all means intact.)
+        assert len(hub.log.df) == 1 and route.rounds == 1  # once, not once per chunk
+    finally:
+        route.stop()
+        hub.runtime.tmux.run("send-keys", "-t", src.pane_id, "C-c")

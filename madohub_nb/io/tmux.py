@@ -35,7 +35,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
@@ -648,10 +648,24 @@ def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
 
 
 _OCTAL_RE = re.compile(rb"\\([0-7]{3})|\\\\")
+_COMMON_ESCAPES: Final = tuple(
+    (b"\\%03o" % code, bytes([code])) for code in (0o12, 0o15, 0o11, 0o33, 0o10, 0o7)
+)
+"""Newline, return, tab, escape, backspace, bell: (not the backslash, whose byte would
+start a false escape for the next replacement)."""
 
 
 def decode_control_output(data: bytes) -> bytes:
     """Undo tmux control mode's octal escaping of ``%output`` data."""
+    if b"\\" not in data:
+        return data
+    if b"\\\\" not in data:
+        # Every backslash starts a \ooo escape: the common ones are replaced in C (a
+        # flood of short lines has one per few bytes; a Python call each fell behind).
+        for escaped, byte in _COMMON_ESCAPES:
+            data = data.replace(escaped, byte)
+        if b"\\" not in data:
+            return data
 
     def repl(m: re.Match[bytes]) -> bytes:
         return bytes([int(m.group(1), 8)]) if m.group(1) else b"\\"
