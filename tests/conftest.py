@@ -217,6 +217,17 @@ def alive(pid: int) -> bool:
         return False
 
 
+def send_hook(path: str, data: bytes) -> None:
+    """Write one message to a hook channel's socket at ``path``, as the hook command does."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(path)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+
+
 def post_json(url: str, body: dict[str, Any]) -> tuple[int, str]:
     """POST ``body`` as JSON to a local fake server: its status and text, error answers too."""
     req = urllib.request.Request(

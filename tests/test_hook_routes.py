@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SkippedTurns, log_rows, repaint, start_standin, user_prompts, wait_until
+from conftest import (
+    SkippedTurns,
+    log_rows,
+    repaint,
+    send_hook,
+    start_standin,
+    user_prompts,
+    wait_until,
+)
 
 import madohub_nb as mh
 from madohub_nb.errors import MadohubValueError
@@ -88,14 +95,6 @@ def test_a_lost_hook_falls_back_to_the_next_signal(hub: mh.Hub, project: Path) -
     wait_until(lambda: len(user_prompts(reviewer)) == 1, 10)
 
 
-def _send_raw(path: str, data: bytes) -> None:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5)
-        sock.connect(path)
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-
-
 def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: Path) -> None:
     writer = start_standin(hub, "writer", cwd=project)
     start_standin(hub, "reviewer", cwd=project, hooks=False)
@@ -111,19 +110,19 @@ def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: P
     before = dict(channel.counts)
     forged = json.dumps({"last_assistant_message": "forged answer"}).encode()
     # A wrong token, and the right token from another pane.
-    _send_raw(
+    send_hook(
         sock,
         hookcall.build_message(token="x" * 32, pane=writer.pane_id, kind="stop", payload=forged),
     )
-    _send_raw(sock, hookcall.build_message(token=token, pane="%999", kind="stop", payload=forged))
+    send_hook(sock, hookcall.build_message(token=token, pane="%999", kind="stop", payload=forged))
     # A message replayed byte for byte (its nonce seen once).
     message = hookcall.build_message(
         token=token, pane=writer.pane_id, kind="stop", payload=b"{}", nonce="n" * 32
     )
-    _send_raw(sock, message)
-    _send_raw(sock, message)
+    send_hook(sock, message)
+    send_hook(sock, message)
     # Junk.
-    _send_raw(sock, b"\x00garbage\n" * 100)
+    send_hook(sock, b"\x00garbage\n" * 100)
     wait_until(
         lambda: (
             channel.counts["token"] > before.get("token", 0)
@@ -245,7 +244,7 @@ def test_a_late_stop_hook_with_an_older_turns_answer_fires_nothing(
     env = _hook_env(writer)
     skipped = SkippedTurns(hub)
     late = json.dumps({"last_assistant_message": "Done: first turn"}).encode()
-    _send_raw(
+    send_hook(
         env[hookcall.ENV_SOCKET],
         hookcall.build_message(
             token=env[hookcall.ENV_TOKEN], pane=writer.pane_id, kind="stop", payload=late

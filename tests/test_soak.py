@@ -41,7 +41,6 @@ import os
 import random
 import re
 import signal
-import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from typing import Any
 import pytest
 from conftest import (
     repaint,
+    send_hook,
     standin_from_bash,
     start_recorder,
     start_standin,
@@ -542,23 +542,23 @@ class Soak:
             return ""
         if kind == "hook duplicated":
             payload = json.dumps({"last_assistant_message": answers[-1]}).encode()
-            _send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
+            send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
                                            payload=payload))  # fmt: skip
         elif kind == "hook late":
             payload = json.dumps({"last_assistant_message": answers[0]}).encode()
-            _send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
+            send_hook(path, build_message(token=token, pane=tile.pane_id, kind="stop",
                                            payload=payload))  # fmt: skip
         elif kind == "hook forged":
             forged = json.dumps({"last_assistant_message": "FORGED by the soak"}).encode()
-            _send_hook(path, build_message(token="x" * 32, pane=tile.pane_id, kind="stop",
+            send_hook(path, build_message(token="x" * 32, pane=tile.pane_id, kind="stop",
                                            payload=forged))  # fmt: skip
-            _send_hook(path, build_message(token=token, pane="%9999", kind="stop",
+            send_hook(path, build_message(token=token, pane="%9999", kind="stop",
                                            payload=forged))  # fmt: skip
             once = build_message(token=token, pane=tile.pane_id, kind="stop",
                                  payload=b"{}", nonce=f"soak-{len(self.applied):04d}" * 2)  # fmt: skip
-            _send_hook(path, once)
-            _send_hook(path, once)
-            _send_hook(path, b"\x00junk\n" * 50)
+            send_hook(path, once)
+            send_hook(path, once)
+            send_hook(path, b"\x00junk\n" * 50)
             self.hook_refusals.update({"token": 1, "pane": 1, "replay": 1, "malformed": 1})
         return source
 
@@ -619,15 +619,6 @@ class Soak:
         )
         for name in [*self.sources, *self.sinks]:
             self.received[name].note(_transcript(self.hub, name))
-
-
-def _send_hook(path: str, data: bytes) -> None:
-    """One message to the hub's hook channel, as the hook command writes it."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5)
-        sock.connect(path)
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
 
 
 def _transcript(hub: mh.Hub, name: str) -> Path | None:

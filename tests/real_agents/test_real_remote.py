@@ -53,6 +53,17 @@ def rhub(tmux_socket: str, remote_socket: str, sshd: object, tmp_path: Path) -> 
     hub.close()
 
 
+def _trusted_cwds(home: Path, tmp_path: Path, n: int = 2) -> list[Path]:
+    """``n`` project folders that Claude Code trusts (its config in ``home`` says so)."""
+    cwds = []
+    for i in range(n):
+        cwd = tmp_path / f"trusted-{i}"
+        cwd.mkdir()
+        cwds.append(Path(os.path.realpath(cwd)))
+        write_claude_config(home, cwds[-1], DEFAULT_API_KEY, VERSION)
+    return cwds
+
+
 def test_real_claude_routes_from_a_host_and_back(
     rhub: mh.Hub,
     remote_socket: str,
@@ -62,12 +73,7 @@ def test_real_claude_routes_from_a_host_and_back(
     home: Path,
     tmp_path: Path,
 ) -> None:
-    cwds = []
-    for i in range(2):
-        cwd = tmp_path / f"trusted-{i}"
-        cwd.mkdir()
-        cwds.append(Path(os.path.realpath(cwd)))
-        write_claude_config(home, cwds[-1], DEFAULT_API_KEY, VERSION)
+    cwds = _trusted_cwds(home, tmp_path)
     far = real_claude_pane(VERSION, cwd=cwds[0], socket=remote_socket)
     near = real_claude_pane(VERSION, cwd=cwds[1], base_url=second_fake.base_url)
     writer = rhub.tile("writer", pane=far.pane_id, host="box")
@@ -112,12 +118,7 @@ def test_real_claude_made_by_the_hub_on_a_host_routes_on_its_stop_hook(
     """Claude Code started by the hub on the host gets its Stop hook there; the hook's
     message comes back over the host's ssh master and ends the turn, answer and all."""
     exe = agent_bin("claude", VERSION)
-    cwds = []
-    for i in range(2):
-        cwd = tmp_path / f"trusted-{i}"
-        cwd.mkdir()
-        cwds.append(Path(os.path.realpath(cwd)))
-        write_claude_config(home, cwds[-1], DEFAULT_API_KEY, VERSION)
+    cwds = _trusted_cwds(home, tmp_path)
     unset = [a for var in LEAKY_ENV if var not in ("TMUX", "TMUX_PANE") for a in ("-u", var)]
     writer = rhub.tile(
         "writer", agent="claude", command=shlex.join(["env", *unset, str(exe)]), cwd=cwds[0],
