@@ -111,9 +111,9 @@ class TileRegistry:
         self._hooks_lock = threading.Lock()
         """The hub's hook channel, started on first use (None: it cannot start here)."""
         self._hooked: dict[str, Tile] = {}
+        """Tiles whose panes were started with hooks, by channel token."""
         self._host_hooks: dict[str, _HostHooks] = {}
         """Each host's place for hooks (made on a first hooked tile there)."""
-        """Tiles whose panes were started with hooks, by channel token."""
         self._channel: HookChannel | None = None
         self.watcher = OutputWatcher(tmux, on_output=self._on_output)
         self.machine = LocalMachine(tmux, self.watcher)
@@ -313,8 +313,7 @@ class TileRegistry:
             return None, str(exc)
         socket_path = os.path.join(sockets, "hub.sock")
         if not machine.forward_socket(socket_path, channel.socket_path):
-            machine.remove_tree(folder)
-            machine.remove_tree(sockets)
+            machine.remove_trees((folder, sockets))
             return None, (
                 f"host {host!r} did not forward the hook socket (ssh -R): "
                 f"{machine.forward_error or 'no reason given'}"
@@ -446,6 +445,12 @@ class TileRegistry:
     async def close(self) -> None:
         """Stop watching; end the session of the panes this hub made, here and on hosts."""
         await self.watcher.close()
+        places, self._host_hooks = self._host_hooks, {}
+        await asyncio.gather(  # (before the links close: over their masters; the forwards
+            *(asyncio.to_thread(p.machine.remove_trees, p.folders)  # end with the masters)
+              for p in places.values() if p.machine.reachable),
+            return_exceptions=True,
+        )  # fmt: skip
         made = {t.machine.name for t in self.tiles.values() if t.created}
         await asyncio.gather(
             *(link.close(self.session_name if name in made else None)
@@ -455,11 +460,6 @@ class TileRegistry:
         if None in made:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
         hooked, self._hooked = self._hooked, {}
-        places, self._host_hooks = self._host_hooks, {}
-        for place in places.values():  # (before the links close: over their masters)
-            place.machine.cancel_forward(place.socket_path)
-            for folder in place.folders:
-                await asyncio.to_thread(place.machine.remove_tree, folder)
         for token, tile in hooked.items():
             if tile.hooks is not None:
                 tile.hooks.live = False

@@ -183,20 +183,6 @@ class SshHost:
         self.forward_error = None if self.control_path is not None else "no ssh master runs"
         return self.control_path is not None and self._forward(remote, local)
 
-    def cancel_forward(self, remote: str) -> None:
-        """Stop carrying ``remote`` (and make it no more after a reconnect)."""
-        local = self._forwards.pop(remote, None)
-        path = self.control_path
-        if local is None or path is None:
-            return
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run(
-                [*self.ssh, "-S", path, "-O", "cancel", "-R", f"{remote}:{local}", "--",
-                 self.host],
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=READ_TIMEOUT_S,
-                env=client_environment(), check=False,
-            )  # fmt: skip
-
     # private files on the host (hook set-ups) ----------------------------------------------
     def make_private_folder(self, base: str, prefix: str) -> str:
         """A fresh 0700 folder on the host under ``base`` (``~`` is the host's home), made
@@ -229,10 +215,12 @@ class SshHost:
                 f"{_last_line(proc.stderr) or f'exit status {proc.returncode}'}"
             )
 
-    def remove_tree(self, path: str) -> None:
-        """Remove a folder this hub made on the host (best effort: the host may be gone)."""
+    def remove_trees(self, paths: Iterable[str], timeout_s: float = 3.0) -> None:
+        """Remove folders this hub made on the host, in one call (best effort, bounded: the
+        host may be gone)."""
+        quoted = " ".join(shlex.quote(p) for p in paths)
         with contextlib.suppress(TmuxError):
-            self.run(f"rm -rf -- {shlex.quote(path)}", max_bytes=STAT_MAX_BYTES)
+            self.run(f"rm -rf -- {quoted}", timeout_s=timeout_s, max_bytes=STAT_MAX_BYTES)
 
     def which(self, program: str) -> str | None:
         """The host's path of ``program`` (``command -v``), or None."""
