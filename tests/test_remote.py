@@ -848,8 +848,13 @@ def test_a_remote_hook_comes_back_over_the_new_master_after_the_link_drops(
     link = rhub.hosts["box"]
     master = link.ssh._master
     assert master is not None
+    # The link drops and stays down (the key refused) until the hub has seen it go.
+    keys = Path(str(sshd.config)).parent / "authorized_keys"  # type: ignore[attr-defined]
+    saved = keys.read_text()
+    keys.write_text("")
     assert sshd.drop_sessions()  # type: ignore[attr-defined]
     wait_until(lambda: far.state == "unreachable", 20, what="far unreachable")
+    keys.write_text(saved)
     wait_until(lambda: link.reachable, 40, what="host back")
     wait_until(lambda: route.state == "active", 10, what="route resumed")
     assert link.ssh._master is not None and link.ssh._master is not master  # a new master
