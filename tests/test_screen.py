@@ -332,3 +332,17 @@ def test_cap_text_cuts_long_text_with_a_visible_marker() -> None:
 def test_cap_text_refuses_a_bad_limit(bad: object) -> None:
     with pytest.raises(MadohubValueError, match="max_chars"):
         cap_text("text", bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        ("y\r\ny\r\n", "y\r\ny\r\n"),  # a flood's plain lines: every pass skipped, nothing lost
+        ("bell\x07 only", "bell only"),  # a stray control with no escape sequence before it
+        ("c1 \x9b31mcsi only", "c1 csi only"),  # an 8-bit CSI with no ESC in the text
+        ("é \x0e\x0fshift", "é shift"),  # non-ASCII text and shifts, no escape
+        ("\x1b[1mbold\x1b[0m", "bold"),
+    ],
+)
+def test_strip_ansi_runs_each_pass_when_its_lead_character_occurs(raw: str, text: str) -> None:
+    assert strip_ansi(raw) == text

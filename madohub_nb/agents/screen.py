@@ -62,9 +62,15 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def strip_ansi(text: str) -> str:
     """Remove terminal escape sequences (CSI, OSC, DCS/SOS/PM/APC, ESC x, charsets); keep the text."""
-    text = ESCAPE_SEQUENCE.sub("", text)
-    text = _C1_SEQUENCE.sub("", text)
-    return _STRAY_CONTROLS.sub("", text)
+    # Each pass only where its lead character occurs (a flood of plain lines has none):
+    # the checks are single scans in C, far cheaper than a regex tried at every offset.
+    if "\x1b" in text:
+        text = ESCAPE_SEQUENCE.sub("", text)
+    if not text.isascii():
+        text = _C1_SEQUENCE.sub("", text)
+    if "\x07" in text or "\x0e" in text or "\x0f" in text:
+        text = _STRAY_CONTROLS.sub("", text)
+    return text
 
 
 def clean_screen(text: str) -> str:
