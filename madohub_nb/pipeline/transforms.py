@@ -186,7 +186,7 @@ def parse_template(text: str) -> Template:
     return Template(text, tuple(parts), tuple(misses))
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` of the first caller outside madohub_nb (the user's cell or script)."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     level, frame = 1, sys._getframe(1)
@@ -208,7 +208,7 @@ def warn_near_misses(template: Template) -> None:
             f"template slot {token} is not a placeholder and is kept verbatim "
             f"(did you mean {{{meant}}}?); {_allowed_text()}",
             MadohubWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -342,6 +342,11 @@ def make_transform_spec(
     return TransformSpec(name, template, model)
 
 
+def answer_heading(source: str) -> str:
+    """The line that puts an answer under its source's name in ``{answers}``."""
+    return f"--- {source} ---"
+
+
 @dataclass
 class TransformContext:
     """What a transform may use for one round.
@@ -357,10 +362,16 @@ class TransformContext:
     source: str
     target: str
     target_kind: str
+    answers: str | None = None
+    """A gather's answers, each under its source's name (None: a route's one answer)."""
 
     def values(self) -> dict[str, str]:
         """Placeholder values for template rendering."""
+        answers = self.answers
+        if answers is None:  # (the one answer under its source's name, as a gather writes it)
+            answers = f"{answer_heading(self.source)}\n{self.output.strip()}"
         return {
+            "answers": answers,
             "output": self.output,
             "round": str(self.round),
             "maxRounds": str(self.max_rounds),
