@@ -165,6 +165,7 @@ class Gather(Route):
 
     @property
     def tiles(self) -> tuple[Tile, ...]:
+        """Every source tile, in the order given, then the target."""
         return (*self.source_tiles, self.target_tile)
 
     @property
@@ -179,6 +180,7 @@ class Gather(Route):
 
     @property
     def notes(self) -> str:
+        """``gather of 3 · timeout 600 s · has r1; waiting for r2, r3`` (and any condition)."""
         timeout = f"timeout {self.timeout_s:g} s" if self.timeout_s is not None else "no timeout"
         parts = [f"gather of {len(self.source_tiles)} · {timeout}"]
         if self._arrived:
@@ -293,6 +295,8 @@ class Gather(Route):
     _round_meta: dict[str, Any] = {}
 
     def plan_meta(self, turn: Turn) -> dict[str, Any]:
+        """``gathered`` (the sources in), ``gather_missing`` ({source: why}) and
+        ``gather_answers`` ({source: {method, turn_signal}}) of the round."""
         return dict(self._round_meta)
 
     def __repr__(self) -> str:

@@ -3,12 +3,13 @@
 Five transforms (``settings.TRANSFORMS``):
 
 - ``prompt-wrap``: a user template with ``{output}``, ``{round}``, ``{maxRounds}``,
-  ``{source}`` and ``{target}``; any other brace text is kept as written.
+  ``{source}``, ``{target}`` and ``{answers}`` (each answer under its source's name: a
+  gather's answers, or a route's one); any other brace text is kept as written.
 - ``full-output`` / ``raw``: the last 30 / 10 lines of the terminal, as they are.
 - ``ai-routing``: an Anthropic model writes a context-aware prompt for the target.
 - ``summary``: an Anthropic model summarises the output; the summary is the prompt.
 
-Templates are checked when the spec is made (a route is created): only the five
+Templates are checked when the spec is made (a route is created): only the six
 placeholders are filled, every other brace text (JSON, code) stays verbatim, and a
 slot that is almost a placeholder (``{ouput}``, ``{Round}``) is a ``MadohubWarning``
 then, not a puzzling round later. Rendering substitutes placeholders in
@@ -139,8 +140,8 @@ def near_miss(slot: str) -> str | None:
 def parse_template(text: str) -> Template:
     """Parse ``text`` into a ``Template``: known ``{name}`` slots are filled, all else is verbatim.
 
-    Only ``{output}``, ``{round}``, ``{maxRounds}``, ``{source}`` and
-    ``{target}`` are placeholders. Other brace text (JSON, code, ``{round:>3}``)
+    Only ``{output}``, ``{round}``, ``{maxRounds}``, ``{source}``,
+    ``{target}`` and ``{answers}`` are placeholders. Other brace text (JSON, code, ``{round:>3}``)
     stays as written; ``{{text}}`` around brace-free text is the literal
     ``{text}`` (as in ``str.format``), so ``{{output}}`` writes ``{output}``.
     Slots that look like a mistyped placeholder are listed in
