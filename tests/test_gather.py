@@ -14,9 +14,12 @@ from test_magics import hub_ip, ip  # noqa: F401  (the shell fixtures, over a re
 
 import madohub_nb as mh
 from madohub_nb.errors import MadohubWarning
+from madohub_nb.model import EXTRACTION_METHODS, TURN_SIGNALS
 from madohub_nb.notebook.magics import parse_command
+from madohub_nb.notebook.widgets import Dashboard
 from madohub_nb.pipeline.conditions import Condition, Edge, endless_cycles, make_condition
 from madohub_nb.pipeline.gather import answers_text
+from madohub_nb.plot import lanes_of, timeline_figure
 
 # Pure parts -------------------------------------------------------------------------
 
@@ -172,7 +175,18 @@ def test_three_reviewers_are_gathered_into_one_prompt_for_the_writer(
     assert row["status"] == "delivered" and row["source"] == "r1+r2+r3"
     assert row["prompt"] == expected
     assert row["meta"]["gathered"] == ["r1", "r2", "r3"] and row["meta"]["gather_missing"] == {}
-    assert row["extraction_method"] == "hook" and row["turn_signal"] == "hook"
+    # The row's method and signal are its least sure answer's (hook, or the transcript when
+    # it was read first): each source's own is in meta.
+    answers = row["meta"]["gather_answers"]
+    methods = [answers[n]["method"] for n in ("r1", "r2", "r3")]
+    assert set(methods) <= {"hook", "jsonl"}
+    assert row["extraction_method"] == max(methods, key=EXTRACTION_METHODS.index)
+    signals = [answers[n]["turn_signal"] for n in ("r1", "r2", "r3")]
+    assert row["turn_signal"] == max(signals, key=TURN_SIGNALS.index)
+    # The dashboard's route card and the timeline show the gather.
+    card = Dashboard(hub).snapshot_html()
+    assert "r1+r2+r3 → writer" in card and "gather of 3 · no timeout" in card
+    assert g.id in lanes_of(timeline_figure(hub.log.df))
     # A new round needs a new turn of every source again: one more answer is not enough.
     hub.send("r1", "one more thing").result(30)
     wait_until(lambda: g.arrived == ["r1"], 20)
