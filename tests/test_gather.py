@@ -238,6 +238,26 @@ def test_a_gather_stops_waiting_for_a_source_that_exits_and_names_it(
     )
 
 
+def test_a_gather_is_loop_protected_as_a_route_its_stop_keyword_in_any_answer(
+    hub: mh.Hub, project: Path
+) -> None:
+    for name in ("r1", "r2"):
+        start_standin(hub, name, cwd=project)
+    writer = start_standin(hub, "writer", cwd=project)
+    g = hub.gather(["r1", "r2"], "writer", stop_keyword="LGTM", max_rounds=2, cooldown_ms=1000)
+    wait_until(lambda: g.ready.is_set(), 10)
+    hub.send("r1", "round one").result(30)
+    hub.send("r2", "round one too").result(30)
+    wait_until(lambda: g.rounds == 1 and g.last_status == "delivered", 20, what="round 1")
+    hub.send("r1", "LGTM").result(30)
+    hub.send("r2", "still a nit").result(30)
+    wait_until(lambda: g.state == "stopped", 20, what="the stop keyword")
+    rows = log_rows(hub, g.id)
+    assert [r["status"] for r in rows] == ["delivered", "stopped"]
+    assert "stop keyword 'LGTM'" in rows[-1]["error"]
+    assert len(user_prompts(writer)) == 1  # nothing typed for the stopped round
+
+
 @pytest.mark.parametrize(
     ("sources", "target", "kwargs", "message"),
     [
