@@ -36,6 +36,7 @@ from .io.transcripts import (
     read_turn_usage,
 )
 from .notebook.registry import get_hub
+from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
 
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DeliveryError",
     "Extraction",
+    "Gather",
     "Hub",
     "LogError",
     "MadohubError",

@@ -11,17 +11,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .hub_settings import HubSettings, add_setting_attributes
 from .io.log import RoundLog, RoundRecord
+from .pipeline.gather import Gather, build_gather
 from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
-from .pipeline.route import Route, make_route
+from .pipeline.route import Route, make_route, route_context
 from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
@@ -150,12 +151,16 @@ class Hub:
         completion_pattern: str | None = None,
         max_cost_usd: float | None = None,
         max_tokens: int | None = None,
+        when: str | None = None,
+        unless: str | None = None,
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed.
 
         ``max_cost_usd`` / ``max_tokens``: budgets; once the rounds' ``cost_usd`` (or input +
         output tokens, the AI transform's included) reach one, the route ends ``exhausted``.
         A budgeted route whose spending cannot be known (no price, no usage) stops, saying so.
+        ``when`` / ``unless``: regexes over the extracted answer, checked before the transform;
+        a turn whose answer does not match ``when`` (or matches ``unless``) is skipped.
         """
         self._check_open()
         src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
@@ -164,11 +169,59 @@ class Hub:
             cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
-            max_cost_usd=max_cost_usd, max_tokens=max_tokens,
+            max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
         )  # fmt: skip
         return self._rt.routes.add(
             lambda number: make_route(self._rt.services, number, src, dst, **options)
         )
+
+    def gather(
+        self,
+        sources: list[str | Tile] | tuple[str | Tile, ...],
+        target: str | Tile,
+        trigger: str = "on-idle",
+        transform: str = "prompt-wrap",
+        template: str | None = None,
+        timeout_s: float | None = None,
+        max_rounds: int = MAX_ROUNDS_DEFAULT,
+        cooldown_ms: int = COOLDOWN_MS_DEFAULT,
+        stop_keyword: str | None = None,
+        dispatch: str = "madoagent",
+        pattern: str | None = None,
+        allow_shell: bool = False,
+        delivery: str | None = None,
+        model: str | None = None,
+        completion_pattern: str | None = None,
+        max_cost_usd: float | None = None,
+        max_tokens: int | None = None,
+        when: str | None = None,
+        unless: str | None = None,
+    ) -> Gather:
+        """Fan in: once every source has finished a new turn since the last round (or
+        ``timeout_s`` after the first did, with those that have), route their answers, each
+        under its source's name (``{answers}``), to ``target``. Its id is ``a+b->target#N``;
+        every other option is :meth:`connect`'s. A source that exits or stays silent past the
+        timeout is named in the prompt and in the row's ``meta["gather_missing"]``."""
+        self._check_open()
+        if isinstance(sources, str) or not isinstance(sources, (list, tuple)):
+            raise MadohubValueError(
+                f"sources must be a list of tile names, e.g. ['r1', 'r2'], got {sources!r}"
+            )
+        srcs = [self._rt.tiles.named(s, "source") for s in sources]
+        dst = self._rt.tiles.named(target, "target")
+        options: dict[str, Any] = dict(
+            trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
+            cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
+            pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
+            model=model, api_key=self.api_key, completion_pattern=completion_pattern,
+            max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        context = route_context(self._rt.services)
+        made = self._rt.routes.add(
+            lambda number: build_gather(context, number, srcs, dst, **options)
+        )
+        return cast(Gather, made)
 
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""

@@ -273,7 +273,7 @@ def route_summary_html(route: Any) -> str:
     )
     details = " · ".join(
         html.escape(str(v))
-        for v in (getattr(route, a, None) for a in ("trigger", "transform", "dispatch"))
+        for v in (getattr(route, a, None) for a in ("trigger", "transform", "dispatch", "notes"))
         if v
     )
     return (

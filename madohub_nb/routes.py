@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from collections.abc import Callable
 
-from .errors import LogError, MadohubValueError
+from .errors import LogError, MadohubValueError, MadohubWarning
 from .model import HubEvent
+from .pipeline.conditions import describe_cycle, endless_cycles
 from .pipeline.route import Route
+from .pipeline.transforms import user_stacklevel
 from .settings import ENDED_ROUTES_KEPT
 
 
@@ -39,9 +42,25 @@ class RouteRegistry:
             route = make(self._counter + 1)
             self._counter += 1
             self.routes = self._without_oldest_ended([*self.routes, route])
+        self._warn_endless_cycles(route)
         self._call_soon(route.start, owner=route)  # its task, and what it starts, are the route's
         self._emit(HubEvent("route_added", route.id, route.state, route))
         return route
+
+    def _warn_endless_cycles(self, route: Route) -> None:
+        """Warn (``MadohubWarning``) for each cycle through ``route`` of live routes that
+        nothing but ``max_rounds`` can end (see :func:`~.pipeline.conditions.endless_cycles`)."""
+        live = [r for r in self.routes if r.state in ("active", "paused")]
+        edges = [e for r in live for e in r.edges()]
+        for cycle in endless_cycles(edges, route.edges()):
+            warnings.warn(
+                f"the conditional routes {describe_cycle(cycle)} make a cycle that can never "
+                "stop: no stop keyword on it, and every condition on it passes any answer; "
+                "only max_rounds will end it. Give one route a stop_keyword or an "
+                "unless=/when= that an answer can fail",
+                MadohubWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def _without_oldest_ended(self, routes: list[Route]) -> list[Route]:
         """``routes`` keeping every live route and the newest ``ENDED_ROUTES_KEPT`` ended ones.
@@ -102,9 +121,7 @@ class RouteRegistry:
             if route in held:
                 if route.held:
                     route.last_error = f"paused: {why}"
-            elif route.state == "active" and any(
-                t.machine.name == host for t in (route.source_tile, route.target_tile)
-            ):
+            elif route.state == "active" and any(t.machine.name == host for t in route.tiles):
                 route.hold(f"paused: {why}")
                 held.append(route)
 

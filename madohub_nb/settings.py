@@ -101,8 +101,9 @@ LOG_BUSY_TIMEOUT_MS: Final = 5000
 """How long a round log write waits for another writer's lock before failing."""
 
 # AI transforms (ai-routing, summary) -----------------------------------------
-TEMPLATE_PLACEHOLDERS: Final = ("output", "round", "maxRounds", "source", "target")
-"""The names a template fills, written ``{output}``; all other brace text is kept verbatim."""
+TEMPLATE_PLACEHOLDERS: Final = ("output", "round", "maxRounds", "source", "target", "answers")
+"""The names a template fills, written ``{output}``; all other brace text is kept verbatim.
+``{answers}``: each answer under its source's name (a gather's; a route's one answer)."""
 AI_TIMEOUT_S: Final = 60.0
 """Per-attempt timeout of one Anthropic API request."""
 AI_MAX_RETRIES: Final = 2

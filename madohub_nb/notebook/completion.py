@@ -13,7 +13,7 @@ from ..pipeline.keys import NAMED_KEYS, SINGLE_KEYS
 from .parsing import SUBCOMMANDS, option_strings
 
 MAGIC_KEYS: Final = ("%madohub", "%%madohub")
-TILE_COMMANDS: Final = ("connect", "send", "keys", "watch")
+TILE_COMMANDS: Final = ("connect", "gather", "send", "keys", "watch")
 ROUTE_COMMANDS: Final = ("pause", "resume", "stop")
 KEY_WORDS: Final = sorted({*NAMED_KEYS.values(), *sorted(SINGLE_KEYS)})
 
@@ -41,13 +41,13 @@ def candidates(text_until_cursor: str) -> list[str]:
     hub = _hub()
     tiles = list(hub.tiles) if hub is not None else []
     positional = [w for w in before[1:] if not w.startswith("-")]
-    if command in TILE_COMMANDS and (command == "connect" or not positional):
+    if command in TILE_COMMANDS and (command in ("connect", "gather") or not positional):
         found = tiles
     elif command == "keys":
         found = KEY_WORDS
     elif command in ROUTE_COMMANDS and not positional:
         found = ["all", *(r.id for r in hub.routes)] if hub is not None else ["all"]
-    elif command == "connect" and current == "-":
+    elif command in ("connect", "gather") and current == "-":
         found = ["->"]
     else:
         found = []

@@ -74,6 +74,7 @@ class MadohubMagics(Magics):
         self._handlers: dict[str, Callable[[argparse.Namespace, str], Any]] = {
             "tile": self._tile,
             "connect": self._connect,
+            "gather": self._gather,
             "tiles": self._tiles,
             "routes": self._routes,
             "pause": self._route_verb,
@@ -136,7 +137,7 @@ class MadohubMagics(Magics):
         if cell.strip():
             raise MadohubValueError(
                 f"%%madohub {args.command} takes no cell body "
-                "(a cell body is for template, connect, replay and send)"
+                "(a cell body is for template, connect, gather, replay and send)"
             )
 
     # Sub-commands ---------------------------------------------------------
@@ -177,6 +178,16 @@ class MadohubMagics(Magics):
         return self.hub().tile(args.name, **kwargs)
 
     def _connect(self, args: argparse.Namespace, cell: str) -> Any:
+        return self.hub().connect(args.source, args.target, **self._route_kwargs(args, cell))
+
+    def _gather(self, args: argparse.Namespace, cell: str) -> Any:
+        kwargs = self._route_kwargs(args, cell)
+        if args.timeout is not None:
+            kwargs["timeout_s"] = args.timeout / 1000
+        return self.hub().gather(args.sources, args.target, **kwargs)
+
+    def _route_kwargs(self, args: argparse.Namespace, cell: str) -> dict[str, Any]:
+        """The ``connect`` / ``gather`` options given, as keywords (the cell: the template)."""
         template = args.template
         if cell.strip():
             if template is not None:
@@ -196,10 +207,12 @@ class MadohubMagics(Magics):
             "stop_keyword": args.stop,
             "dispatch": args.dispatch,
             "delivery": args.delivery,  # None: the hub's own (MadoHub.delivery)
+            "when": args.when,
+            "unless": args.unless,
         }
         kwargs = {k: v for k, v in options.items() if v is not None}
         kwargs["allow_shell"] = args.allow_shell
-        return self.hub().connect(args.source, args.target, **kwargs)
+        return kwargs
 
     def _tiles(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
         import pandas as pd
@@ -227,7 +240,7 @@ class MadohubMagics(Magics):
             "id", "source", "target", "state", "rounds", "max_rounds", "budget_spent",
             "last_status", "last_error",
         ]  # fmt: skip
-        extra = ["trigger", "transform", "dispatch"]
+        extra = ["trigger", "transform", "dispatch", "notes"]
         rows = [{c: getattr(r, c, None) for c in (*columns, *extra)} for r in self.hub().routes]
         return pd.DataFrame(rows, columns=[*columns, *extra])
 

@@ -311,10 +311,22 @@ def split_endpoints(words: Iterable[str]) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def split_gather_endpoints(words: Iterable[str]) -> tuple[list[str], str]:
+    """``["r1", "r2", "->", "writer"]`` (or ``r1 r2->writer``) → the sources and the target."""
+    joined = " ".join(words).strip()
+    left, arrow, right = joined.rpartition(ARROW)
+    sources, target = left.split(), right.split()
+    if not arrow or ARROW in left or len(target) != 1 or not sources:
+        raise MadohubValueError(
+            f"gather needs SOURCE SOURCE … -> TARGET (tile names, one target), got {joined!r}"
+        )
+    return sources, target[0]
+
+
 # The parser ---------------------------------------------------------------------
 
 SUBCOMMANDS = (
-    "tile", "connect", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
+    "tile", "connect", "gather", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
     "watch", "dashboard", "log", "plot", "replay", "template", "hooks", "close",
 )  # fmt: skip
 
@@ -325,6 +337,59 @@ PLACEHOLDERS = " ".join("{" + p + "}" for p in TEMPLATE_PLACEHOLDERS)
 
 def _default(value: object) -> str:
     return f"(default: {value})"
+
+
+def _route_options(p: argparse.ArgumentParser) -> None:
+    """The options of a route, for ``connect`` and ``gather`` alike."""
+    p.add_argument("--trigger", choices=TRIGGERS, help=_default(_CONNECT["trigger"]))
+    p.add_argument(
+        "--pattern", metavar="RE", help="regex of the on-keyword trigger (default: none)"
+    )
+    p.add_argument("--transform", choices=TRANSFORMS, help=_default(_CONNECT["transform"]))
+    p.add_argument(
+        "--template",
+        metavar="TEXT|@NAME",
+        help=f"prompt template; placeholders {PLACEHOLDERS}; @NAME: a %%%%madohub template; "
+        "\\n is a line break; a cell body also works (default: the transform's own)",
+    )
+    low, high = MAX_ROUNDS_RANGE
+    p.add_argument(
+        "--max-rounds", type=_max_rounds, metavar="N",
+        help=f"{low} to {high} {_default(_CONNECT['max_rounds'])}",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-cost", type=_max_cost, metavar="USD",
+        help="money budget: end the route exhausted once its rounds cost this much, "
+        "e.g. 2.50 (default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-tokens", type=_max_tokens, metavar="N",
+        help="token budget (input + output, the AI transform's included), e.g. 200k or 1.5M "
+        "(default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--cooldown", type=_cooldown, metavar="DURATION",
+        help=f"{COOLDOWN_MS_RANGE[0] // 1000}s to {COOLDOWN_MS_RANGE[1] // 1000}s, e.g. 3s or "
+        f"1500ms {_default(format(_CONNECT['cooldown_ms'] / 1000, 'g') + 's')}",
+    )  # fmt: skip
+    p.add_argument(
+        "--stop", metavar="WORD", help="stop the route when the source says it (default: none)"
+    )
+    p.add_argument("--dispatch", choices=DISPATCH_MODES, help=_default(_CONNECT["dispatch"]))
+    p.add_argument(
+        "--delivery", choices=DELIVERY_MODES, help="(default: MadoHub.delivery, itself typed)"
+    )
+    p.add_argument(
+        "--allow-shell", action="store_true",
+        help="allow typing into a shell tile: it runs! (default: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--when", metavar="RE",
+        help="route only the answers this regex matches, e.g. LGTM (default: every answer)",
+    )  # fmt: skip
+    p.add_argument(
+        "--unless", metavar="RE", help="skip the answers this regex matches (default: none)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,48 +454,23 @@ def build_parser() -> argparse.ArgumentParser:
         usage="%(prog)s SOURCE -> TARGET [options]",
     )
     p.add_argument("endpoints", nargs="+", metavar="SOURCE -> TARGET", help="two tile names")
-    p.add_argument("--trigger", choices=TRIGGERS, help=_default(_CONNECT["trigger"]))
-    p.add_argument(
-        "--pattern", metavar="RE", help="regex of the on-keyword trigger (default: none)"
-    )
-    p.add_argument("--transform", choices=TRANSFORMS, help=_default(_CONNECT["transform"]))
-    p.add_argument(
-        "--template",
-        metavar="TEXT|@NAME",
-        help=f"prompt template; placeholders {PLACEHOLDERS}; @NAME: a %%%%madohub template; "
-        "\\n is a line break; a cell body also works (default: the transform's own)",
-    )
-    low, high = MAX_ROUNDS_RANGE
-    p.add_argument(
-        "--max-rounds", type=_max_rounds, metavar="N",
-        help=f"{low} to {high} {_default(_CONNECT['max_rounds'])}",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-cost", type=_max_cost, metavar="USD",
-        help="money budget: end the route exhausted once its rounds cost this much, "
-        "e.g. 2.50 (default: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-tokens", type=_max_tokens, metavar="N",
-        help="token budget (input + output, the AI transform's included), e.g. 200k or 1.5M "
-        "(default: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--cooldown", type=_cooldown, metavar="DURATION",
-        help=f"{COOLDOWN_MS_RANGE[0] // 1000}s to {COOLDOWN_MS_RANGE[1] // 1000}s, e.g. 3s or "
-        f"1500ms {_default(format(_CONNECT['cooldown_ms'] / 1000, 'g') + 's')}",
-    )  # fmt: skip
-    p.add_argument(
-        "--stop", metavar="WORD", help="stop the route when the source says it (default: none)"
-    )
-    p.add_argument("--dispatch", choices=DISPATCH_MODES, help=_default(_CONNECT["dispatch"]))
-    p.add_argument(
-        "--delivery", choices=DELIVERY_MODES, help="(default: MadoHub.delivery, itself typed)"
+    _route_options(p)
+
+    p = sub.add_parser(
+        "gather",
+        help="fan in: route the answers of SOURCES, once each has a new one, into TARGET",
+        usage="%(prog)s SOURCE SOURCE [SOURCE …] -> TARGET [options]",
     )
     p.add_argument(
-        "--allow-shell", action="store_true",
-        help="allow typing into a shell tile: it runs! (default: off)",
+        "endpoints", nargs="+", metavar="SOURCES -> TARGET",
+        help="two or more source tiles, ->, the target tile",
     )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=_duration, metavar="DURATION",
+        help="fire this long after the first new answer with those in, e.g. 10m or 600s "
+        "(default: wait for every source)",
+    )  # fmt: skip
+    _route_options(p)
 
     sub.add_parser("tiles", help="table of the tiles, with the tmux attach command of each")
     sub.add_parser("routes", help="table of the routes, with the last error of each")
@@ -550,8 +590,8 @@ def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argp
             for i, w in enumerate(strict)
             if not (w.value == "--debug" and w.option_like and i < cut)
         ]
-        if command == "connect":
-            words = _join_arrow(words)
+        if command in ("connect", "gather"):
+            words = _join_arrow(words, command)
         args = PARSER.parse_args(words)
         for name, value in vars(args).items():
             setattr(args, name, _unmarked(value))
@@ -560,6 +600,8 @@ def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argp
             raise HelpShown()
         if args.command == "connect":
             args.source, args.target = split_endpoints(args.endpoints)
+        if args.command == "gather":
+            args.sources, args.target = split_gather_endpoints(args.endpoints)
     args.debug = debug
     return args
 
@@ -574,9 +616,9 @@ def debug_wanted(line: str) -> bool:
     return False
 
 
-def _join_arrow(words: list[str]) -> list[str]:
+def _join_arrow(words: list[str], command: str = "connect") -> list[str]:
     """Turn ``connect a -> b --x`` into ``connect a->b --x`` (argparse reads ``->`` as an option)."""
-    start = words.index("connect") + 1
+    start = words.index(command) + 1
     end = next(
         (i for i, w in enumerate(words) if i >= start and (w.startswith("--") or w == "-h")),
         len(words),

@@ -271,6 +271,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             source=plan.source,
             target=rec.target,
             target_kind=plan.target.agent if plan.target is not None else "unknown",
+            answers=output if "gathered" in plan.meta else None,
         )
         started = time.monotonic()
         try:

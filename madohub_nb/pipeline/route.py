@@ -27,6 +27,7 @@ from ..io.watch import PaneStream
 from ..model import HubEvent, RoundStatus, RouteState, TileState
 from ..render import html_for_route
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
+from .conditions import Condition, Edge, make_condition
 from .extract import extract
 from .protection import Budget, LoopGuard
 from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
@@ -220,6 +221,7 @@ class Route:
         delivery: str,
         allow_shell: bool,
         budget: Budget | None = None,
+        condition: Condition | None = None,
     ) -> None:
         self.id = route_id
         self._context = context
@@ -235,6 +237,8 @@ class Route:
         self.dispatch_mode = dispatch
         self.delivery = delivery
         self.allow_shell = allow_shell
+        self.condition = condition if condition is not None else Condition()
+        """``when`` / ``unless``: which answers the route routes (the others are skipped)."""
         self.target_wait_s: float | None = None
         """How long each round waits for the target to be ready; None: the hub's setting."""
         self.state: RouteState = "active"
@@ -261,6 +265,37 @@ class Route:
     def target(self) -> str:
         """The target tile's name."""
         return self.target_tile.name
+
+    @property
+    def tiles(self) -> tuple[Tile, ...]:
+        """Every tile the route touches, its source(s) first and its target last."""
+        return (self.source_tile, self.target_tile)
+
+    def edges(self) -> list[Edge]:
+        """The route's hops source → target, as the cycle check sees them."""
+        return [
+            Edge(self.id, tile.name, self.target, self.condition, self.guard.stop_keyword)
+            for tile in self.tiles[:-1]
+        ]
+
+    @property
+    def notes(self) -> str:
+        """What else shapes the route, for cards and reprs (its condition; '' without)."""
+        return self.condition.describe()
+
+    def plan_meta(self, turn: Turn) -> dict[str, Any]:
+        """What a round of this turn records in its row's ``meta`` besides the usual."""
+        return {}
+
+    @property
+    def when(self) -> str | None:
+        """The regex an answer must match to be routed (None: any answer)."""
+        return self.condition.when.pattern if self.condition.when is not None else None
+
+    @property
+    def unless(self) -> str | None:
+        """The regex an answer must not match to be routed (None: no such rule)."""
+        return self.condition.unless.pattern if self.condition.unless is not None else None
 
     @property
     def trigger(self) -> str:
@@ -509,7 +544,10 @@ class Route:
 
     # firing ---------------------------------------------------------------
     async def _fire(self, turn: Turn) -> None:
-        """Apply loop protection and run one round."""
+        """Apply the route's condition and loop protection, and run one round."""
+        if (why := self.condition.why_not(turn.found.text if turn.found else None)) is not None:
+            self._skipped(why)  # before the transform, and nothing counted
+            return
         if self.held and self.state == "paused" and self._unheld is not None:
             await self._unheld.wait()  # a host is unreachable: route this turn once it is back
         if self.state == "paused":
@@ -560,6 +598,7 @@ class Route:
             exhausted_reason=self.budget.spent() if exhausted else None,
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
+            meta=self.plan_meta(turn),
         )
         self._in_round = True
         try:
@@ -613,6 +652,8 @@ class Route:
     # display ------------------------------------------------------------
     def __repr__(self) -> str:
         budget = f" budget={self.budget_spent}" if self.budget.limited else ""
+        if self.notes:
+            budget += f" ({self.notes})"
         return (
             f"<Route {self.id} {self.source}->{self.target} {self.state} "
             f"rounds={self.rounds}/{self.max_rounds} trigger={self.trigger} transform={self.spec.name} "
@@ -686,6 +727,8 @@ def build_route(
     completion_pattern: str | None = None,
     max_cost_usd: float | None = None,
     max_tokens: int | None = None,
+    when: str | None = None,
+    unless: str | None = None,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked.
 
@@ -706,6 +749,7 @@ def build_route(
     spec = make_transform_spec(transform, template, model)
     guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
     budget = Budget(max_cost_usd=max_cost_usd, max_tokens=max_tokens)
+    condition = make_condition(when, unless)
     mode = dispatch_named(dispatch)
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and mode.types_text and not allow_shell:
@@ -718,5 +762,5 @@ def build_route(
     return Route(
         context, f"{source.name}->{target.name}#{number}", source, target,
         detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
-        delivery=delivery, allow_shell=allow_shell, budget=budget,
+        delivery=delivery, allow_shell=allow_shell, budget=budget, condition=condition,
     )  # fmt: skip

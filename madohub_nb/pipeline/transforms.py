@@ -3,12 +3,13 @@
 Five transforms (``settings.TRANSFORMS``):
 
 - ``prompt-wrap``: a user template with ``{output}``, ``{round}``, ``{maxRounds}``,
-  ``{source}`` and ``{target}``; any other brace text is kept as written.
+  ``{source}``, ``{target}`` and ``{answers}`` (each answer under its source's name: a
+  gather's answers, or a route's one); any other brace text is kept as written.
 - ``full-output`` / ``raw``: the last 30 / 10 lines of the terminal, as they are.
 - ``ai-routing``: an Anthropic model writes a context-aware prompt for the target.
 - ``summary``: an Anthropic model summarises the output; the summary is the prompt.
 
-Templates are checked when the spec is made (a route is created): only the five
+Templates are checked when the spec is made (a route is created): only the six
 placeholders are filled, every other brace text (JSON, code) stays verbatim, and a
 slot that is almost a placeholder (``{ouput}``, ``{Round}``) is a ``MadohubWarning``
 then, not a puzzling round later. Rendering substitutes placeholders in
@@ -139,8 +140,8 @@ def near_miss(slot: str) -> str | None:
 def parse_template(text: str) -> Template:
     """Parse ``text`` into a ``Template``: known ``{name}`` slots are filled, all else is verbatim.
 
-    Only ``{output}``, ``{round}``, ``{maxRounds}``, ``{source}`` and
-    ``{target}`` are placeholders. Other brace text (JSON, code, ``{round:>3}``)
+    Only ``{output}``, ``{round}``, ``{maxRounds}``, ``{source}``,
+    ``{target}`` and ``{answers}`` are placeholders. Other brace text (JSON, code, ``{round:>3}``)
     stays as written; ``{{text}}`` around brace-free text is the literal
     ``{text}`` (as in ``str.format``), so ``{{output}}`` writes ``{output}``.
     Slots that look like a mistyped placeholder are listed in
@@ -186,7 +187,7 @@ def parse_template(text: str) -> Template:
     return Template(text, tuple(parts), tuple(misses))
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` of the first caller outside madohub_nb (the user's cell or script)."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     level, frame = 1, sys._getframe(1)
@@ -208,7 +209,7 @@ def warn_near_misses(template: Template) -> None:
             f"template slot {token} is not a placeholder and is kept verbatim "
             f"(did you mean {{{meant}}}?); {_allowed_text()}",
             MadohubWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -342,6 +343,11 @@ def make_transform_spec(
     return TransformSpec(name, template, model)
 
 
+def answer_heading(source: str) -> str:
+    """The line that puts an answer under its source's name in ``{answers}``."""
+    return f"--- {source} ---"
+
+
 @dataclass
 class TransformContext:
     """What a transform may use for one round.
@@ -357,10 +363,16 @@ class TransformContext:
     source: str
     target: str
     target_kind: str
+    answers: str | None = None
+    """A gather's answers, each under its source's name (None: a route's one answer)."""
 
     def values(self) -> dict[str, str]:
         """Placeholder values for template rendering."""
+        answers = self.answers
+        if answers is None:  # (the one answer under its source's name, as a gather writes it)
+            answers = f"{answer_heading(self.source)}\n{self.output.strip()}"
         return {
+            "answers": answers,
             "output": self.output,
             "round": str(self.round),
             "maxRounds": str(self.max_rounds),
