@@ -71,10 +71,13 @@ class Report:
 
 
 def run_main(
-    main: Callable[[argparse.Namespace, Report], None], parser: argparse.ArgumentParser
+    main: Callable[[argparse.Namespace, Report], None],
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None = None,
 ) -> int:
-    """Parse arguments, run ``main`` and turn "could not measure" into exit code 2."""
-    args = parser.parse_args()
+    """Parse arguments (``argv``, else the command line's), run ``main`` and turn "could not
+    measure" into exit code 2."""
+    args = parser.parse_args(argv)
     report = Report(parser.description or "")
     print(f"# {report.title} — {machine()}", flush=True)
     try:

@@ -1,6 +1,7 @@
 """Scale: 200 tiles and 200 routes on this machine, every round correct, the engine loop responsive.
 
-Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick] [--pairs N] [--profile FILE]``.
+Run: ``.venv/bin/python benchmarks/bench_scale.py [--quick] [--pairs N | --tiles N] [--host]
+[--profile FILE]``. ``bench_scale_hosts.py`` runs it with ``--tiles 500 --host``.
 
 100 source tiles (stand-in Claude agents when the package has them, else
 shells) and 100 target tiles (a quiet Claude-like program that records what is
@@ -22,6 +23,11 @@ with the hub open and no tiles, after the tiles and routes are made, at the
 end of the waves, and its peak; the tmux server's RSS beside it. Target (at the
 default 100 pairs): the hub's RSS with its 200 tiles and routes made is at most
 40 MiB, against the same process open with no tiles as the baseline.
+
+Two machines (``--host``): every odd pair (its source and its target) lives on a loopback
+ssh host, a private OpenSSH server on 127.0.0.1 with its own tmux server; each source's
+shadow route then goes to the next pair's target on the other machine. Target with
+``--tiles 500 --host``: every round correct, loop lag p99 < 50 ms, hub RSS < 120 MiB.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -80,6 +86,10 @@ RSS_MADE_TARGET_MIB = 40.0
 """Hub RSS with PAIRS pairs of tiles and their routes (a route's watch once scheduled an
 output switch for every pane of the session: 200 x 200 tasks, 80 MiB)."""
 PROBE_S = 0.010
+HOST = "box"
+"""The loopback ssh host of ``--host`` (a private sshd on 127.0.0.1, its own tmux server)."""
+RSS_HOSTED_TARGET_MIB = 120.0
+"""Hub RSS with ``--tiles 500 --host`` (issue: 500 agents over two machines)."""
 
 
 async def lag_probe(samples: list[float], stop: threading.Event) -> None:
@@ -104,10 +114,17 @@ def token(i: int, wave: int) -> str:
     return f"S{i:03d}W{wave}"
 
 
-def send_wave(socket: str, panes: list[str], wave: int, kind: str) -> None:
-    """Give every source its prompt in one tmux call, so the turns start together."""
+def send_wave(panes: list[tuple[str, str]], wave: int, kind: str) -> None:
+    """Give every source its prompt in one tmux call per tmux server, so the turns start
+    together (``panes``: each source's tmux socket and pane; a loopback host's server is
+    another socket on this machine)."""
+    for socket in dict.fromkeys(s for s, _ in panes):
+        _send_wave(socket, [(i, p) for i, (s, p) in enumerate(panes) if s == socket], wave, kind)
+
+
+def _send_wave(socket: str, panes: list[tuple[int, str]], wave: int, kind: str) -> None:
     argv = ["tmux", "-L", socket]
-    for i, pane in enumerate(panes):
+    for i, pane in panes:
         text = (
             f"echo {token(i, wave)} done" if kind == "shell" else f"{token(i, wave)} please answer"
         )
@@ -158,8 +175,14 @@ def received_all(inputs: list[Path], wave: int) -> bool:
     return all(len(read_json_lines(p)) >= wave for p in inputs)
 
 
-def make_tiles(hub: Hub, kind: str, root: Path, pairs: int) -> list[Path]:
-    """``pairs`` sources and as many Claude-like targets, made 8 at a time; returns the targets' input logs."""
+def host_of(i: int, hosted: bool) -> str | None:
+    """Where pair ``i`` lives: with ``hosted``, every odd pair on the loopback host ``box``."""
+    return HOST if hosted and i % 2 else None
+
+
+def make_tiles(hub: Hub, kind: str, root: Path, pairs: int, hosted: bool = False) -> list[Path]:
+    """``pairs`` sources and as many Claude-like targets, made 8 at a time (with ``hosted``,
+    every odd pair on the host); returns the targets' input logs."""
     work = root / "work"
     work.mkdir()
     program = write_claude_like(root)
@@ -174,17 +197,23 @@ def make_tiles(hub: Hub, kind: str, root: Path, pairs: int) -> list[Path]:
         agent, command = "claude", standin_command("claude", persona="echo")
         env = {"MADOHUB_STANDIN_THINK_S": "0.5"}
 
+    def where(i: int) -> dict[str, str]:
+        host = host_of(i, hosted)
+        return {"host": host} if host else {}
+
     def make_source(i: int) -> Tile:
-        return hub.tile(f"s{i:03d}", agent=agent, command=command, cwd=work, env=env)
+        return hub.tile(f"s{i:03d}", agent=agent, command=command, cwd=work, env=env, **where(i))
 
     def make_target(i: int) -> Tile:
         command = claude_like_command(program, inputs[i])
-        return hub.tile(f"t{i:03d}", agent="claude", command=command, cwd=work)
+        return hub.tile(f"t{i:03d}", agent="claude", command=command, cwd=work, **where(i))
 
     make_target(0)  # the first tile makes the tmux session
+    if hosted:
+        make_target(1)  # and the host's
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(make_source, range(pairs)))
-        list(pool.map(make_target, range(1, pairs)))
+        list(pool.map(make_target, range(2 if hosted else 1, pairs)))
     for tile in hub.tiles.values():
         wait_for(partial(is_idle, tile), 60, f"tile {tile.name} to be idle", 0.2)
     return inputs
@@ -219,7 +248,12 @@ def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
 
     waves = args.waves or (2 if args.quick else 3)
-    pairs = args.pairs or (25 if args.quick else PAIRS)
+    if args.tiles is not None and args.pairs is not None:
+        raise CouldNotMeasure("give --tiles or --pairs, not both")
+    if args.tiles is not None and (args.tiles < 4 or args.tiles % 2):
+        raise CouldNotMeasure(f"--tiles must be even and at least 4, not {args.tiles}")
+    pairs = args.tiles // 2 if args.tiles else args.pairs or (25 if args.quick else PAIRS)
+    hosted = args.host
     me = psutil.Process()
     kind = args.sources
     if kind == "auto":
@@ -229,29 +263,60 @@ def main(args: argparse.Namespace, report: Report) -> None:
     bare_lag: list[float] = []
     problems: list[str] = []
     wave_s: list[float] = []
-    with temp_home("scale") as root, private_tmux("scale") as socket:
+    with (
+        temp_home("scale") as root,
+        private_tmux("scale") as socket,
+        private_tmux("scale-host") as host_socket,
+        contextlib.ExitStack() as stack,
+    ):
+        where: dict[str, Any] = {}
+        if hosted:
+            from madohub_nb.testing.sshd import SshServer
+
+            try:
+                server = SshServer(root / "sshd").start()
+            except RuntimeError as exc:
+                raise CouldNotMeasure(f"no OpenSSH server for --host: {exc}") from exc
+            stack.callback(server.stop)
+            where = {"ssh_command": server.ssh_command, "remote_socket_name": host_socket}
         hub = mh.Hub(
-            socket_name=socket, idle_delay_ms=IDLE_DELAY_MS, log_path=root / "rounds.sqlite3"
+            socket_name=socket,
+            idle_delay_ms=IDLE_DELAY_MS,
+            log_path=root / "rounds.sqlite3",
+            **where,
         )
         try:
             rss_empty = me.memory_info().rss
             t0 = time.monotonic()
-            inputs = make_tiles(hub, kind, root, pairs)
+            inputs = make_tiles(hub, kind, root, pairs, hosted)
             made_s = time.monotonic() - t0
             routes = wire(hub, pairs)
             rss_made = me.memory_info().rss
+            on_host = sum(1 for i in range(pairs) if host_of(i, hosted)) * 2
             report.info(
-                f"{len(hub.tiles)} tiles ({pairs} {kind} sources, {pairs} Claude-like targets) made "
+                f"{len(hub.tiles)} tiles ({pairs} {kind} sources, {pairs} Claude-like targets; "
+                f"{len(hub.tiles) - on_host} on this machine's tmux, {on_host} on the loopback "
+                f"ssh host {HOST!r}) made "
                 f"in {made_s:.1f} s, {len(routes)} routes, {waves} waves, idle_delay_ms="
                 f"{IDLE_DELAY_MS}, to_thread pool max_workers={min(32, (os.cpu_count() or 1) + 4)}"
             )
             hub.engine.submit(lag_probe(hub_lag, stop))
             bare_loop_probe(bare_lag, stop)
-            sources = [hub.tiles[f"s{i:03d}"].pane_id for i in range(pairs)]
+            sources = [
+                (host_socket if host_of(i, hosted) else socket, hub.tiles[f"s{i:03d}"].pane_id)
+                for i in range(pairs)
+            ]
             tmux_pid = server_pid(socket)
             if tmux_pid is None:
                 raise CouldNotMeasure("the tmux server is not running")
-            cpu0 = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid)
+            servers = [tmux_pid]
+            if hosted and (host_pid := server_pid(host_socket)) is not None:
+                servers.append(host_pid)
+
+            def tmux_cpu() -> float:
+                return sum(tmux_server_cpu_seconds(pid) for pid in servers)
+
+            cpu0 = cpu_seconds(os.getpid()) + tmux_cpu()
             wall0 = time.monotonic()
             spy = start_py_spy(os.getpid(), Path(args.profile), waves * 6) if args.profile else None
             counting: contextlib.AbstractContextManager[tuple[Counter[str], Counter[str]]] = (
@@ -262,16 +327,16 @@ def main(args: argparse.Namespace, report: Report) -> None:
             with counting as (commands, callers):
                 for wave in range(1, waves + 1):
                     started = time.monotonic()
-                    send_wave(socket, sources, wave, kind)
+                    send_wave(sources, wave, kind)
                     hub.wait_rounds_sync(2 * pairs * wave, 120)
                     wave_s.append(time.monotonic() - started)
                     wait_for(partial(received_all, inputs, wave), 30, "every target's prompt")
                     problems += check_wave(hub, wave, inputs, pairs)
                     time.sleep(1.2)  # past every route's cooldown
-            cpu_s = cpu_seconds(os.getpid()) + tmux_server_cpu_seconds(tmux_pid) - cpu0
+            cpu_s = cpu_seconds(os.getpid()) + tmux_cpu() - cpu0
             wall = time.monotonic() - wall0
             rss_end = me.memory_info().rss
-            tmux_rss = psutil.Process(tmux_pid).memory_info().rss
+            tmux_rss = sum(psutil.Process(pid).memory_info().rss for pid in servers)
             stop.set()
             if spy is not None:
                 spy.wait(60)
@@ -318,7 +383,17 @@ def main(args: argparse.Namespace, report: Report) -> None:
         f"{rss_end / MIB:.0f} MiB after {rounds} rounds (peak {peak / MIB:.0f} MiB); "
         f"tmux server {tmux_rss / MIB:.0f} MiB"
     )
-    if pairs == PAIRS:
+    if hosted:
+        worst = max(rss_made, rss_end)
+        report.target(
+            f"hub RSS with {2 * pairs} tiles over two machines and {len(routes)} routes",
+            f"{worst / MIB:.0f} MiB (made {rss_made / MIB:.0f}, after the rounds "
+            f"{rss_end / MIB:.0f})",
+            f"< {RSS_HOSTED_TARGET_MIB:.0f} MiB",
+            f"the same process open with no tiles: {rss_empty / MIB:.0f} MiB",
+            worst < RSS_HOSTED_TARGET_MIB * MIB,
+        )
+    elif pairs == PAIRS:
         report.target(
             f"hub RSS with {2 * pairs} tiles and {len(routes)} routes",
             f"{rss_made / MIB:.0f} MiB",
@@ -345,6 +420,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="25 pairs and 2 waves")
     p.add_argument("--waves", type=int, help="waves of 2 x pairs rounds (default 3; --quick 2)")
     p.add_argument("--pairs", type=int, help=f"sources (and targets): default {PAIRS}; --quick 25")
+    p.add_argument("--tiles", type=int, help="tiles in all (sources and targets; even)")
+    p.add_argument(
+        "--host",
+        action="store_true",
+        help=f"every other pair on a loopback ssh host {HOST!r} (a private sshd, its own tmux)",
+    )
     p.add_argument(
         "--sources",
         choices=["auto", "standin", "shell"],
