@@ -413,6 +413,7 @@ class Route:
         await self.detector.start(seen)
         hooks = self.source_tile.hooks
         unsubscribe = hooks.subscribe(self._on_hook) if hooks is not None else None
+        await asyncio.to_thread(self.source_tile.changes.start, self.id)  # (git: what turns change)
         self.ready.set()
         try:
             while self.state in ("active", "paused", "exhausted"):
@@ -540,6 +541,7 @@ class Route:
         if not exhausted:
             number = self.guard.fire(self.now_ms())
         wait_s = self.target_wait_s
+        changes = await asyncio.to_thread(self.source_tile.changes.take, self.id)
         plan = RoundPlan(
             route_id=self.id,
             source=self.source,
@@ -560,6 +562,7 @@ class Route:
             exhausted_reason=self.budget.spent() if exhausted else None,
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
+            changes=changes,
         )
         self._in_round = True
         try:
