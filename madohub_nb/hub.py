@@ -22,8 +22,14 @@ from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route
-from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
-from .pipeline.tile import worktree_branch
+from .pipeline.tile import (
+    Tile,
+    check_new_tile,
+    check_tile_name,
+    pane_reference,
+    tile_options,
+    worktree_branch,
+)
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
 from .runtime import CloseSummary, Runtime

@@ -32,9 +32,8 @@ from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
 from .io import hookcall
+from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
 from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
-from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree
-from .io.git import plan_worktree
 from .io.hooks import HookChannel, HookEvent
 from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import SshMachine, check_host
@@ -270,8 +269,9 @@ class TileRegistry:
             return_exceptions=True,
         )
         unreachable = [
-            WorktreeEnd(t.name, t.git_worktree, True, f"not checked: host {t.machine.name!r} "
-                        "is unreachable")  # fmt: skip
+            WorktreeEnd(
+                t.name, t.git_worktree, True, f"not checked: host {t.machine.name!r} is unreachable"
+            )  # fmt: skip
             for t in ours
             if not t.machine.reachable and t.git_worktree is not None
         ]

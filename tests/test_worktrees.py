@@ -217,9 +217,7 @@ def test_a_worktree_tiles_rounds_count_changes_in_its_worktree(
     assert (Path(str(w.worktree)) / "f.txt").exists() and not (repo / "f.txt").exists()
 
 
-def test_a_source_outside_git_leaves_the_change_columns_empty(
-    hub: mh.Hub, tmp_path: Path
-) -> None:
+def test_a_source_outside_git_leaves_the_change_columns_empty(hub: mh.Hub, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     shell_tile(hub, "w", cwd=plain)
@@ -242,5 +240,7 @@ def test_the_dashboard_table_shows_what_a_round_changed() -> None:
         [{"round_id": "r", "status": "delivered", "files_changed": 2.0, "lines_added": 7.0,
           "lines_removed": float("nan")}]
     )  # fmt: skip
-    assert "<th style='text-align:left;padding:2px 10px 2px 0;white-space:nowrap'>files</th>" in html
+    assert (
+        "<th style='text-align:left;padding:2px 10px 2px 0;white-space:nowrap'>files</th>" in html
+    )
     assert ">2</td>" in html and ">7</td>" in html and "2.0" not in html

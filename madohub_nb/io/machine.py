@@ -17,13 +17,12 @@ import contextlib
 import fnmatch
 import os
 import stat
+import subprocess
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
-
-import subprocess
 
 import psutil
 
