@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,98 @@ def test_the_dashboard_table_shows_what_a_round_changed() -> None:
         "<th style='text-align:left;padding:2px 10px 2px 0;white-space:nowrap'>files</th>" in html
     )
     assert ">2</td>" in html and ">7</td>" in html and "2.0" not in html
+
+
+# magics ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "worktree"),
+    [("tile b --cmd claude", None), ("tile b --worktree", True), ("tile b --worktree try-b", "try-b"),
+     ("tile b --worktree --cwd /tmp", True)],
+)  # fmt: skip
+def test_magic_tile_worktree_takes_an_optional_branch(line: str, worktree: object) -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    assert parse_command(line).worktree == worktree
+
+
+def test_magic_tile_worktree_makes_one_and_close_prints_what_it_kept(
+    home: Path, tmux_socket: str, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from madohub_nb.notebook.config import MadoHub
+    from madohub_nb.notebook.registry import registry
+
+    ip = InteractiveShell.instance()
+    MadoHub.clear_instance()
+    ip.run_line_magic("load_ext", "madohub_nb")
+    try:
+        ip.run_line_magic("config", f"MadoHub.socket_name = '{tmux_socket}'")
+        ip.run_line_magic("config", f"MadoHub.log_path = '{tmp_path / 'rounds.db'}'")
+        tile = ip.run_line_magic(
+            "madohub", f'tile kept --agent shell --cmd "{BASH}" --cwd {repo} --worktree'
+        )
+        assert tile.worktree == str(tmp_path / "repo.worktrees" / "kept")
+        (Path(tile.worktree) / "draft.md").write_text("# draft\n")
+        ip.run_line_magic(
+            "madohub", f'tile gone --agent shell --cmd "{BASH}" --cwd {repo} --worktree x'
+        )
+        capsys.readouterr()
+        ip.run_line_magic("madohub", "close")
+        out = capsys.readouterr().out
+        assert f"kept {tile.worktree} (branch madohub/kept, tile 'kept'): 1 changed file" in out
+        assert "removed " in out and "(branch x, tile 'gone'): no changes" in out
+        assert branches(repo) == ["madohub/kept", "main"]
+    finally:
+        registry.reset()
+        ip.run_line_magic("unload_ext", "madohub_nb")
+        MadoHub.clear_instance()
+        ip.config.pop("MadoHub", None)
+
+
+# on a host -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rhub(
+    tmux_socket: str, remote_socket: str, sshd: object, home: Path, tmp_path: Path
+) -> Iterator[mh.Hub]:
+    """A hub reaching the private loopback sshd as host ``box`` (as in test_remote.py)."""
+    h = mh.Hub(
+        socket_name=tmux_socket,
+        idle_delay_ms=700,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=sshd.ssh_command,  # type: ignore[attr-defined]
+        remote_socket_name=remote_socket,
+    )
+    yield h
+    h.close()
+
+
+def test_a_worktree_tile_on_a_host_is_made_there_and_kept_only_with_changes(
+    rhub: mh.Hub, repo: Path, tmp_path: Path
+) -> None:
+    far = shell_tile(rhub, "far", cwd=str(repo), host="box", worktree=True)
+    idle = shell_tile(rhub, "idle", cwd=str(repo), host="box", worktree="idle-branch")
+    assert far.worktree == str(tmp_path / "repo.worktrees" / "far")
+    assert worktrees(repo) == [str(repo), far.worktree, idle.worktree]
+    assert rhub.runtime.tmux.run("list-panes", "-a", "-F", "#{pane_id}", check=False) == ""
+    run_in(rhub, far, "echo remote > far.txt", tmp_path / "far-done")
+    summary = rhub.close()
+    assert summary is not None
+    assert [(e.tile, e.why) for e in summary.worktrees_kept] == [("far", "1 changed file")]
+    assert [e.tile for e in summary.worktrees_removed] == ["idle"]
+    assert worktrees(repo) == [str(repo), far.worktree]
+    assert branches(repo) == ["madohub/far", "main"]
+
+
+def test_a_worktree_on_a_host_outside_a_repository_is_refused_before_a_pane(
+    rhub: mh.Hub, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(ValueError, match=r"needs a git repository, and cwd .*plain is not inside"):
+        rhub.tile("far", command=BASH, cwd=str(plain), host="box", worktree=True)
+    assert rhub.tiles == {}
