@@ -340,3 +340,31 @@ def test_a_worktree_on_a_host_outside_a_repository_is_refused_before_a_pane(
     with pytest.raises(ValueError, match=r"needs a git repository, and cwd .*plain is not inside"):
         rhub.tile("far", command=BASH, cwd=str(plain), host="box", worktree=True)
     assert rhub.tiles == {}
+
+
+def test_a_stand_in_agent_writing_its_drafts_in_its_worktree_shows_each_rounds_change(
+    hub: mh.Hub, repo: Path
+) -> None:
+    """The demo writer writes each draft to slug.py (as a Write tool would): round 1 adds
+    the file, round 2 rewrites it; the main checkout never sees it."""
+    from madohub_nb.demo import standin_command
+
+    writer = hub.tile(
+        "writer", agent="claude", command=standin_command("claude", persona="writer"),
+        cwd=repo, worktree=True,
+        env={"MADOHUB_STANDIN_THINK_S": "0.2", "MADOHUB_STANDIN_WRITE_FILE": "slug.py"},
+    )  # fmt: skip
+    wait_until(lambda: writer.state == "idle", 15, what="writer idle")
+    route = _route(hub, "writer")
+    hub.send("writer", "Write a URL slug function.").result(30)
+    wait_until(lambda: len(log_rows(hub, route)) == 1, 30, what="round 1")
+    hub.send("writer", "Please revise: add type hints.").result(30)
+    wait_until(lambda: len(log_rows(hub, route)) == 2, 30, what="round 2")
+    first, second = log_rows(hub, route)
+    draft = (Path(str(writer.worktree)) / "slug.py").read_text()
+    assert first["files_changed"] == 1 and first["lines_removed"] == 0
+    assert first["lines_added"] == len(first["extracted"].splitlines())
+    assert second["meta"]["changed_paths"] == ["slug.py"]
+    assert second["lines_added"] > 0 and second["lines_removed"] > 0
+    assert draft == second["extracted"] + "\n"
+    assert not (repo / "slug.py").exists()
