@@ -147,7 +147,13 @@ class Runtime:
         self._finish_close()
 
     def _finish_close(self) -> None:
-        ends = self.tiles.worktree_ends
+        ends = list(self.tiles.worktree_ends)
+        seen = {e.tile for e in ends}
+        ends += [  # (the shutdown ran out of time before it looked at them: they stay)
+            WorktreeEnd(t.name, t.git_worktree, True, "not checked: close() ran out of time")
+            for t in self.tiles.tiles.values()
+            if t.git_worktree is not None and t.created and t.name not in seen
+        ]
         self.close_summary = CloseSummary(
             tuple(e for e in ends if e.kept), tuple(e for e in ends if not e.kept)
         )

@@ -368,3 +368,29 @@ def test_a_stand_in_agent_writing_its_drafts_in_its_worktree_shows_each_rounds_c
     assert second["lines_added"] > 0 and second["lines_removed"] > 0
     assert draft == second["extracted"] + "\n"
     assert not (repo / "slug.py").exists()
+
+
+def test_a_repository_without_a_commit_is_refused_for_a_worktree(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q")
+    with pytest.raises(ValueError, match=r"has no commit yet; a worktree starts from one"):
+        hub.tile("w", command=BASH, cwd=fresh, worktree=True)
+    assert panes(hub) == [] and branches(fresh) == []
+
+
+def test_a_source_on_a_host_records_what_its_turn_changed_there(
+    rhub: mh.Hub, repo: Path, tmp_path: Path
+) -> None:
+    far = shell_tile(rhub, "far", cwd=str(repo), host="box", worktree=True)
+    shell_tile(rhub, "sink", host="box")
+    route = rhub.connect("far", "sink", dispatch="shadow", cooldown_ms=1000)
+    wait_until(route.ready.is_set, 10, what="route ready")
+    run_in(rhub, far, "printf '1\\n2\\n' > far.txt", tmp_path / "m")
+    wait_until(lambda: len(log_rows(rhub, route)) == 1, 30, what="the host's round")
+    (row,) = log_rows(rhub, route)
+    assert (row["files_changed"], row["lines_added"], row["meta"]["changed_paths"]) == (
+        1, 2, ["far.txt"],
+    )  # fmt: skip
