@@ -534,6 +534,7 @@ class Route:
         self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
 
     async def _round(self, turn: Turn, exhausted: bool = False) -> None:
+        changes = await asyncio.to_thread(self.source_tile.changes.take, self.id)  # (git)
         screen_tail = None
         if self.spec.transform.reads_screen:
             screen_tail = (await self._context.history(self.source_tile)).rstrip("\n").splitlines()
@@ -541,7 +542,6 @@ class Route:
         if not exhausted:
             number = self.guard.fire(self.now_ms())
         wait_s = self.target_wait_s
-        changes = await asyncio.to_thread(self.source_tile.changes.take, self.id)
         plan = RoundPlan(
             route_id=self.id,
             source=self.source,
