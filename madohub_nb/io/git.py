@@ -31,14 +31,21 @@ BRANCH_PREFIX = "madohub/"
 """A worktree tile's branch unless named: ``madohub/<tile>``."""
 
 _SNAPSHOT = r"""
-top=$(git rev-parse --show-toplevel 2>/dev/null) || exit 3
+nl='
+'
+out=$(git rev-parse --path-format=absolute --show-toplevel --git-path index 2>/dev/null) || exit 3
+top=${out%%"$nl"*}
+index=${out#*"$nl"}
 cd "$top" || exit 3
-index=$(git rev-parse --path-format=absolute --git-path index) || exit 3
 tmp=$(mktemp "${TMPDIR:-/tmp}/madohub-index.XXXXXX") || exit 4
 trap 'rm -f "$tmp"' EXIT
 if [ -f "$index" ]; then cp "$index" "$tmp"; else rm -f "$tmp"; fi
 GIT_INDEX_FILE=$tmp git add -A . >/dev/null || exit 5
-GIT_INDEX_FILE=$tmp git write-tree
+tree=$(GIT_INDEX_FILE=$tmp git write-tree) || exit 5
+printf '%s\n' "$tree"
+if [ -n "$old" ] && [ "$old" != "$tree" ]; then
+  git diff-tree -r -z --numstat --no-renames "$old" "$tree" || exit 6
+fi
 """
 _NOT_A_REPOSITORY = 3
 
@@ -58,29 +65,24 @@ class Changes:
         return len(self.paths)
 
 
-def snapshot(machine: Machine, folder: str) -> str | None:
-    """The tree id of ``folder``'s whole working tree now; None outside a git working tree."""
-    done = machine.run_script(_SNAPSHOT, folder)
-    if done.returncode == _NOT_A_REPOSITORY or done.returncode == 127:
+def snapshot(
+    machine: Machine, folder: str, old: str | None = None
+) -> tuple[str, Changes | None] | None:
+    """The tree id of ``folder``'s whole working tree now, and what changed since tree ``old``
+    (None without one), in one script run; None outside a git working tree."""
+    script = f"old={shlex.quote(old or '')}\n{_SNAPSHOT}"
+    done = machine.run_script(script, folder)
+    if done.returncode in (_NOT_A_REPOSITORY, 127):
         return None
-    tree = done.stdout.decode(errors="replace").strip()
+    head, _, numstat = done.stdout.partition(b"\n")
+    tree = head.decode(errors="replace").strip()
     if done.returncode != 0 or not tree:
         raise MadohubError(
             f"git could not snapshot the working tree at {folder}: {_last_line(done.stderr)}"
         )
-    return tree
-
-
-def diff_trees(machine: Machine, folder: str, old: str, new: str) -> Changes:
-    """What changed from tree ``old`` to tree ``new`` (both of ``folder``'s repository)."""
-    if old == new:
-        return Changes((), 0, 0)
-    script = f"git diff-tree -r -z --numstat --no-renames {shlex.quote(old)} {shlex.quote(new)}"
-    done = machine.run_script(script, folder)
-    if done.returncode != 0:
-        raise MadohubError(f"git could not compare two snapshots at {folder}: "
-                           f"{_last_line(done.stderr)}")  # fmt: skip
-    return parse_numstat(done.stdout)
+    if old is None:
+        return tree, None
+    return tree, parse_numstat(numstat)
 
 
 def parse_numstat(raw: bytes) -> Changes:
@@ -136,24 +138,24 @@ class ChangeTracker:
             started.wait(BASELINE_WAIT_S)
         with self._lock:
             before = self._last.get(key)
+        folder = self._folder()
+        if folder is None:
+            self._store(key, None)
+            return None
+        old = before[1] if before is not None and before[0] == folder else None
         try:
-            now = self._snap()
+            now = snapshot(self._machine, folder, old)
         except MadohubError:
-            return None
-        self._store(key, now)
-        if before is None or now is None or before[0] != now[0]:
-            return None
-        try:
-            return diff_trees(self._machine, now[0], before[1], now[1])
-        except MadohubError:
-            return None
+            now = None
+        self._store(key, (folder, now[0]) if now is not None else None)
+        return now[1] if now is not None else None
 
     def _snap(self) -> tuple[str, str] | None:
         folder = self._folder()
         if folder is None:
             return None
-        tree = snapshot(self._machine, folder)
-        return (folder, tree) if tree is not None else None
+        now = snapshot(self._machine, folder)
+        return (folder, now[0]) if now is not None else None
 
     def _store(self, key: str, snap: tuple[str, str] | None) -> None:
         with self._lock:
