@@ -7,9 +7,12 @@ rewrites 3 files and adds an untracked one, then :meth:`ChangeTracker.take` read
 changed (a snapshot through a throw-away index, ``git diff-tree --numstat``), as a route
 does before each round, on a thread off the engine loop.
 
-- per round in that repository: median < 100 ms; baseline: ``git status --porcelain``
-  (the plainest way to see that something changed, without line counts or a per-round
-  baseline), measured in the same run;
+- per round in that repository: median < 250 ms (what it delays a round by, against the
+  8 s idle delay before it: about 3%); baseline: ``git status --porcelain`` (the plainest
+  way to see that something changed, without line counts or a per-round baseline),
+  measured in the same run. It runs 7 short processes (``sh``, ``git rev-parse``,
+  ``mktemp``, ``cp``, ``git add``, ``git write-tree``, ``git diff-tree``) to the
+  baseline's one, so the ratio grows with the machine's load;
 - per round for a source outside git (one ``git rev-parse`` refusing): median < 20 ms;
   baseline: starting ``true`` through ``sh -c``.
 """
@@ -34,7 +37,7 @@ from madohub_nb.io.machine import LocalMachine  # noqa: E402
 
 FILES = 2000
 LINES = 40
-REPO_TARGET_MS = 100.0
+REPO_TARGET_MS = 250.0
 PLAIN_TARGET_MS = 20.0
 
 
