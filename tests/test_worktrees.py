@@ -394,3 +394,22 @@ def test_a_source_on_a_host_records_what_its_turn_changed_there(
     assert (row["files_changed"], row["lines_added"], row["meta"]["changed_paths"]) == (
         1, 2, ["far.txt"],
     )  # fmt: skip
+
+
+def test_each_route_of_a_fan_out_records_the_turns_changes(
+    hub: mh.Hub, repo: Path, tmp_path: Path
+) -> None:
+    """Two routes from one source: each counts from its own previous round, so both rows
+    of one turn say what it changed (neither gets an empty diff because the other ran)."""
+    shell_tile(hub, "w", cwd=repo)
+    shell_tile(hub, "s1")
+    shell_tile(hub, "s2")
+    routes = [hub.connect("w", s, dispatch="shadow", cooldown_ms=1000) for s in ("s1", "s2")]
+    for route in routes:
+        wait_until(route.ready.is_set, 10, what="route ready")
+    run_in(hub, hub.tiles["w"], "echo one > f.txt", tmp_path / "m")
+    wait_until(lambda: all(len(log_rows(hub, r)) == 1 for r in routes), 30, what="both rounds")
+    rows = [log_rows(hub, r)[0] for r in routes]
+    assert [(r["files_changed"], r["meta"]["changed_paths"]) for r in rows] == [
+        (1, ["f.txt"]), (1, ["f.txt"]),
+    ]  # fmt: skip
