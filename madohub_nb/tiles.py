@@ -179,6 +179,7 @@ class TileRegistry:
         this new branch (made here, in the caller's thread; gone again if the pane fails).
         """
         self._check_name_free(name)
+        self._end_failed_worktree(name)
         guessed = agent or kind_from_command(command)
         plan = self._hook_plan(name, guessed, command, hooks, host, env)
         worktree = None
@@ -242,6 +243,19 @@ class TileRegistry:
             self._branches = {**self._branches, key: name}
         return plan
 
+    def _end_failed_worktree(self, name: str) -> None:
+        """A tile whose command failed at start-up is made again: its worktree goes first
+        when nothing changed there (its branch is free again), else it stays, kept."""
+        old = self.tiles.get(name)
+        if old is None or old.error is None or old.git_worktree is None:
+            return
+        done = end_worktree(old.machine, name, old.git_worktree)
+        if not done.kept:
+            self._forget_worktree(old.machine, old.git_worktree, drop=False)
+            old.git_worktree = None
+        else:
+            self.worktree_ends = [*self.worktree_ends, done]
+
     def _forget_worktree(self, machine: Machine, worktree: Worktree, drop: bool) -> None:
         with self._worktree_lock:
             key = (machine.name, worktree.repository, worktree.branch)
@@ -275,7 +289,8 @@ class TileRegistry:
             for t in ours
             if not t.machine.reachable and t.git_worktree is not None
         ]
-        self.worktree_ends = [e for e in ends if isinstance(e, WorktreeEnd)] + unreachable
+        made = [e for e in ends if isinstance(e, WorktreeEnd)]
+        self.worktree_ends = [*self.worktree_ends, *made, *unreachable]
 
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
         _copy_outcome(started, tile)

@@ -413,3 +413,18 @@ def test_each_route_of_a_fan_out_records_the_turns_changes(
     assert [(r["files_changed"], r["meta"]["changed_paths"]) for r in rows] == [
         (1, ["f.txt"]), (1, ["f.txt"]),
     ]  # fmt: skip
+
+
+def test_a_worktree_tile_whose_command_fails_can_be_made_again_on_its_branch(
+    hub: mh.Hub, repo: Path
+) -> None:
+    dies = hub.tile("dies", agent="shell", command="sh -c 'echo boom; exit 3'", cwd=repo,
+                    worktree=True)  # fmt: skip
+    with pytest.raises(mh.TileError, match="exited at once"):
+        dies.ready.result(10)
+    first = dies.worktree
+    assert first in worktrees(repo)
+    again = shell_tile(hub, "dies", cwd=repo, worktree=True)  # its unchanged worktree went first
+    assert again.worktree == first and dies.worktree is None
+    assert branches(repo) == ["madohub/dies", "main"]
+    assert worktrees(repo) == [str(repo), again.worktree]
