@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError
+from ..io.git import Changes
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
@@ -529,12 +530,17 @@ class Route:
                 return
         await self._round(turn)
 
+    async def _turn_changes(self) -> Changes | None:
+        """What the source's turn changed in its git working tree since this route's previous
+        round (git, on a thread); None outside git."""
+        return await asyncio.to_thread(self.source_tile.changes.take, self.id)
+
     def _skipped(self, reason: str) -> None:
         """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
         self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
 
     async def _round(self, turn: Turn, exhausted: bool = False) -> None:
-        changes = await asyncio.to_thread(self.source_tile.changes.take, self.id)  # (git)
+        changes = await self._turn_changes()
         screen_tail = None
         if self.spec.transform.reads_screen:
             screen_tail = (await self._context.history(self.source_tile)).rstrip("\n").splitlines()
