@@ -23,10 +23,17 @@ from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route, route_context
-from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
+from .pipeline.tile import (
+    Tile,
+    check_new_tile,
+    check_tile_name,
+    pane_reference,
+    tile_options,
+    worktree_branch,
+)
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
-from .runtime import Runtime
+from .runtime import CloseSummary, Runtime
 from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
 from .tiles import ADOPTED_HOOKS
 
@@ -107,20 +114,27 @@ class Hub:
         completion_pattern: str | None = None,
         host: str | None = None,
         hooks: bool | None = None,
+        worktree: str | bool | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
         has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
         that long; its last line matches). ``completion_pattern``: output that ends a turn.
         ``hooks``: the agent's own end-of-turn hooks for a pane the hub starts (None: when its
-        agent has them; True: required; False: off); an adopted pane keeps the weaker signals."""
+        agent has them; True: required; False: off); an adopted pane keeps the weaker signals.
+        ``worktree``: the pane works in a new ``git worktree`` of ``cwd``'s repository on a new
+        branch (True: ``madohub/<name>``; a string: that branch); ``tile.worktree`` is its path,
+        and ``close()`` removes it unless it holds changes (``hub.close()`` says which it kept)."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
-            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
+            branch = worktree_branch(name, worktree)
+            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks, branch)
+        elif worktree not in (None, False):
+            raise MadohubValueError("worktree= makes a new pane's worktree; pane= adopts one")
         elif hooks is True:
             raise MadohubValueError(ADOPTED_HOOKS)
         elif command is not None or cwd is not None or env:
@@ -285,12 +299,19 @@ class Hub:
         if self.closed:
             raise MadohubError("this hub is closed; make a new one: madohub_nb.Hub() or get_hub()")
 
-    def close(self) -> None:
-        """Stop routes and watchers; kill the panes this hub created. Any thread; idempotent."""
+    def close(self) -> CloseSummary | None:
+        """Stop routes and watchers; kill the panes this hub created; remove each tile's
+        worktree that holds no changes. Any thread; idempotent. Returns what it kept and
+        removed (None when called on the engine thread: the close finishes after it)."""
         with self._close_lock:
-            if self.closed:
-                return
-            self._rt.close()
+            if not self.closed:
+                self._rt.close()
+        return self._rt.close_summary
+
+    @property
+    def close_summary(self) -> CloseSummary | None:
+        """What ``close()`` kept and removed (None until it has finished)."""
+        return self._rt.close_summary
 
     def __enter__(self) -> Hub:
         return self

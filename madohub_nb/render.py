@@ -312,9 +312,14 @@ ROUND_TABLE_COLUMNS: Final = (
     ("extraction_method", "via"),
     ("latency_ms", "ms"),
     ("cost_usd", "cost"),
+    ("files_changed", "files"),
+    ("lines_added", "+"),
+    ("lines_removed", "−"),
     ("prompt", "prompt"),
     ("error", "error"),
 )
+
+_CHANGE_COLUMNS: Final = ("files_changed", "lines_added", "lines_removed")
 
 SHORT_CELL_CHARS: Final = 60
 """Prompts and errors longer than this are shortened in tables (full text on hover)."""
@@ -342,6 +347,8 @@ def _cell(column: str, value: Any) -> str:
         return f"{value:.0f}"
     if column == "cost_usd" and isinstance(value, (int, float)):
         return f"${value:.4f}"  # blank when unknown (NaN above): never a made-up $0
+    if column in _CHANGE_COLUMNS and isinstance(value, (int, float)):
+        return f"{int(value)}"  # (what the source turn changed in its git working tree)
     text = str(value)
     if column in ("prompt", "error"):
         flat = " ".join(text.split())

@@ -12,11 +12,13 @@ from __future__ import annotations
 import atexit
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
 from .hub_settings import HubSettings
+from .io.git import WorktreeEnd
 from .io.log import RoundLog
 from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
@@ -30,6 +32,19 @@ from .tiles import TileRegistry
 
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
+
+
+@dataclass(frozen=True)
+class CloseSummary:
+    """What ``hub.close()`` left behind: the worktrees it kept (they hold changes) and the
+    ones it removed (nothing changed there)."""
+
+    worktrees_kept: tuple[WorktreeEnd, ...] = ()
+    worktrees_removed: tuple[WorktreeEnd, ...] = ()
+
+    def __str__(self) -> str:
+        ends = (*self.worktrees_kept, *self.worktrees_removed)
+        return "\n".join(str(e) for e in ends) or "closed; no worktree to keep or remove"
 
 
 class Runtime:
@@ -65,6 +80,8 @@ class Runtime:
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
         self.services = HubServices(self)
         """What the hub's routes and rounds get (``RouteServices``)."""
+        self.close_summary: CloseSummary | None = None
+        """Set once ``close()`` has ended the tiles (None before, or while it runs)."""
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
@@ -130,5 +147,15 @@ class Runtime:
         self._finish_close()
 
     def _finish_close(self) -> None:
+        ends = list(self.tiles.worktree_ends)
+        seen = {e.tile for e in ends}
+        ends += [  # (the shutdown ran out of time before it looked at them: they stay)
+            WorktreeEnd(t.name, t.git_worktree, True, "not checked: close() ran out of time")
+            for t in self.tiles.tiles.values()
+            if t.git_worktree is not None and t.created and t.name not in seen
+        ]
+        self.close_summary = CloseSummary(
+            tuple(e for e in ends if e.kept), tuple(e for e in ends if not e.kept)
+        )
         self.engine.close(timeout_s=0.25)
         self.recorder.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import shlex
@@ -31,6 +32,7 @@ from .agents.profiles import known_kinds
 from .engine import Engine, EventBus
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
 from .io import hookcall
+from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
 from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
 from .io.hooks import HookChannel, HookEvent
 from .io.machine import LocalMachine, Machine, PaneRef
@@ -126,6 +128,12 @@ class TileRegistry:
         self._lock = threading.Lock()
         self.tiles: dict[str, Tile] = {}
         self._names_by_pane: dict[PaneRef, str] = {}
+        self._worktree_lock = threading.Lock()
+        """Held while a worktree is checked and made: two tiles never race for one branch."""
+        self._branches: dict[tuple[str | None, str, str], str] = {}
+        """(host, repository, branch) → the tile whose worktree is on it."""
+        self.worktree_ends: list[WorktreeEnd] = []
+        """What close() did with each tile's worktree (removed, or kept with its changes)."""
 
     # machines ------------------------------------------------------------------------
     def host_link(self, host: str) -> HostLink:
@@ -161,17 +169,26 @@ class TileRegistry:
         env: Mapping[str, str] | None,
         host: str | None = None,
         hooks: bool | None = None,
+        branch: str | None = None,
     ) -> Tile:
         """A new pane running ``command``; its start-up is checked on the engine thread.
 
         ``hooks``: None sets up the agent's own hooks when it has them (a pane here),
         True requires them, False leaves them off (see :meth:`_hook_plan`).
+        ``branch``: the pane works in a new git worktree of ``workdir``'s repository on
+        this new branch (made here, in the caller's thread; gone again if the pane fails).
         """
         self._check_name_free(name)
+        self._end_failed_worktree(name)
         guessed = agent or kind_from_command(command)
         plan = self._hook_plan(name, guessed, command, hooks, host, env)
+        worktree = None
         try:
-            tmux = self._machine(host).tmux
+            machine = self._machine(host)
+            tmux = machine.tmux
+            if branch is not None:
+                worktree = self._new_worktree(machine, name, workdir, branch)
+                workdir = worktree.path
         except BaseException:
             if plan is not None:
                 _drop_hooks(plan.channel, plan.token, plan.folder)
@@ -196,13 +213,84 @@ class TileRegistry:
         except BaseException:
             if plan is not None:
                 _drop_hooks(plan.channel, plan.token, plan.folder)
+            if worktree is not None:
+                self._forget_worktree(machine, worktree, drop=True)
             raise
+        tile.git_worktree = worktree
         if plan is not None:
             tile.hooks = TileHooks(plan.token, plan.setup.kinds, plan.folder)
             self._hooked = {**self._hooked, plan.token: tile}
         started = self._engine.submit(watch_start(tile, command, detect=guessed is None), tile)
         started.add_done_callback(lambda f: self._started(f, tile))
         return self._watched(tile)
+
+    def _new_worktree(
+        self, machine: Machine, name: str, workdir: str | None, branch: str
+    ) -> Worktree:
+        """A new git worktree of ``workdir``'s repository on a new ``branch``, every check
+        first (see :func:`~madohub_nb.io.git.plan_worktree`); none is made when one fails."""
+        folder = workdir or (os.getcwd() if machine.name is None else "~")
+        with self._worktree_lock:
+            plan = plan_worktree(machine, folder, name, branch)
+            key = (machine.name, plan.repository, plan.branch)
+            other = self._branches.get(key)
+            if other is not None:
+                raise MadohubValueError(
+                    f"tile {other!r} already works on branch {branch!r} of {plan.repository}; "
+                    "each worktree tile needs a branch of its own: name another one"
+                )
+            make_worktree(machine, plan)
+            self._branches = {**self._branches, key: name}
+        return plan
+
+    def _end_failed_worktree(self, name: str) -> None:
+        """A tile whose command failed at start-up is made again: its worktree goes first
+        when nothing changed there (its branch is free again), else it stays, kept."""
+        old = self.tiles.get(name)
+        if old is None or old.error is None or old.git_worktree is None:
+            return
+        done = end_worktree(old.machine, name, old.git_worktree)
+        if not done.kept:
+            self._forget_worktree(old.machine, old.git_worktree, drop=False)
+            old.git_worktree = None
+        else:
+            self.worktree_ends = [*self.worktree_ends, done]
+
+    def _forget_worktree(self, machine: Machine, worktree: Worktree, drop: bool) -> None:
+        with self._worktree_lock:
+            key = (machine.name, worktree.repository, worktree.branch)
+            self._branches = {k: v for k, v in self._branches.items() if k != key}
+        if drop:
+            drop_worktree(machine, worktree)
+
+    async def _end_worktrees(self) -> None:
+        """End the worktree tiles' panes, then remove each worktree without changes and keep
+        (and name) each with changes; before the host links close (git runs over them)."""
+        ours = [t for t in self.tiles.values() if t.git_worktree is not None and t.created]
+
+        def end(tile: Tile) -> WorktreeEnd:
+            assert tile.git_worktree is not None
+            with contextlib.suppress(MadohubError):
+                tile.tmux.kill_pane(tile.pane_id)  # (its agent writes nothing more)
+            done = end_worktree(tile.machine, tile.name, tile.git_worktree)
+            if not done.kept:
+                self._forget_worktree(tile.machine, tile.git_worktree, drop=False)
+            (log.warning if done.kept else log.info)("worktree %s", done)
+            return done
+
+        ends = await asyncio.gather(
+            *(asyncio.to_thread(end, t) for t in ours if t.machine.reachable),
+            return_exceptions=True,
+        )
+        unreachable = [
+            WorktreeEnd(
+                t.name, t.git_worktree, True, f"not checked: host {t.machine.name!r} is unreachable"
+            )  # fmt: skip
+            for t in ours
+            if not t.machine.reachable and t.git_worktree is not None
+        ]
+        made = [e for e in ends if isinstance(e, WorktreeEnd)]
+        self.worktree_ends = [*self.worktree_ends, *made, *unreachable]
 
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:
         _copy_outcome(started, tile)
@@ -445,6 +533,7 @@ class TileRegistry:
     async def close(self) -> None:
         """Stop watching; end the session of the panes this hub made, here and on hosts."""
         await self.watcher.close()
+        await self._end_worktrees()
         places, self._host_hooks = self._host_hooks, {}
         await asyncio.gather(  # (before the links close: over their masters; the forwards
             *(asyncio.to_thread(p.machine.remove_trees, p.folders)  # end with the masters)

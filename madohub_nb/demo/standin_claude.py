@@ -10,7 +10,8 @@ real thing. Answers come from a persona (``personas.py``); no network.
 Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
 ``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
-end (a hook that got lost).
+end (a hook that got lost). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+``NAME`` in its cwd too.
 
 ``--settings JSON|FILE`` takes command hooks as the real one does (``Stop``,
 ``SessionStart``, ``Notification``): each runs with ``/bin/sh -c`` and gets the real
@@ -48,6 +49,9 @@ from .standin_tui import (
 VERSION: Final = "2.1.197"
 MODEL: Final = "claude-standin"
 ALLOW_BASH_ENV: Final = "MADOHUB_STANDIN_ALLOW_BASH"
+WRITE_FILE_ENV: Final = "MADOHUB_STANDIN_WRITE_FILE"
+"""A file name: each answer is also written to that file in the agent's cwd before its turn
+ends, as a real agent's Write tool would (what a turn changed, in git, has something to show)."""
 BASH_TIMEOUT_S: Final = 60
 
 SPINNER_GLYPHS: Final = ("·", "✢", "✳", "✶", "✻", "✽", "✻", "✶", "✳", "✢")
@@ -674,6 +678,8 @@ class ClaudeStandin(AgentStandin[_Turn]):
         else:
             text = personas.reply(self.persona, turn.prompt, self.turns)
         block = {"type": "text", "text": text}
+        if write_to := os.environ.get(WRITE_FILE_ENV):
+            Path(self.cwd, os.path.basename(write_to)).write_text(text + "\n", encoding="utf-8")
         asked = turn.tool_output if turn.phase == "after_tool" else turn.prompt
         usage = message_usage(asked, [block], self.turns)
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)

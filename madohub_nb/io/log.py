@@ -103,7 +103,8 @@ SCHEMA_VERSION: Final = 4
 """1: the first log; 2: the usage and cost columns (model … cost_usd); 3: the column chunks
 (``log_chunks``) that make ``df`` fast; 4: chunks sealed by their user's key and dropped
 by any change to their rows, the AI transform's cache columns (``ai_cache_read_tokens``,
-``ai_cache_write_tokens``) and ``turn_signal``. Older files are migrated, and so is a
+``ai_cache_write_tokens``), ``turn_signal`` and what a turn changed (``files_changed``,
+``lines_added``, ``lines_removed``). Older files are migrated, and so is a
 schema-4 file written before one of these columns joined (schema 4 was not released then)."""
 APP_NAME: Final = "madohub_nb"
 APPLICATION_ID: Final = 0x4D484E42  # "MHNB" in the SQLite header, for file(1) and friends
@@ -164,6 +165,10 @@ class RoundRecord:
     turn_ms: float | None = None
     """The source turn's own duration, as the agent wrote it."""
     tool_calls: int | None = None
+    # What the source turn changed in its git working tree (None: not a git working tree).
+    files_changed: int | None = None
+    lines_added: int | None = None
+    lines_removed: int | None = None
     # What the ai-routing / summary transform cost (the SDK's usage).
     ai_model: str | None = None
     ai_input_tokens: int | None = None
@@ -187,6 +192,9 @@ COUNT_COLUMNS: Final = (
     "cache_read_tokens",
     "cache_write_tokens",
     "tool_calls",
+    "files_changed",
+    "lines_added",
+    "lines_removed",
     "ai_input_tokens",
     "ai_output_tokens",
     "ai_cache_read_tokens",

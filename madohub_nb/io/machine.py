@@ -17,6 +17,7 @@ import contextlib
 import fnmatch
 import os
 import stat
+import subprocess
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ T = TypeVar("T")
 
 TREE_MAX_PROCS = 256
 """The most processes of a pane's tree that agent detection looks at on this machine."""
+SCRIPT_TIMEOUT_S = 10.0
+"""How long a script (a git snapshot, a worktree made or removed) may run."""
 ENVIRON_MAX_BYTES = 256 * 1024
 """The most of a process's environment block read to find a few named variables."""
 
@@ -174,6 +177,13 @@ class Machine(Protocol):
     def with_file(self, path: str, parse: Callable[[Path], T]) -> T | None:
         """``parse`` of the file at ``path``, read as a local file: the file itself here, a
         bounded tail of whole lines on a host. None when it cannot be read."""
+        ...
+
+    def run_script(
+        self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a short ``sh`` script built by this package (io/git.py) in ``cwd`` on this
+        machine, bounded in time; a TmuxError when it cannot run at all."""
         ...
 
 
@@ -320,6 +330,19 @@ class LocalMachine:
 
     def with_file(self, path: str, parse: Callable[[Path], T]) -> T | None:
         return parse(Path(path))
+
+    def run_script(
+        self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run(
+                ["sh", "-c", script], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                timeout=timeout_s, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise TmuxError(f"a script in {cwd} did not end within {timeout_s:.0f} s") from None
+        except OSError as exc:
+            raise TmuxError(f"could not run a script in {cwd}: {exc}") from None
 
 
 def _read_proc_file(pid: int, name: str, max_bytes: int) -> bytes:

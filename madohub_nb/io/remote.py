@@ -32,7 +32,7 @@ from typing import TypeVar
 from ..agents.foreground import ProcStat, parse_stat
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
-from .machine import OpenFile, argv_from_bytes, environ_from_bytes
+from .machine import SCRIPT_TIMEOUT_S, OpenFile, argv_from_bytes, environ_from_bytes
 from .tmux import Tmux, client_environment
 from .watch import OutputWatcher, PaneStream
 
@@ -613,6 +613,12 @@ class SshMachine(SshHost):
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name)
+
+    def run_script(
+        self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[bytes]:
+        """The script in ``cwd`` on the host (``~`` is the host's home), in one bounded call."""
+        return self.run(f"cd {_home_path(cwd)} && sh -c {shlex.quote(script)}", timeout_s=timeout_s)
 
 
 def _home_path(path: str) -> str:

@@ -165,6 +165,8 @@ class MadohubMagics(Magics):
             kwargs["host"] = args.host
         if args.hooks is not None:
             kwargs["hooks"] = args.hooks
+        if args.worktree is not None:
+            kwargs["worktree"] = args.worktree
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:
@@ -347,8 +349,10 @@ class MadohubMagics(Magics):
         if registry.current is None:
             print("no hub is open")
             return
-        registry.reset()
+        summary = registry.reset()
         print("hub closed (its routes stopped, the tiles it created killed)")
+        if summary is not None and (summary.worktrees_kept or summary.worktrees_removed):
+            print(summary)
 
 
 def load_ipython_extension(ip: Any) -> None:

@@ -432,6 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", help="make or adopt the pane on this ssh host's tmux (see ssh_command)"
     )
     p.add_argument(
+        "--worktree", nargs="?", const=True, default=None, metavar="BRANCH",
+        help="run the new pane in a new git worktree of --cwd's repository, on a new branch "
+        "(default branch: madohub/NAME); close keeps it only if it holds changes",
+    )  # fmt: skip
+    p.add_argument(
         "--hooks", action=argparse.BooleanOptionalAction, default=None,
         help="the agent's own end-of-turn hooks for a new pane: --hooks requires them, "
         "--no-hooks turns them off (default: on when the agent has them)",

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from ..hub import Hub
+from ..runtime import CloseSummary
 from . import config
 
 
@@ -28,11 +29,14 @@ class HubRegistry:
         hub = self._hub
         return hub if hub is not None and not hub.closed else None
 
-    def reset(self) -> None:
+    def reset(self) -> CloseSummary | None:
+        """Close the kernel's hub (if any); what its close kept and removed."""
+        summary = None
         with self._lock:
             if self._hub is not None:
-                self._hub.close()
+                summary = self._hub.close()
             self._hub = None
+        return summary
 
 
 registry = HubRegistry()

@@ -168,6 +168,12 @@ class Gather(Route):
         """Every source tile, in the order given, then the target."""
         return (*self.source_tiles, self.target_tile)
 
+    async def _turn_changes(self) -> None:
+        """A gather's round has several sources, often in one working tree: their turns'
+        changes are not one source's, so its change columns stay empty (each source's own
+        routes record theirs)."""
+        return None
+
     @property
     def arrived(self) -> list[str]:
         """The sources whose new answer waits for the next round."""

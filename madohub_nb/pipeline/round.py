@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
+from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
 from ..io.transcripts import USAGE_FIELDS, Extraction
 from ..settings import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
@@ -98,6 +99,8 @@ class RoundPlan:
     """How long to wait for the target to become ready before the round ends as an error."""
     fired_mono: float = field(default_factory=time.monotonic)
     meta: dict[str, Any] = field(default_factory=dict)
+    changes: Changes | None = None
+    """What the source turn changed in its git working tree (None: not one, or unread)."""
 
 
 class RoundServices(Protocol):
@@ -197,6 +200,14 @@ def _fill_cost(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.cost_usd = round_cost_usd(rec, hub.prices, source_turn=routed)
 
 
+def _fill_changes(rec: RoundRecord, changes: Changes) -> None:
+    rec.files_changed = changes.files_changed
+    rec.lines_added, rec.lines_removed = changes.lines_added, changes.lines_removed
+    rec.meta["changed_paths"] = list(changes.paths[:CHANGED_PATHS_MAX])
+    if changes.files_changed > CHANGED_PATHS_MAX:
+        rec.meta["changed_paths_cut"] = changes.files_changed - CHANGED_PATHS_MAX
+
+
 async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
     """Run one round and append it to the log; never raises for round-level failures."""
     ex = plan.extraction
@@ -226,6 +237,8 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         rec.meta.setdefault("allow_shell", plan.allow_shell)
     if plan.screen_tail is not None:
         rec.meta["screen_tail"] = plan.screen_tail[-SCREEN_TAIL_LINES:]
+    if plan.changes is not None:
+        _fill_changes(rec, plan.changes)
     if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
         for name in USAGE_FIELDS:
             setattr(rec, name, getattr(ex.usage, name))

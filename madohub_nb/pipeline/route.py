@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError
+from ..io.git import Changes
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
@@ -448,6 +449,7 @@ class Route:
         await self.detector.start(seen)
         hooks = self.source_tile.hooks
         unsubscribe = hooks.subscribe(self._on_hook) if hooks is not None else None
+        await asyncio.to_thread(self.source_tile.changes.start, self.id)  # (git: what turns change)
         self.ready.set()
         try:
             while self.state in ("active", "paused", "exhausted"):
@@ -566,11 +568,17 @@ class Route:
                 return
         await self._round(turn)
 
+    async def _turn_changes(self) -> Changes | None:
+        """What the source's turn changed in its git working tree since this route's previous
+        round (git, on a thread); None outside git."""
+        return await asyncio.to_thread(self.source_tile.changes.take, self.id)
+
     def _skipped(self, reason: str) -> None:
         """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
         self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
 
     async def _round(self, turn: Turn, exhausted: bool = False) -> None:
+        changes = await self._turn_changes()
         screen_tail = None
         if self.spec.transform.reads_screen:
             screen_tail = (await self._context.history(self.source_tile)).rstrip("\n").splitlines()
@@ -599,6 +607,7 @@ class Route:
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
             meta=self.plan_meta(turn),
+            changes=changes,
         )
         self._in_round = True
         try:

@@ -49,6 +49,7 @@ from ..agents.records import ENV_NAMES as RECORD_ENV
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.agent_records import read_record, record_turn_finished
+from ..io.git import ChangeTracker, Worktree, default_branch
 from ..io.hooks import HookEvent
 from ..io.machine import Machine, PaneRef, PaneTmux
 from ..io.tmux import PaneInfo
@@ -144,6 +145,20 @@ def check_new_tile(
     if not path.is_dir():
         raise MadohubValueError(f"cwd {str(cwd)!r} is not an existing directory")
     return str(path.resolve())
+
+
+def worktree_branch(name: str, worktree: object) -> str | None:
+    """The branch of ``hub.tile(..., worktree=...)``: True → ``madohub/<name>``, a string →
+    itself, None/False → no worktree; anything else is a teaching error."""
+    if worktree is None or worktree is False:
+        return None
+    if worktree is True:
+        return default_branch(name)
+    if isinstance(worktree, str) and worktree.strip():
+        return worktree
+    raise MadohubValueError(
+        f"worktree must be True (branch madohub/{name}), a branch name, or None; got {worktree!r}"
+    )
 
 
 def check_tile_name(name: object) -> str:
@@ -244,6 +259,19 @@ class Tile:
         self.last_signal: str | None = None
         """Which evidence the last state read came from (``status``, ``transcript``,
         ``screen``, ``quiet``); None before the first read."""
+        self.git_worktree: Worktree | None = None
+        """The tile's own git worktree (``worktree=``): path, branch, the commit it left."""
+        self.changes = ChangeTracker(machine, self._work_folder)
+        """What each turn changed in the tile's git working tree, per route (blocking: git)."""
+
+    @property
+    def worktree(self) -> str | None:
+        """The path of the tile's own git worktree (``worktree=``), else None."""
+        return self.git_worktree.path if self.git_worktree is not None else None
+
+    def _work_folder(self) -> str | None:
+        """Where the tile's turns change files: its worktree, else its pane's folder."""
+        return self.worktree or self.pane_path()
 
     @property
     def tmux(self) -> PaneTmux:

@@ -19,6 +19,7 @@ import contextlib
 import fnmatch
 import os
 import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -397,6 +398,12 @@ class MemoryMachine:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name)
+
+    def run_script(
+        self, script: str, cwd: str, timeout_s: float = 10.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        """No programs run in memory: every script fails, as in a folder outside git."""
+        return subprocess.CompletedProcess(["sh", "-c", script], 127, b"", b"no shell in memory")
 
 
 def as_machine(machine: MemoryMachine) -> Machine:
