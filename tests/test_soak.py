@@ -97,6 +97,8 @@ FAULT_QUOTAS = {
     "hook duplicated": 2,  # the source's last Stop hook sent again, as the agent would
     "hook forged": 2,  # a wrong token, another pane, a replayed nonce, junk: each refused
     "hook late": 2,  # a Stop hook carrying an older turn's answer, after newer turns
+    # Fan-in (issue 26): a gathered source dies; its gather goes on with the others and names it.
+    "gather source killed": 2,
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -256,6 +258,10 @@ class Soak:
     """Refusals the forged hooks must add to the channel's counts (checked at the end)."""
     names: int = 0
     routes_made: int = 0
+    gathers: list[str] = field(default_factory=list)
+    """Every gather made, by id (two live at a time, replaced when spent)."""
+    gather_kills: list[tuple[str, str, int]] = field(default_factory=list)
+    """(gather id, the source killed, the gather's rounds then): its next round names it."""
 
     def __post_init__(self) -> None:
         self.hub.events.subscribe(self._on_event)
@@ -320,11 +326,34 @@ class Soak:
         wait_until(lambda: route.ready.is_set(), 15, what=f"route {route.id} listening")
         return route
 
+    def add_gather(self) -> mh.Route | None:
+        """A fan-in of two or three live sources into a sink or a recorder (typed, or shadow)."""
+        self.routes_made += 1
+        rng = _rng("gather", self.routes_made)
+        if len(self.sources) < 2:
+            return None
+        sources = rng.sample(self.sources, min(len(self.sources), rng.randint(2, 3)))
+        target = rng.choice([*self.sinks, *self.recorders])
+        kwargs: dict[str, Any] = {
+            "template": f"{{source}}>{target} r{{round}}/{{maxRounds}}\n{{answers}}",
+            "max_rounds": rng.randint(4, 20),
+            "cooldown_ms": 1000,
+            "dispatch": rng.choice(["shadow", "madoagent"]),
+        }
+        if target in self.recorders and self.recorders[target][1]:
+            kwargs["delivery"] = "paste"
+        gather = self.hub.gather(sources, target, **kwargs)
+        wait_until(lambda: gather.ready.is_set(), 15, what=f"gather {gather.id} listening")
+        self.gathers.append(gather.id)
+        return gather
+
     def replace_spent_routes(self) -> None:
         for route in list(self.hub.routes):
             if route.state in ("exhausted", "stopped") and route.id not in self.replaced:
                 self.replaced.add(route.id)
-                if route.source in self.sources:
+                if route.id in self.gathers:
+                    self.add_gather()
+                elif route.source in self.sources:
                     self.add_route(route.source)
 
     def listening(self, sources: list[str]) -> dict[str, int]:
@@ -332,7 +361,7 @@ class Soak:
         return {
             r.id: self.reactions[r.id]
             for r in self.hub.routes
-            if r.source in sources and r.state in ("active", "paused")
+            if set(r.source.split("+")) & set(sources) and r.state in ("active", "paused")
         }
 
     def wait_reactions(
@@ -509,10 +538,38 @@ class Soak:
             os.kill(proc.pid, signal.SIGKILL)
             self.add_source()
             target = name
+        elif fault.kind == "gather source killed":
+            target = self.kill_gathered_source(pick)
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
             self.applied.append((fault.step, fault.kind, target))
+
+    def kill_gathered_source(self, pick: Any) -> str:
+        """Kill one live source of a listening gather (as "kill source" does; a new source
+        joins); with no such gather, one is made for it first."""
+
+        def candidates() -> list[Any]:
+            return [
+                r
+                for r in self.hub.routes
+                if r.id in self.gathers
+                and r.state in ("active", "paused")
+                and sum(s in self.sources for s in r.sources) >= 2
+            ]
+
+        if not candidates() and self.add_gather() is None:
+            return ""
+        gather = pick(candidates())
+        name = pick([s for s in gather.sources if s in self.sources])
+        self.received[name].note(_transcript(self.hub, name))
+        self.sources.remove(name)
+        proc = self.hub.tiles[name].agent_process()
+        assert proc is not None, f"source {name} runs no agent"
+        self.gather_kills.append((gather.id, name, gather.rounds))
+        os.kill(proc.pid, signal.SIGKILL)
+        self.add_source()
+        return f"{name} of {gather.id}"
 
     # hook faults ------------------------------------------------------------------------------
     def hooked_sources(self) -> list[str]:
@@ -680,7 +737,9 @@ def _filled(row: dict[str, Any], max_rounds: int) -> str:
         ("{maxRounds}", max_rounds),
     ):
         text = text.replace(key, str(value))
-    return text.replace("{output}", str(row["extracted"]))
+    return text.replace("{output}", str(row["extracted"])).replace(
+        "{answers}", str(row["extracted"])
+    )
 
 
 def _typed(text: str, kind: str) -> str:
@@ -799,6 +858,14 @@ def check(
             violations.append(f"hook channel refused {counts[reason]} for {reason!r}, sent {n}")
     if any("FORGED by the soak" in str(r["extracted"]) for r in rows):
         violations.append("a forged hook's answer was routed")
+    for gid, name, rounds_then in soak.gather_kills:
+        later = [r for r in by_route.get(gid, []) if r["round"] > rounds_then]
+        meta = later[0]["meta"] if later else {}
+        missing = (json.loads(meta) if isinstance(meta, str) else meta or {}).get(
+            "gather_missing", {}
+        )
+        if later and name not in missing:
+            violations.append(f"{gid} round {later[0]['round']}: killed source {name} not named")
     unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")
@@ -813,6 +880,8 @@ def check(
         "routes": len(hub.routes),
         "tiles": len(hub.tiles),
         "delivered rows checked at targets": checked,
+        "gathers": len(soak.gathers),
+        "gather rounds": int(df["route_id"].isin(soak.gathers).sum()),
         "faults applied": len(soak.applied),
         "faults": dict(applied),
         "hostile prompts": soak.hostile_sends,
@@ -850,6 +919,8 @@ def run_soak(
                 soak.add_sink()
             for _ in range(5):
                 soak.add_source()
+            for _ in range(2):
+                soak.add_gather()
             for number in range(steps):
                 soak.step(number)
                 for fault in (f for f in schedule if f.step == number):
