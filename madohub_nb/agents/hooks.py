@@ -298,12 +298,12 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
             how="pi -e FILE loads an extension for this run; it reports agent_end with the answer",
         )
     if agent == "amp":
-        config = f"{d}/amp-config"
+        config_home = f"{d}/amp-config"
         return HookSetup(
             agent,
             (STOP,),
-            env={"XDG_CONFIG_HOME": config},
-            files={f"{config}/amp/plugins/madohub.ts": _script(AMP_PLUGIN, base)},
+            env={"XDG_CONFIG_HOME": config_home},
+            files={f"{config_home}/amp/plugins/madohub.ts": _script(AMP_PLUGIN, base)},
             private_home=True,
             how=(
                 "Amp has no per-run plugin option: it loads $XDG_CONFIG_HOME/amp/plugins/*.ts, "
