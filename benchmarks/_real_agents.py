@@ -15,7 +15,7 @@ import pwd
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -59,12 +59,13 @@ def installed(kind: str) -> tuple[str, Path] | None:
     return (version, exe) if exe.exists() and marker.exists() else None
 
 
-def _command(exe: Path, *args: str) -> str:
-    """The CLI's command line without the caller's leaky variables (the pane's own
-    ``$TMUX_PANE`` stays: the hooks need it)."""
+def _command(exe: Path, *args: str, keep: Iterable[str] = ()) -> str:
+    """The CLI's command line without the caller's leaky variables but those in ``keep``
+    (its own settings); the pane's own ``$TMUX_PANE`` stays: the hooks need it."""
     from real_agents.conftest import LEAKY_ENV
 
-    unset = [a for var in LEAKY_ENV if var not in ("TMUX", "TMUX_PANE") for a in ("-u", var)]
+    kept = {"TMUX", "TMUX_PANE", *keep}
+    unset = [a for var in LEAKY_ENV if var not in kept for a in ("-u", var)]
     return shlex.join(["env", *unset, str(exe), *args])
 
 
@@ -136,7 +137,7 @@ def _qwen(version: str, exe: Path, home: Path, cwds: list[Path], f: dict[str, An
     }))  # fmt: skip
     env = {"HOME": str(home), "OPENAI_API_KEY": "sk-fake-qwen",
            "OPENAI_BASE_URL": f["openai"].base_url, "OPENAI_MODEL": "fake-model"}  # fmt: skip
-    return RealAgent(kind="qwen", version=version, command=_command(exe), env=env,
+    return RealAgent(kind="qwen", version=version, command=_command(exe, keep=env), env=env,
                      api=f["openai"])  # fmt: skip
 
 

@@ -251,10 +251,13 @@ def _real_kind(
     import madohub_nb as mh
 
     base = root / f"real-{kind}"
-    home = base / "home"
-    home.mkdir(parents=True)
     cwds = {v: ra.project(base, v) for v in ("hooked", "plain")}
-    agent = ra.setup(kind, home, list(cwds.values()), fakes)
+    # A HOME each: two of one kind in one HOME share its database, chats and settings.
+    setups = {}
+    for v, cwd in cwds.items():
+        (base / f"home-{v}").mkdir(parents=True)
+        setups[v] = ra.setup(kind, base / f"home-{v}", [cwd], fakes)
+    agent = setups["hooked"]
     with private_tmux(f"real-{kind}") as sock:
         hub = mh.Hub(socket_name=sock, idle_delay_ms=IDLE_DELAY_MS, log_path=base / "r.sqlite3")
         try:
@@ -262,9 +265,9 @@ def _real_kind(
                 v: hub.tile(
                     f"{kind}-{v}",
                     agent=kind,
-                    command=agent.command,
+                    command=setups[v].command,
                     cwd=cwds[v],
-                    env=agent.env,
+                    env=setups[v].env,
                     hooks=v == "hooked",
                 )  # fmt: skip
                 for v in cwds
