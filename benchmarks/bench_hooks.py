@@ -1,10 +1,11 @@
 """Hooks: from the agent's end of turn to the trigger, with its own hook and without, per kind.
 
-Run: ``.venv/bin/python benchmarks/bench_hooks.py [--quick]``.
+Run: ``.venv/bin/python benchmarks/bench_hooks.py [--quick] [--no-real | --real-only]
+[--kinds claude pi …]``.
 
-One hub, the same run, three kinds of source, each twice: started with its hooks and
-without. Stand-in Claude Code (``--settings`` Stop hook), stand-in Codex (``-c notify``)
-and stand-in Claude Code on a host over loopback ssh (the private sshd of
+Stand-ins (one hub, the same run, three kinds of source, each twice: started with its
+hooks and without): stand-in Claude Code (``--settings`` Stop hook), stand-in Codex
+(``-c notify``) and stand-in Claude Code on a host over loopback ssh (the private sshd of
 ``madohub_nb.testing.sshd``; its hook's message comes back over the host's ssh master).
 Without hooks, turns are told from the status file or rollout and silence
 (``idle_delay_ms``). Each source has an on-idle route in ``shadow`` dispatch (nothing
@@ -12,8 +13,19 @@ typed) to a target. Per turn: the round's ``fired_at`` minus the turn's end as t
 wrote it (Claude's ``turn_duration`` record, Codex's ``task_complete`` event, stamped to
 the millisecond).
 
+The real CLIs with hooks, when the real-agent tier has installed them
+(``tests/real_agents/install.py``; else the bench says which are missing): Claude Code,
+Codex, Gemini CLI, Copilot CLI, OpenCode, Qwen Code and Pi, one kind at a time, a pane
+started by the hub with its hooks and one without, side by side, offline against the
+local fakes (set up as the real-agent tests do: ``benchmarks/_real_agents.py``), a few
+turns each. Their turn's end is the fake API's: when it had written the turn's last
+answer in full (``FakeServer.responses``), one clock for every kind (Pi, OpenCode and
+Copilot keep no end-of-turn stamp to read); the round is the one whose answer names the
+turn's prompt (a round an agent's start screen set off is no turn's).
+
 Targets, per kind: with hooks, p95 under 300 ms whatever ``idle_delay_ms`` is; and
-faster than without on the same run (whose floor is ``idle_delay_ms``).
+faster than without on the same run (whose floor is ``idle_delay_ms``). Exit 2 only when
+nothing at all could be measured.
 """
 
 from __future__ import annotations
@@ -80,8 +92,49 @@ CASES = (("claude", None), ("codex", None), ("claude", "box"))
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
-    if not standin_available():
-        raise CouldNotMeasure("the stand-in agents are not available in this checkout")
+    measured = 0
+    if args.real_only:
+        report.info("--real-only: the stand-ins are not measured")
+    elif not standin_available():
+        report.info("the stand-in agents are not available in this checkout: not measured")
+    else:
+        try:
+            _standins(args, report)
+            measured += 1
+        except CouldNotMeasure as exc:
+            report.info(f"stand-ins not measured: {exc}")
+    if not args.no_real:
+        measured += _real_clis(args, report)
+    if not measured:
+        raise CouldNotMeasure("nothing could be measured (no stand-ins, no real CLI)")
+
+
+def _report_pair(
+    report: Report,
+    label: str,
+    hooked: tuple[list[float], set[str]],
+    plain: tuple[list[float], set[str]],
+) -> None:
+    (h, h_signals), (p, p_signals) = hooked, plain
+    report.info(f"{label}: signals with hooks {sorted(h_signals)}, without {sorted(p_signals)}")
+    h95, p95 = percentile(h, 0.95), percentile(p, 0.95)
+    report.target(
+        f"{label}: end of turn → trigger, with hooks",
+        f"p95 {h95:.0f} ms (p50 {percentile(h, 0.5):.0f}, max {max(h):.0f})",
+        f"< {HOOK_P95_TARGET_MS:.0f} ms",
+        f"without hooks p95 {p95:.0f} ms (p50 {percentile(p, 0.5):.0f}, same run)",
+        h95 < HOOK_P95_TARGET_MS and h_signals == {"hook"},
+    )
+    report.target(
+        f"{label}: hooks against without (p50)",
+        f"{percentile(h, 0.5):.0f} ms vs {percentile(p, 0.5):.0f} ms",
+        "faster with hooks",
+        f"idle_delay_ms {IDLE_DELAY_MS}",
+        percentile(h, 0.5) < percentile(p, 0.5) and "hook" not in p_signals,
+    )
+
+
+def _standins(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
     from madohub_nb.demo import standin_command
     from madohub_nb.testing.sshd import SshServer
@@ -141,35 +194,163 @@ def main(args: argparse.Namespace, report: Report) -> None:
     for name, (found, _) in lags.items():
         if len(found) < turns:
             raise CouldNotMeasure(f"rounds missing: {len(found)} of {turns} for {name}")
-    report.info(f"{turns} turns per source, idle_delay_ms {IDLE_DELAY_MS}")
+    report.info(f"stand-ins: {turns} turns per source, idle_delay_ms {IDLE_DELAY_MS}")
     for kind, host in cases:
         where = f"{kind}{'-host' if host else ''}"
-        hooked, hooked_signals = lags[f"{where}-hooked"]
-        plain, plain_signals = lags[f"{where}-plain"]
         label = f"{kind} stand-in" + (" on a host (ssh)" if host else "")
-        report.info(f"{label}: signals with hooks {sorted(hooked_signals)}, without "
-                    f"{sorted(plain_signals)}")  # fmt: skip
-        h95, p95 = percentile(hooked, 0.95), percentile(plain, 0.95)
-        report.target(
-            f"{label}: end of turn → trigger, with hooks",
-            f"p95 {h95:.0f} ms (p50 {percentile(hooked, 0.5):.0f}, max {max(hooked):.0f})",
-            f"< {HOOK_P95_TARGET_MS:.0f} ms",
-            f"without hooks p95 {p95:.0f} ms (p50 {percentile(plain, 0.5):.0f}, same run)",
-            h95 < HOOK_P95_TARGET_MS and hooked_signals == {"hook"},
+        _report_pair(report, label, lags[f"{where}-hooked"], lags[f"{where}-plain"])
+
+
+REAL_TURNS = 3
+"""Turns per real CLI (each starts two panes of it: a few turns keep the run short)."""
+
+
+def _real_clis(args: argparse.Namespace, report: Report) -> int:
+    """The real CLIs with hooks that are installed, one kind at a time (its hooked and
+    plain panes side by side, in one hub); how many kinds were measured."""
+    import _real_agents as ra
+
+    kinds = [k for k in ra.HOOKED_KINDS if not args.kinds or k in args.kinds]
+    missing = [k for k in kinds if ra.installed(k) is None]
+    if missing:
+        report.info(
+            f"real CLIs not installed (tests/real_agents/install.py puts them in the agent "
+            f"cache): {', '.join(missing)}; not measured"
         )
-        report.target(
-            f"{label}: hooks against without (p50)",
-            f"{percentile(hooked, 0.5):.0f} ms vs {percentile(plain, 0.5):.0f} ms",
-            "faster with hooks",
-            f"idle_delay_ms {IDLE_DELAY_MS}",
-            percentile(hooked, 0.5) < percentile(plain, 0.5) and "hook" not in plain_signals,
-        )
+    from madohub_nb.errors import MadohubValueError
+
+    turns = args.turns or (2 if args.quick else REAL_TURNS)
+    measured = 0
+    fakes = ra.fakes()
+    for fake in fakes.values():
+        fake.start()
+    try:
+        with temp_home("hooks-real") as root, ra.private_runtime_dir():
+            for kind in [k for k in kinds if k not in missing]:
+                try:
+                    agent, lags = _real_kind(kind, turns, root, fakes)
+                except (CouldNotMeasure, LookupError, MadohubValueError) as exc:
+                    report.info(f"real {kind}: not measured: {exc}")
+                    continue
+                report.info(f"real {kind} {agent.version}: {turns} turns each, end of turn: "
+                            "the fake API's end of the turn's last answer")  # fmt: skip
+                _report_pair(report, f"real {kind} {agent.version}", lags["hooked"], lags["plain"])
+                measured += 1
+    finally:
+        for fake in fakes.values():
+            fake.stop()
+    return measured
+
+
+def _real_kind(
+    kind: str, turns: int, root: Path, fakes: dict[str, Any]
+) -> tuple[Any, dict[str, tuple[list[float], set[str]]]]:
+    """One real CLI kind, a pane with its hooks and one without, ``turns`` turns each."""
+    import _real_agents as ra
+
+    import madohub_nb as mh
+
+    base = root / f"real-{kind}"
+    cwds = {v: ra.project(base, v) for v in ("hooked", "plain")}
+    # A HOME each: two of one kind in one HOME share its database, chats and settings.
+    setups = {}
+    for v, cwd in cwds.items():
+        (base / f"home-{v}").mkdir(parents=True)
+        setups[v] = ra.setup(kind, base / f"home-{v}", [cwd], fakes)
+    agent = setups["hooked"]
+    with private_tmux(f"real-{kind}") as sock:
+        hub = mh.Hub(socket_name=sock, idle_delay_ms=IDLE_DELAY_MS, log_path=base / "r.sqlite3")
+        try:
+            tiles = {
+                v: hub.tile(
+                    f"{kind}-{v}",
+                    agent=kind,
+                    command=setups[v].command,
+                    cwd=cwds[v],
+                    env=setups[v].env,
+                    hooks=v == "hooked",
+                )  # fmt: skip
+                for v in cwds
+            }
+            target = hub.tile("target", agent="shell", command="bash --norc --noprofile")
+            for t in tiles.values():
+                if agent.ask_text:
+                    wait_for(lambda t=t: agent.ask_text in t.screen(), 90, f"{t.name}'s question")
+                    hub.keys(t, *agent.first_keys).result(10)
+                if agent.ready_text:
+                    wait_for(lambda t=t: agent.ready_text in t.screen(), 90, f"{t.name} ready")
+            for t in [*tiles.values(), target]:
+                wait_for(lambda t=t: t.state == "idle", 90, f"{t.name} idle")
+            routes = {
+                v: hub.connect(t.name, "target", dispatch="shadow", max_rounds=20, cooldown_ms=1000)
+                for v, t in tiles.items()
+            }
+            for r in routes.values():
+                wait_for(r.ready.is_set, 20, f"route {r.id} ready")
+            prompts = {v: [f"bench turn {n:02d} of {t.name}." for n in range(1, turns + 1)]
+                       for v, t in tiles.items()}  # fmt: skip
+            for n in range(1, turns + 1):
+                for v, t in tiles.items():
+                    hub.send(t.name, prompts[v][n - 1]).result(60)
+                for v, r in routes.items():
+                    wait_for(
+                        lambda r=r, p=prompts[v][n - 1]: _fired_for(hub, r.id, p) is not None,
+                        90,
+                        f"{r.id}'s round for turn {n}",
+                    )
+                for t in tiles.values():
+                    wait_for(lambda t=t: t.state == "idle", 60, f"{t.name} idle again")
+            lags = {v: _real_lags(hub, routes[v].id, tiles[v], agent, prompts[v]) for v in tiles}
+        finally:
+            hub.close()
+    for v, (found, _) in lags.items():
+        if len(found) < turns:
+            raise CouldNotMeasure(f"rounds missing: {len(found)} of {turns} for {kind} {v}")
+    return agent, lags
+
+
+def _fired_for(hub: Hub, route_id: str, prompt: str) -> tuple[datetime, str] | None:
+    """When ``route_id``'s round for the turn of ``prompt`` fired (its answer, the fake's
+    ``Done: <prompt>``, names it), and on which signal; None before. Rounds an agent's start
+    screen set off are not a turn's."""
+    df = hub.log.df
+    rows = df[(df["route_id"] == route_id) & (df["round"] > 0)]
+    for fired, extracted, signal in zip(
+        rows["fired_at"], rows["extracted"], rows["turn_signal"], strict=True
+    ):
+        if isinstance(extracted, str) and prompt in extracted:
+            return fired.to_pydatetime(), str(signal)
+    return None
+
+
+def _real_lags(
+    hub: Hub, route_id: str, tile: Tile, agent: Any, prompts: list[str]
+) -> tuple[list[float], set[str]]:
+    """Per turn, its round's ``fired_at`` minus the turn's end as the fake API saw it: when
+    it had written the turn's last answer in full (one clock for every kind)."""
+    import _real_agents as ra
+
+    lags, signals = [], set()
+    for n, prompt in enumerate(prompts):
+        found = _fired_for(hub, route_id, prompt)
+        if found is None:
+            continue
+        at, signal = found
+        signals.add(signal)
+        later = prompts[n + 1] if n + 1 < len(prompts) else None
+        end = ra.api_turn_end(agent.api, prompt, later, at)
+        if end is not None:
+            lags.append((at - end).total_seconds() * 1000)
+    return lags, signals
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="hooks benchmark: end of turn to trigger")
     p.add_argument("--quick", action="store_true", help="4 turns per source instead of 12")
     p.add_argument("--turns", type=int, help="turns per source")
+    p.add_argument("--no-real", action="store_true", help="the stand-ins only")
+    p.add_argument("--real-only", action="store_true", help="the real CLIs only")
+    p.add_argument("--kinds", nargs="*", help="only these real CLI kinds (claude, codex, ...)")
     return p
 
 

@@ -124,14 +124,24 @@ def test_a_turn_over_the_thread_websocket(fake: FakeAmp) -> None:
             )
         )
         assert client.recv_json()["id"] == 2
-        events = [client.recv_json() for _ in range(4)]
+        events = [client.recv_json() for _ in range(5)]
         kinds = [(e["method"], e["params"].get("state")) for e in events]  # type: ignore[union-attr]
         assert kinds == [
             ("message_added", None),
             ("agent_state", "working"),
             ("message_added", None),
+            ("plugin_message", None),
             ("agent_state", "idle"),
         ]
+        # The turn's end as Amp's backend asks the CLI's plugins: agent.end with its messages.
+        request = events[3]["params"]["message"]  # type: ignore[index]
+        assert (request["type"], request["method"]) == ("request", "agent.end")
+        end = request["params"]["event"]
+        assert (end["thread"], end["message"], end["id"], end["status"]) == (
+            {"id": "T-test"}, "hello amp", user_id, "done",
+        )  # fmt: skip
+        assert [m["role"] for m in end["messages"]] == ["user", "assistant"]
+        assert end["messages"][1]["content"] == [{"type": "text", "text": "Queued answer"}]
         echoed, answer = events[0]["params"]["message"], events[2]["params"]["message"]  # type: ignore[index]
         assert echoed["messageId"] == user_id and echoed["role"] == "user"
         assert answer["role"] == "assistant" and answer["state"] == {
@@ -147,7 +157,7 @@ def test_a_turn_over_the_thread_websocket(fake: FakeAmp) -> None:
                         "params": {"content": [{"type": "text", "text": "again"}]}})
         )  # fmt: skip
         client.recv_json()
-        later = [client.recv_json() for _ in range(4)]
+        later = [client.recv_json() for _ in range(5)]
         assert later[2]["params"]["message"]["content"][0]["text"] == "Done: again"  # type: ignore[index]
     finally:
         client.close()

@@ -9,6 +9,7 @@ import json
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import anthropic
@@ -291,3 +292,19 @@ def test_stopped_server_refuses_connections() -> None:
     c = anthropic.Anthropic(api_key=KEY, base_url=base_url, max_retries=0, timeout=5)
     with pytest.raises(anthropic.APIConnectionError):
         ask(c, "anyone there?")
+
+
+def test_responses_stamp_when_each_answer_was_written_in_full(fake: FakeAnthropic) -> None:
+    began = datetime.now(timezone.utc)
+    with client(fake).messages.stream(
+        model="claude-test",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "Stamped [[sleep 0.4]]"}],
+    ) as stream:
+        for _ in stream:
+            pass
+    got = datetime.now(timezone.utc)
+    ((ended, body),) = fake.responses
+    assert body["messages"][0]["content"] == "Stamped [[sleep 0.4]]"
+    # After the paused text was streamed, not when the request came in.
+    assert began + timedelta(seconds=0.35) <= ended <= got

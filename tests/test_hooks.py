@@ -570,6 +570,40 @@ def test_opencode_plugin_and_pi_extension_send_through_node(hub: Hub, tmp_path: 
     assert events[1].session_id == "ses_1" and events[1].answer is None
 
 
+def test_amp_plugin_sends_agent_end_with_its_answer_through_node(hub: Hub, tmp_path: Path) -> None:
+    """Amp's plugin, run by a real node with an ``amp.on`` as Amp's plugin API has it, sends
+    the turn's last assistant text, its thread and message ids, and answers ``done``."""
+    node = subprocess.run(["sh", "-c", "command -v node"], capture_output=True, text=True)
+    if node.returncode != 0:
+        pytest.fail("node is needed for this test (Amp runs its plugins on Bun, node-compatible)")
+    setup = agent_hooks.hook_setup("amp", hookcall.command_argv(), str(tmp_path / "amp"))
+    assert setup is not None and setup.private_home
+    ((path, text),) = setup.files.items()
+    assert path == f"{setup.env['XDG_CONFIG_HOME']}/amp/plugins/madohub.ts"
+    (tmp_path / "plugin.mjs").write_text(text)
+    driver = tmp_path / "drive.mjs"
+    driver.write_text(
+        'import plugin from "./plugin.mjs";\n'
+        "const handlers = {};\n"
+        "plugin({ on: (name, fn) => { handlers[name] = fn; } });\n"
+        'const result = await handlers["agent.end"]({ thread: { id: "T-1" }, message: "q",'
+        ' id: "M-1", status: "done", messages: [{ role: "user", content: [{ type: "text",'
+        ' text: "q" }] }, { role: "assistant", content: [{ type: "text", text: "amp " },'
+        ' { type: "thinking", thinking: "no" }, { type: "text", text: "answer" }] }] }, {});\n'
+        'if (result.action !== "done") process.exit(3);\n'
+    )
+    token = hub.channel.register("%12", "amp")
+    result = subprocess.run(
+        ["node", str(driver)], env=hub.env(token, pane="%12"), timeout=30, capture_output=True
+    )
+    assert result.returncode == 0, result.stderr
+    event = hub.next_event()
+    assert (event.kind, event.agent, event.payload["hook_event_name"]) == (
+        "stop", "amp", "agent.end",
+    )  # fmt: skip
+    assert (event.answer, event.session_id, event.turn_id) == ("amp answer", "T-1", "M-1")
+
+
 def test_describe_reads_each_agents_payload() -> None:
     d = agent_hooks.describe
     assert d("gemini", "stop", {"prompt_response": "a a", "transcript_path": "/t"}) == (

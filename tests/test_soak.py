@@ -357,11 +357,22 @@ class Soak:
                     self.add_route(route.source)
 
     def listening(self, sources: list[str]) -> dict[str, int]:
-        """Routes of ``sources`` that will react to their next turn, with their reactions so far."""
+        """Routes of ``sources`` that will react to their next turn, with their reactions so far.
+
+        A gather reacts once each of its sources has a new turn: it is counted only when every
+        one of its live sources is in ``sources`` (a step prompts them all; a planted answer or a
+        ``/clear`` in one source makes it wait for the others)."""
+        live = set(self.sources)
         return {
             r.id: self.reactions[r.id]
             for r in self.hub.routes
-            if set(r.source.split("+")) & set(sources) and r.state in ("active", "paused")
+            if r.state in ("active", "paused")
+            and (
+                r.source in sources
+                if r.id not in self.gathers
+                else {s for s in r.sources if s in live} <= set(sources)
+                and any(s in live for s in r.sources)
+            )
         }
 
     def wait_reactions(

@@ -5,7 +5,7 @@ line, in the pane's environment, or in files it writes into a private folder of 
 own, so a user's own settings files are never touched. Each setup was run here with
 the real agent in tmux, offline (tests/real_agents/test_real_hooks.py): Claude Code
 2.1.332, Codex 0.171.0, Gemini CLI 0.61.0, Qwen Code 0.24.4, Copilot CLI 1.0.102,
-OpenCode 1.18.33 and Pi 0.73.1.
+OpenCode 1.18.33, Pi 0.73.1 and Amp 0.0.1790142911 (against a fake of its backend).
 
 The hook command is an argv prefix (``io/hookcall.py``'s :func:`command_argv`); each
 hook appends one of :data:`HOOK_KINDS`.
@@ -161,6 +161,39 @@ export default function (pi) {
 """
 
 
+AMP_PLUGIN = """\
+// madohub: report Amp's end of turn (agent.end) and its answer to the hub. Written by madohub_nb.
+import { spawn } from "node:child_process";
+const HOOK = __HOOK__;
+function send(kind, payload) {
+  try {
+    const child = spawn(HOOK[0], [...HOOK.slice(1), kind], { stdio: ["pipe", "ignore", "ignore"] });
+    child.on("error", () => {});
+    child.stdin.on("error", () => {});
+    child.stdin.end(JSON.stringify(payload));
+  } catch (e) {}
+}
+function lastAnswer(messages) {
+  for (let i = (messages ?? []).length - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== "assistant") continue;
+    const content = typeof m.content === "string" ? [{ type: "text", text: m.content }] : (m.content ?? []);
+    const text = content.filter((b) => b?.type === "text").map((b) => b.text).join("");
+    if (text.trim()) return text;
+  }
+  return null;
+}
+export default function (amp) {
+  amp.on("agent.end", async (event, ctx) => {
+    send("stop", { hook_event_name: "agent.end", session_id: event?.thread?.id ?? null,
+      turn_id: event?.id ?? null, status: event?.status ?? null,
+      last_assistant_message: lastAnswer(event?.messages) });
+    return { action: "done" };
+  });
+}
+"""
+
+
 def _script(template: str, base: Sequence[str]) -> str:
     return template.replace("__HOOK__", json.dumps(list(base)))
 
@@ -264,10 +297,25 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
             files={path: _script(PI_EXTENSION, base)},
             how="pi -e FILE loads an extension for this run; it reports agent_end with the answer",
         )
+    if agent == "amp":
+        config_home = f"{d}/amp-config"
+        return HookSetup(
+            agent,
+            (STOP,),
+            env={"XDG_CONFIG_HOME": config_home},
+            files={f"{config_home}/amp/plugins/madohub.ts": _script(AMP_PLUGIN, base)},
+            private_home=True,
+            how=(
+                "Amp has no per-run plugin option: it loads $XDG_CONFIG_HOME/amp/plugins/*.ts, "
+                "so the pane gets a private XDG_CONFIG_HOME (without the user's "
+                "~/.config/amp/settings.json: give its backend as AMP_URL); the plugin reports "
+                "agent.end (its backend's end-of-turn request) with the turn's answer"
+            ),
+        )
     return None
 
 
-HOOK_AGENTS = ("claude", "codex", "gemini", "qwen", "copilot", "opencode", "pi")
+HOOK_AGENTS = ("claude", "codex", "gemini", "qwen", "copilot", "opencode", "pi", "amp")
 """Agent kinds :func:`hook_setup` knows."""
 
 
@@ -362,6 +410,8 @@ def opt_in_snippet(agent: str, base: Sequence[str], env: Mapping[str, str] | Non
         return (
             "Save as ~/.pi/agent/extensions/madohub.ts:\n" + _script(PI_EXTENSION, base) + restart
         )
+    if agent == "amp":
+        return "Save as ~/.config/amp/plugins/madohub.ts:\n" + _script(AMP_PLUGIN, base) + restart
     return (
         f"{agent!r} has no hooks madohub_nb knows; known: {', '.join(HOOK_AGENTS)}. "
         "Its turns are told from its records or its screen.\n"

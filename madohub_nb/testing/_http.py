@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -64,7 +65,8 @@ class FakeServer:
     Use as a context manager (or ``start()``/``stop()``); point clients at
     ``base_url``. ``requests`` holds every request recorded (``method``,
     ``path``, ``headers``, ``body``), ``prompts`` the prompt text of every
-    model request answered.
+    model request answered, ``responses`` when each POST's answer was written in full
+    (UTC) with its body: an agent's end of turn as its API saw it.
     """
 
     thread_name: ClassVar[str] = "fake-api"
@@ -77,6 +79,7 @@ class FakeServer:
     def __init__(self, *, port: int = 0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.prompts: list[str] = []
+        self.responses: list[tuple[datetime, Any]] = []
         self._port = port
         self._lock = threading.Condition()
         self._faults: deque[Fault] = deque()
@@ -255,6 +258,8 @@ class FakeHandler(BaseHTTPRequestHandler):
             headers = self.header_dict()
             self.fake._record("POST", self.path, headers, body)
             self.fake.handle_post(self, self.route, headers, body)
+            with self.fake._lock:
+                self.fake.responses.append((datetime.now(timezone.utc), body))
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True
 

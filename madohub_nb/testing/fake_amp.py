@@ -364,14 +364,32 @@ class _Session:
         answer = self.fake._answer_for(prompt)
         with self.fake._lock:
             self.fake.answers.append((self.thread_id, answer))
+        reply = {
+            "threadId": self.thread_id,
+            "role": "assistant",
+            "content": [_text(answer)],
+            "state": {"type": "complete", "stopReason": "end_turn"},
+            "messageId": message_id(),
+        }
+        self.push("message_added", message=reply)
+        # The CLI runs its plugins' agent.end handlers on this request (and answers it).
+        event = {
+            "thread": {"id": self.thread_id},
+            "message": prompt,
+            "id": user_id,
+            "status": "done",
+            "messages": [
+                {"role": "user", "content": [_text(prompt)], "messageId": user_id},
+                {k: v for k, v in reply.items() if k != "threadId"},
+            ],
+        }
         self.push(
-            "message_added",
+            "plugin_message",
             message={
-                "threadId": self.thread_id,
-                "role": "assistant",
-                "content": [_text(answer)],
-                "state": {"type": "complete", "stopReason": "end_turn"},
-                "messageId": message_id(),
+                "type": "request",
+                "id": f"P-{uuid.uuid4()}",
+                "method": "agent.end",
+                "params": {"event": event},
             },
         )
         self.push("agent_state", state="idle")

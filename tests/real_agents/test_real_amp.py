@@ -11,6 +11,9 @@ answers (they live in its backend), so its answer is read from the screen: ``ter
 from __future__ import annotations
 
 import os
+import queue
+import shlex
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,10 +21,27 @@ import pytest
 from conftest import log_rows, wait_until
 
 import madohub_nb as mh
+from madohub_nb.agents.hooks import hook_setup
+from madohub_nb.agents.profiles import PROFILES
+from madohub_nb.agents.screen import terminal_last_response
+from madohub_nb.engine import Engine
+from madohub_nb.io.hookcall import command_argv
+from madohub_nb.io.hooks import HookChannel, HookEvent
 from madohub_nb.testing.fake_amp import FakeAmp
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 
-from .conftest import REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RealPane, RegistryTrap
+from .conftest import (
+    AMP_VERSION,
+    LEAKY_ENV,
+    REPLY_TIMEOUT_S,
+    STARTUP_TIMEOUT_S,
+    RealPane,
+    RegistryTrap,
+    amp_env,
+    write_amp_config,
+)
+from .long_answer import LONG, MARKER, missing_lines
+from .test_real_hooks import start_with_hooks, wait_for_stop
 
 pytestmark = pytest.mark.real_agents
 
@@ -120,3 +140,103 @@ def test_amp_routes_both_ways_with_claude(
     assert isinstance(found, mh.Extraction) and found.method == "terminal"
     _save(screens_dir / "amp_after_route.txt", agent.screen())
     assert registry_trap.requests == []  # nothing looked up in a package registry
+
+
+def test_a_long_amp_answer_arrives_whole(
+    registry_trap: RegistryTrap,
+    real_hub: mh.Hub,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_amp: FakeAmp,
+    real_claude_pane: Callable[..., RealPane],
+    fake_anthropic: FakeAnthropic,
+    screens_dir: Path,
+) -> None:
+    """Amp answers about 120 lines of markdown (issue 23.4). Its screen cannot give them:
+    it draws on the alternate screen (no tmux scrollback), shows 40 lines, and renders the
+    markdown (no ``#``, tables boxed, quotes barred). Started by the hub with its hook, its
+    answer comes in the plugin's ``agent.end`` payload; the routed prompt at Claude Code's
+    API holds every line."""
+    fake_amp.reply = lambda prompt: LONG if MARKER in prompt else None
+    settings = write_amp_config(home, fake_amp.base_url)
+    env = {**amp_env(home, fake_amp.base_url), "AMP_SETTINGS_FILE": str(settings)}
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    unset = [a for var in LEAKY_ENV if var not in ("TMUX", "TMUX_PANE") for a in ("-u", var)]
+    command = shlex.join(["env", *unset, str(agent_bin("amp", AMP_VERSION))])
+    agent = real_hub.tile("amp", agent="amp", command=command, cwd=cwd, env=env, hooks=True)
+    assert agent.turn_signal == "hook"
+    wait_until(lambda: "Welcome to Amp" in agent.screen(), STARTUP_TIMEOUT_S, what="Amp ready")
+    wait_until(lambda: agent.state == "idle", STARTUP_TIMEOUT_S, what="amp idle")
+    cl = real_claude_pane(CLAUDE_VERSION)
+    real_hub.tile("claude", pane=cl.pane_id)
+    route = real_hub.connect("amp", "claude", template="{output}", max_rounds=1)
+    wait_until(route.ready.is_set, 20, what="the route to listen")
+    rec = real_hub.send("amp", f"{MARKER} please write the long markdown answer").result(
+        ROUND_TIMEOUT_S
+    )
+    assert rec.status == "delivered", rec.error
+    wait_until(lambda: route.last_status == "delivered", 2 * ROUND_TIMEOUT_S, what="amp -> claude")
+    _save(screens_dir / "amp_long_answer.txt", agent.screen())
+    (row,) = [r for r in log_rows(real_hub, route) if r["status"] != "exhausted"]
+    assert (row["turn_signal"], row["extraction_method"]) == ("hook", "hook"), row["error"]
+    (prompt,) = fake_anthropic.wait_for_prompts(1, ROUND_TIMEOUT_S)
+    assert missing_lines(prompt) == []
+    # What the screen shows of it: far from whole (the reason for the hook's answer).
+    screen = terminal_last_response(agent.screen(), PROFILES["amp"])
+    assert len(missing_lines(screen)) > 50
+    assert not (home / ".config" / "amp" / "plugins").exists(), "the user's plugins written"
+    assert registry_trap.requests == []
+
+
+def test_real_amp_agent_end_plugin_reaches_the_channel_with_its_answer(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_amp: FakeAmp,
+    registry_trap: RegistryTrap,
+) -> None:
+    """The hub's Amp setup (its plugin in a private XDG_CONFIG_HOME) on the real Amp: the
+    backend's ``agent.end`` plugin request runs the plugin, whose hook brings the answer."""
+    engine = Engine("test-real-amp-hooks")
+    events: queue.Queue[HookEvent] = queue.Queue()
+    hooks = HookChannel(events.put)
+    engine.run_sync(hooks.start(), timeout_s=10)
+    settings = write_amp_config(home, fake_amp.base_url)
+    token = hooks.register(None, "amp")
+    setup = hook_setup("amp", command_argv(), str(tmp_path / "private"))
+    assert setup is not None and setup.private_home
+    for path, text in setup.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    # The user's settings file named again (the private XDG_CONFIG_HOME hides it).
+    env = {
+        **amp_env(home, fake_amp.base_url),
+        **setup.env,
+        "AMP_SETTINGS_FILE": str(settings),
+        **hooks.env(token),
+    }
+    cwd = Path(os.path.realpath(tmp_path / "proj"))
+    cwd.mkdir()
+    exe = agent_bin("amp", AMP_VERSION)
+    pane = start_with_hooks(tmux_socket, exe, (), cwd, home, env, "amp", AMP_VERSION)
+    hooks.bind(token, pane.pane_id)
+    try:
+        pane.wait_screen(lambda s: "Welcome to Amp" in s, STARTUP_TIMEOUT_S, what="Amp ready")
+        pane.type("hello hooks")
+        time.sleep(0.5)
+        pane.press("Enter")
+        seen = wait_for_stop(hooks, events, pane)
+        (stop,) = [e for e in seen if e.kind == "stop"]
+        assert (stop.pane, stop.agent) == (pane.pane_id, "amp")
+        assert stop.payload["hook_event_name"] == "agent.end"
+        assert stop.answer == default_answer("hello hooks")
+        assert stop.payload["session_id"] == fake_amp.threads[-1]
+        assert not (home / ".config" / "amp" / "plugins").exists(), "the user's plugins written"
+        assert registry_trap.requests == []
+    finally:
+        pane.stop()
+        engine.run_sync(hooks.close(), timeout_s=10)
+        engine.close()
