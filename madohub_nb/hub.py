@@ -18,6 +18,7 @@ from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .hub_settings import HubSettings, add_setting_attributes
 from .io.log import RoundLog, RoundRecord
+from .pipeline.inbox import Ask
 from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
@@ -150,12 +151,16 @@ class Hub:
         completion_pattern: str | None = None,
         max_cost_usd: float | None = None,
         max_tokens: int | None = None,
+        approve: bool = False,
+        approve_timeout_s: float | None = None,
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed.
 
         ``max_cost_usd`` / ``max_tokens``: budgets; once the rounds' ``cost_usd`` (or input +
         output tokens, the AI transform's included) reach one, the route ends ``exhausted``.
         A budgeted route whose spending cannot be known (no price, no usage) stops, saying so.
+        ``approve``: each prompt waits in :attr:`inbox` for a person to approve, edit or reject
+        it (``approve_timeout_s``: it expires unanswered after that long, nothing typed).
         """
         self._check_open()
         src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
@@ -164,7 +169,8 @@ class Hub:
             cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
-            max_cost_usd=max_cost_usd, max_tokens=max_tokens,
+            max_cost_usd=max_cost_usd, max_tokens=max_tokens, approve=approve,
+            approve_timeout_s=approve_timeout_s,
         )  # fmt: skip
         return self._rt.routes.add(
             lambda number: make_route(self._rt.services, number, src, dst, **options)
@@ -173,6 +179,12 @@ class Hub:
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
         return self._rt.routes.find(key)
+
+    @property
+    def inbox(self) -> list[Ask]:
+        """What waits for a person now, oldest first: agents' permission prompts (``choose``)
+        and approval routes' prompts (``approve`` / ``reject``), from every tile and host."""
+        return self._rt.inbox.asks
 
     # hand delivery, replay, waiting ----------------------------------------------
     def send(

@@ -22,6 +22,7 @@ from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.inbox import Inbox
 from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
 from .routes import RouteRegistry
@@ -65,6 +66,13 @@ class Runtime:
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
         self.services = HubServices(self)
         """What the hub's routes and rounds get (``RouteServices``)."""
+        self.inbox = Inbox(
+            self.services, tiles=lambda: self.tiles.tiles, watch=self.tiles.watch,
+            submit=self.engine.submit,
+            call_soon=self.engine.call_soon, emit=self.emit,
+        )  # fmt: skip
+        """What waits for a person: permission prompts, approval routes' prompts."""
+        self.events.subscribe(self.inbox.on_event)
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
