@@ -212,3 +212,25 @@ def test_bad_approval_options_are_refused(hub: Any, options: dict[str, Any], mes
     start_standin(hub, "b")
     with pytest.raises(MadohubValueError, match=message):
         hub.connect("a", "b", **options)
+
+
+@pytest.mark.parametrize(
+    ("line", "approve", "timeout_ms"),
+    [
+        ("--approve", True, None),
+        ("--approve --approve-timeout 90s", True, 90_000),
+        ("", False, None),
+    ],
+)
+def test_connect_magic_takes_approve(line: str, approve: bool, timeout_ms: int | None) -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    args = parse_command(f"connect w -> r {line}")
+    assert (args.approve, args.approve_timeout) == (approve, timeout_ms)
+
+
+def test_connect_magic_refuses_a_bad_approve_timeout() -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    with pytest.raises(MadohubValueError, match="soon"):
+        parse_command("connect w -> r --approve --approve-timeout soon")

@@ -16,7 +16,9 @@ from typing import Final
 from .profiles import AgentProfile, screen_tail
 
 _MENU_LINE: Final = re.compile(r"^[ \t│┃]*(?:[❯›>▶]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
-_RULE_LINE: Final = re.compile(r"^[ \t]*[─━═╌┄╭╰┌└]{8,}")
+_RULE_LINE: Final = re.compile(r"^[ \t]*[─━═╭╰┌└]{8,}")
+"""The solid rule over a dialog (a dashed ``╌`` one inside 2.1.332's dialog is left out)."""
+_DIVIDER_LINE: Final = re.compile(r"^[ \t]*[╌┄┈-]{8,}[ \t]*$")
 _YES_NO: Final = re.compile(r"\(Y\)es/\(N\)o")
 QUESTION_MAX_LINES: Final = 12
 """Lines of the dialog kept above its choices (the tool, its command, the question)."""
@@ -37,7 +39,8 @@ def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionProm
     tail = screen_tail(profile, screen)
     if not tail or not any(p.search(tail) for p in profile.waiting_markers):
         return None
-    lines = tail.splitlines()
+    # The marker is looked for near the bottom; the dialog above it may be taller (2.1.332).
+    lines = screen.rstrip().splitlines()
     if _YES_NO.search(lines[-1] if lines else ""):
         return _yes_no_prompt(lines)
     return _menu_prompt(lines)
@@ -76,6 +79,8 @@ def _question_above(lines: list[str], first_choice: int) -> str:
         if _RULE_LINE.match(line):
             break
         top -= 1
-    body = [ln.strip(" \t│┃").strip() for ln in lines[top:first_choice]]
+    body = [
+        ln.strip(" \t│┃").strip() for ln in lines[top:first_choice] if not _DIVIDER_LINE.match(ln)
+    ]
     text = "\n".join(body).strip()
     return re.sub(r"\n{3,}", "\n\n", text)

@@ -199,6 +199,10 @@ class MadohubMagics(Magics):
         }
         kwargs = {k: v for k, v in options.items() if v is not None}
         kwargs["allow_shell"] = args.allow_shell
+        if args.approve or args.approve_timeout is not None:
+            kwargs["approve"] = args.approve
+        if args.approve_timeout is not None:
+            kwargs["approve_timeout_s"] = args.approve_timeout / 1000
         return self.hub().connect(args.source, args.target, **kwargs)
 
     def _tiles(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:

@@ -431,6 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-shell", action="store_true",
         help="allow typing into a shell tile: it runs! (default: off)",
     )  # fmt: skip
+    p.add_argument(
+        "--approve", action="store_true",
+        help="each prompt waits in the inbox for a person to approve, edit or reject it "
+        "(default: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--approve-timeout", type=_duration, metavar="DURATION",
+        help="with --approve: an unanswered prompt expires after this long, e.g. 10m or 90s, "
+        "nothing typed (default: it waits)",
+    )  # fmt: skip
 
     sub.add_parser("tiles", help="table of the tiles, with the tmux attach command of each")
     sub.add_parser("routes", help="table of the routes, with the last error of each")
