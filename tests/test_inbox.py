@@ -234,3 +234,20 @@ def test_connect_magic_refuses_a_bad_approve_timeout() -> None:
 
     with pytest.raises(MadohubValueError, match="soon"):
         parse_command("connect w -> r --approve --approve-timeout soon")
+
+
+def test_target_exiting_while_a_prompt_waits_expires_it(hub: Any) -> None:
+    from conftest import kill_tree
+
+    route = _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    reviewer = hub.tiles["reviewer"]
+    kill_tree(reviewer.pane_info().pid)
+    wait_until(lambda: ask.state == "expired", 15, what="the ask expired with its target")
+    assert "exited" in (ask.reason or "")
+    with pytest.raises(MadohubError, match="exited"):
+        ask.approve()
+    wait_until(lambda: route.last_status is not None, 10)
+    row = log_rows(hub, route)[-1]
+    assert (row["status"], row["decision"]) == ("rejected", "expired")
