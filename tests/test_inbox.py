@@ -251,3 +251,50 @@ def test_target_exiting_while_a_prompt_waits_expires_it(hub: Any) -> None:
     wait_until(lambda: route.last_status is not None, 10)
     row = log_rows(hub, route)[-1]
     assert (row["status"], row["decision"]) == ("rejected", "expired")
+
+
+# --- the inbox widget --------------------------------------------------------------------------
+def test_inbox_widget_lists_a_permission_and_its_button_answers_it(hub: Any, project: Path) -> None:
+    from madohub_nb.notebook.widgets import Dashboard, InboxView
+
+    _asking_tile(hub, "w", project)
+    view, dash = InboxView(hub), Dashboard(hub)
+    try:
+        hub.send("w", "please [[bash touch by_button]]").result(30)
+        wait_until(lambda: view.count == 1, 20, what="the ask in the widget")
+        wait_until(lambda: "1 waiting" in dash._title.value, 10, what="the dashboard's count")
+        assert dash.inbox.count == 1
+        (row,) = view.rows.values()
+        assert [b.description for b in row.buttons][0] == "1. Yes"
+        assert "Do you want to proceed?" in view.snapshot_html()
+        row.buttons[0].click()
+        wait_until((project / "by_button").exists, 15, what="the tool ran on the click")
+        wait_until(lambda: view.count == 0, 15, what="the answered ask left the widget")
+        row.buttons[0].click()  # a stale button: refused in the view, nothing pressed again
+        assert "no longer open" in view.error.value
+        assert [r["route_id"] for r in log_rows(hub)].count("inbox") == 1
+    finally:
+        view.close()
+        dash.close()
+
+
+def test_inbox_widget_delivers_an_approval_edited_in_its_text_box(hub: Any) -> None:
+    from madohub_nb.notebook.widgets import InboxView
+
+    route = _pair(hub)
+    view = InboxView(hub)
+    try:
+        hub.send("writer", "draft one").result(30)
+        wait_until(lambda: view.count == 1, 30, what="the approval in the widget")
+        (row,) = view.rows.values()
+        assert row.prompt is not None and row.prompt.value.startswith("Review: ")
+        proposed = row.prompt.value
+        row.prompt.value = "Edited in the widget"
+        row.buttons[0].click()
+        wait_until(lambda: user_prompts(hub.tiles["reviewer"]), 15, what="the edit delivered")
+        assert user_prompts(hub.tiles["reviewer"]) == ["Edited in the widget"]
+        wait_until(lambda: view.count == 0, 10)
+        row_ = log_rows(hub, route)[-1]
+        assert (row_["decision"], row_["proposed_prompt"]) == ("edited", proposed)
+    finally:
+        view.close()

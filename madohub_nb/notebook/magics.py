@@ -83,6 +83,7 @@ class MadohubMagics(Magics):
             "keys": self._keys,
             "watch": self._watch,
             "dashboard": self._dashboard,
+            "inbox": self._inbox,
             "log": self._log,
             "plot": self._plot,
             "replay": self._replay,
@@ -280,6 +281,12 @@ class MadohubMagics(Magics):
 
         self._no_cell(args, cell)
         return Dashboard(self.hub())
+
+    def _inbox(self, args: argparse.Namespace, cell: str) -> Any:
+        from .widgets import InboxView
+
+        self._no_cell(args, cell)
+        return InboxView(self.hub())
 
     def _log(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
         self._no_cell(args, cell)

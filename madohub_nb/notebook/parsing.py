@@ -315,7 +315,7 @@ def split_endpoints(words: Iterable[str]) -> tuple[str, str]:
 
 SUBCOMMANDS = (
     "tile", "connect", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
-    "watch", "dashboard", "log", "plot", "replay", "template", "hooks", "close",
+    "watch", "dashboard", "inbox", "log", "plot", "replay", "template", "hooks", "close",
 )  # fmt: skip
 
 _CONNECT = {n: p.default for n, p in inspect.signature(Hub.connect).parameters.items()}
@@ -476,6 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tile")
 
     sub.add_parser("dashboard", help="live view of all tiles, routes, rounds and the timeline")
+    sub.add_parser(
+        "inbox", help="live list of what waits for a person: permission prompts, approvals"
+    )
 
     p = sub.add_parser("log", help="this hub's rounds as a DataFrame (df = %%madohub log)")
     p.add_argument("--tail", type=_positive_int, metavar="N", help="only the last N (default: all)")
