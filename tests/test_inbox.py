@@ -294,7 +294,19 @@ def test_inbox_widget_delivers_an_approval_edited_in_its_text_box(hub: Any) -> N
         wait_until(lambda: user_prompts(hub.tiles["reviewer"]), 15, what="the edit delivered")
         assert user_prompts(hub.tiles["reviewer"]) == ["Edited in the widget"]
         wait_until(lambda: view.count == 0, 10)
+        wait_until(lambda: log_rows(hub, route), 10, what="the round logged")
         row_ = log_rows(hub, route)[-1]
         assert (row_["decision"], row_["proposed_prompt"]) == ("edited", proposed)
     finally:
         view.close()
+
+
+def test_closing_the_hub_while_a_prompt_waits_closes_the_ask(hub: Any) -> None:
+    _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    hub.close()
+    assert ask.state == "expired" and "hub closed" in (ask.reason or "")
+    assert hub.inbox == []
+    with pytest.raises(MadohubError, match="no longer open"):
+        ask.approve()

@@ -234,6 +234,12 @@ class Approval:
         if self.ask.close("expired", reason) and not self._decided.done():
             self._decided.set_result(Verdict("expired", reason))
 
+    def abandon(self, reason: str) -> None:
+        """Its round was cancelled: close it, and its answer's future fails saying why."""
+        self.expire(reason)
+        if not self.logged.done():
+            self.logged.set_exception(MadohubError(f"nothing was typed: {reason}"))
+
     def finish(self, rec: RoundRecord) -> None:
         if not self.logged.done():
             self.logged.set_result(rec)

@@ -594,6 +594,8 @@ class Route:
         finally:
             self._in_round = False
             approval, self._approval = self._approval, None
+            if approval is not None and approval.ask.open:  # (cancelled: the hub closed)
+                approval.abandon("its round ended before anyone answered (the hub closed)")
         if approval is not None:
             self._context.inbox.approval_done(approval, rec)
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
