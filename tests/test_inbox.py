@@ -130,8 +130,8 @@ def test_two_threads_choose_one_wins(hub: Any, project: Path) -> None:
 
 
 # --- approval routes ---------------------------------------------------------------------------
-def _pair(hub: Any, **options: Any) -> Any:
-    start_standin(hub, "writer")
+def _pair(hub: Any, writer_hooks: bool | None = None, **options: Any) -> Any:
+    start_standin(hub, "writer", hooks=writer_hooks)
     start_standin(hub, "reviewer")
     route = hub.connect("writer", "reviewer", template="Review: {output}", approve=True, **options)
     wait_until(lambda: route.ready.is_set(), 5)
@@ -310,3 +310,24 @@ def test_closing_the_hub_while_a_prompt_waits_closes_the_ask(hub: Any) -> None:
     assert hub.inbox == []
     with pytest.raises(MadohubError, match="no longer open"):
         ask.approve()
+
+
+@pytest.mark.parametrize("hooks", [None, False], ids=["stop-hook", "status-file"])
+def test_turns_finished_while_a_prompt_waits_route_once_the_newest(
+    hub: Any, hooks: bool | None
+) -> None:
+    route = _pair(hub, writer_hooks=hooks, max_rounds=5)
+    hub.send("writer", "draft one").result(30)
+    first = _one_ask(hub, "approval", 30)
+    for text in ("draft two", "draft three"):  # the source goes on while the person reads
+        hub.send("writer", text).result(30)
+        wait_until(lambda t=text: t in hub.tiles["writer"].screen(), 10)
+    wait_until(lambda: hub.tiles["writer"].state == "idle", 15)
+    assert hub.inbox == [first]  # one prompt at a time: nothing else asked meanwhile
+    first.approve().result(30)
+    second = wait_until(
+        lambda: [a for a in hub.inbox if a is not first], 30, what="the next prompt"
+    )[0]  # type: ignore[index]
+    assert "draft three" in second.text and "draft two" not in second.text, second.text
+    second.reject().result(30)
+    assert [r["decision"] for r in log_rows(hub, route)] == ["approved", "rejected"]

@@ -598,6 +598,9 @@ class Route:
                 approval.abandon("its round ended before anyone answered (the hub closed)")
         if approval is not None:
             self._context.inbox.approval_done(approval, rec)
+            # Turns that ended while the person decided: only the newest is routed next.
+            while len(self._hook_events) > 1:
+                self._hook_events.popleft()
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
         unknown = None if exhausted else self._count_spending(rec)
         if rec.status == "stopped":
