@@ -51,6 +51,32 @@ def test_screen_06_reads_as_question_and_choices(fixtures_dir: Path) -> None:
         assert read_permission_prompt(get_profile("claude"), (screens / idle).read_text()) is None
 
 
+# Shaped like the profiles' waiting markers (not captured from the real agents here).
+CODEX_DIALOG = (
+    "• I will run a command.\n\n  Would you like to run the following command?\n\n  $ touch x\n\n"
+    "› 1. Yes, proceed (y)\n  2. Yes, and don't ask again for this command (p)\n"
+    "  3. No, and tell Codex what to do differently (esc)\n\n  Press enter to confirm or esc"
+)
+AIDER_DIALOG = "touch x\nRun shell command? (Y)es/(N)o/(D)on't ask again [Yes]: "
+
+
+@pytest.mark.parametrize(
+    ("kind", "screen", "choices", "keys", "question"),
+    [
+        ("codex", CODEX_DIALOG, ("Yes, proceed (y)", "Yes, and don't ask again for this command (p)",
+         "No, and tell Codex what to do differently (esc)"), ("1", "2", "3"), "$ touch x"),
+        ("aider", AIDER_DIALOG, ("Yes", "No"), ("y", "n"), "Run shell command?"),
+    ],
+)  # fmt: skip
+def test_other_agents_dialogs_read_as_choices_and_keys(
+    kind: str, screen: str, choices: tuple[str, ...], keys: tuple[str, ...], question: str
+) -> None:
+    prompt = read_permission_prompt(get_profile(kind), screen)
+    assert prompt is not None
+    assert (prompt.choices, prompt.keys) == (choices, keys)
+    assert question in prompt.question
+
+
 def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, project: Path) -> None:
     tile = _asking_tile(hub, "w", project)
     hub.send("w", "please [[bash touch made_by_tool]]").result(30)
