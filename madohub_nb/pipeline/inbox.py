@@ -44,6 +44,8 @@ INBOX_ROUTE_ID: Final = "inbox"
 QUIET_CHECK_S: Final = 0.3
 """A tile's screen is read for a permission prompt once its output paused this long."""
 APPROVE_TIMEOUT_MAX_S: Final = 7 * 24 * 3600
+REWATCH_S: Final = 2.0
+"""How soon the inbox opens a host's tile's output again after its stream ended."""
 UNASKING_KINDS: Final = ("shell", "terminal")
 """Tiles that never show a permission prompt: not watched for one."""
 
@@ -314,7 +316,18 @@ class Inbox:
         if tile.agent in UNASKING_KINDS:
             return
         self._watch_hooks(tile)
-        stream = await self._watch(tile)
+        while self._tiles().get(tile.name) is tile:
+            try:
+                stream = await self._watch(tile)
+            except Exception:  # (a host that does not answer now: look again later)
+                await asyncio.sleep(REWATCH_S)
+                continue
+            if not await self._follow_stream(tile, stream) or stream.pane_exited:
+                return
+            await asyncio.sleep(REWATCH_S)  # a host's stream ended: open it again once back
+
+    async def _follow_stream(self, tile: Tile, stream: PaneStream) -> bool:
+        """Follow one stream until it ends (True) or the tile leaves the hub (False)."""
         listener = stream.listen(wants_bytes=False, pollable=True)
         try:
             self._check_soon(tile.name, 0.0)
@@ -324,7 +337,8 @@ class Inbox:
                 listener.take_activity()
                 self._check_soon(tile.name, QUIET_CHECK_S)
                 if stream.pane_exited or stream.ended:
-                    return  # (a host's stream opens again with its tile; an exit ends it)
+                    return True
+            return False
         finally:
             listener.close()
 
