@@ -19,6 +19,7 @@ from .errors import MadohubError, MadohubValueError
 from .hub_settings import HubSettings, add_setting_attributes
 from .io.log import RoundLog, RoundRecord
 from .pipeline.gather import Gather, build_gather
+from .pipeline.inbox import Ask
 from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
@@ -167,6 +168,8 @@ class Hub:
         max_tokens: int | None = None,
         when: str | None = None,
         unless: str | None = None,
+        approve: bool = False,
+        approve_timeout_s: float | None = None,
     ) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed.
 
@@ -175,6 +178,8 @@ class Hub:
         A budgeted route whose spending cannot be known (no price, no usage) stops, saying so.
         ``when`` / ``unless``: regexes over the extracted answer, checked before the transform;
         a turn whose answer does not match ``when`` (or matches ``unless``) is skipped.
+        ``approve``: each prompt waits in :attr:`inbox` for a person to approve, edit or reject
+        it (``approve_timeout_s``: it expires unanswered after that long, nothing typed).
         """
         self._check_open()
         src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
@@ -184,6 +189,7 @@ class Hub:
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
             max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
+            approve=approve, approve_timeout_s=approve_timeout_s,
         )  # fmt: skip
         return self._rt.routes.add(
             lambda number: make_route(self._rt.services, number, src, dst, **options)
@@ -210,6 +216,8 @@ class Hub:
         max_tokens: int | None = None,
         when: str | None = None,
         unless: str | None = None,
+        approve: bool = False,
+        approve_timeout_s: float | None = None,
     ) -> Gather:
         """Fan in: once every source has finished a new turn since the last round (or
         ``timeout_s`` after the first did, with those that have), route their answers, each
@@ -229,7 +237,7 @@ class Hub:
             pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
             model=model, api_key=self.api_key, completion_pattern=completion_pattern,
             max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
-            timeout_s=timeout_s,
+            approve=approve, approve_timeout_s=approve_timeout_s, timeout_s=timeout_s,
         )  # fmt: skip
         context = route_context(self._rt.services)
         made = self._rt.routes.add(
@@ -240,6 +248,12 @@ class Hub:
     def route(self, key: str | int) -> Route:
         """A route by id (``writer->reviewer#1``), by its number (``1``), or by list index."""
         return self._rt.routes.find(key)
+
+    @property
+    def inbox(self) -> list[Ask]:
+        """What waits for a person now, oldest first: agents' permission prompts (``choose``)
+        and approval routes' prompts (``approve`` / ``reject``), from every tile and host."""
+        return self._rt.inbox.asks
 
     # hand delivery, replay, waiting ----------------------------------------------
     def send(

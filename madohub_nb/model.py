@@ -27,7 +27,8 @@ HostState = Literal["reachable", "unreachable"]
 
 RouteState = Literal["active", "paused", "stopped", "exhausted"]
 
-RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "error"]
+RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "rejected", "error"]
+"""``rejected``: an approval route's prompt a person rejected or let expire (nothing typed)."""
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
 
 ExtractionMethod = Literal["hook", "jsonl", "rollout", "session", "terminal"]
@@ -49,7 +50,14 @@ EventKind = Literal[
     "round",
     "turn_skipped",
     "host_state",
+    "ask",
 ]
+
+AskKind = Literal["permission", "approval"]
+"""What waits for a person: an agent's permission prompt, or a route's prompt to approve."""
+AskState = Literal["open", "approved", "rejected", "answered", "expired"]
+Decision = Literal["approved", "edited", "rejected", "expired"]
+"""What a person (or the clock) decided about an approval route's prompt (log column)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,8 @@ class HubEvent:
     ``tile_added`` (name, ``data`` = the tile), ``route_state`` / ``route_added``
     (route id, state, ``data`` = the route), ``round`` (route id, status, ``data`` = the record),
     ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``),
-    ``host_state`` (host name, ``reachable`` or ``unreachable``, ``data`` = why, or None).
+    ``host_state`` (host name, ``reachable`` or ``unreachable``, ``data`` = why, or None),
+    ``ask`` (ask id, its state, ``data`` = the :class:`~madohub_nb.pipeline.inbox.Ask`).
     """
 
     kind: EventKind

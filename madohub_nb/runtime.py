@@ -24,6 +24,7 @@ from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.inbox import Inbox
 from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
 from .routes import RouteRegistry
@@ -82,6 +83,13 @@ class Runtime:
         """What the hub's routes and rounds get (``RouteServices``)."""
         self.close_summary: CloseSummary | None = None
         """Set once ``close()`` has ended the tiles (None before, or while it runs)."""
+        self.inbox = Inbox(
+            self.services, tiles=lambda: self.tiles.tiles, watch=self.tiles.watch,
+            submit=self.engine.submit,
+            call_soon=self.engine.call_soon, emit=self.emit,
+        )  # fmt: skip
+        """What waits for a person: permission prompts, approval routes' prompts."""
+        self.events.subscribe(self.inbox.on_event)
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:

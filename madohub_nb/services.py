@@ -16,6 +16,7 @@ from .io.log import RoundRecord
 from .io.watch import PaneStream
 from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.inbox import Inbox
 from .pipeline.tile import Tile
 from .pipeline.transforms import AIClientConfig
 
@@ -33,6 +34,10 @@ class HubServices:
     @property
     def deliverer(self) -> Deliverer:
         return self._rt.deliverer
+
+    @property
+    def inbox(self) -> Inbox:
+        return self._rt.inbox
 
     @property
     def idle_delay_ms(self) -> int:

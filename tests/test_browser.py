@@ -525,3 +525,87 @@ def test_the_dashboard_shows_the_timeline_and_a_key_button_answers_a_prompt(
     assert "attach -r -t" in header
     assert "'keys'" in closed, closed
     assert waiting.stat().st_size > 5_000 and timeline.stat().st_size > 10_000
+
+
+# The inbox (issue 24) -------------------------------------------------------------------
+
+INBOX_CELLS = (
+    """import os, tempfile, time
+from pathlib import Path
+import madohub_nb as mh
+%load_ext madohub_nb
+work = Path(tempfile.mkdtemp(prefix="madohub-inbox-"))
+socket = f"madohub-blocking-{os.getpid()}"  # (the lab fixture ends this server if we fail)
+%config MadoHub.idle_delay_ms = 1000
+%config MadoHub.socket_name = socket
+%config MadoHub.log_path = str(work / "rounds.sqlite3")
+%madohub tile writer --demo echo --cwd $work --env MADOHUB_STANDIN_THINK_S=0.2 --env MADOHUB_STANDIN_ALLOW_BASH=1
+%madohub tile reviewer --demo echo --cwd $work --env MADOHUB_STANDIN_THINK_S=0.2
+hub = mh.get_hub()
+for tile in hub.tiles.values():
+    tile.ready.result(30)
+while not all(t.state == "idle" for t in hub.tiles.values()):
+    time.sleep(0.1)""",
+    "%madohub inbox",
+    """hub.send("writer", "Permission test [[bash touch made_by_inbox]]").result(30)
+print("prompt-sent")""",
+)
+
+KERNEL_PRINT_JS = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  let text = "";
+  const f = kernel.requestExecute({code});
+  f.onIOPub = (m) => { if (m.header.msg_type === "stream") { text += m.content.text; } };
+  await f.done;
+  return text;
+}"""
+
+
+def test_the_inbox_answers_a_permission_and_delivers_an_approval_edited_in_the_browser(
+    lab: Lab, chromium: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    _write_notebook(lab.root / "inbox.ipynb", INBOX_CELLS)
+    with sync_playwright() as pw:
+        browser, page = _open_notebook(pw, chromium, lab, "inbox")
+        page.evaluate(RUN_ALL_JS)
+        page.wait_for_function(
+            f"() => ({OUTPUTS_JS})().includes('prompt-sent')", timeout=RUN_TIMEOUT_MS
+        )
+        yes = page.locator(".madohub-inbox button", has_text="1. Yes")
+        yes.wait_for(state="visible", timeout=30_000)
+        assert "Do you want to proceed?" in page.locator(".madohub-inbox").first.inner_text()
+        yes.click()
+        yes.wait_for(state="detached", timeout=30_000)  # answered: it left the list
+        made = page.evaluate(
+            KERNEL_PRINT_JS,
+            "deadline = time.monotonic() + 15\n"
+            "while not (work / 'made_by_inbox').exists() and time.monotonic() < deadline:\n"
+            "    time.sleep(0.1)\n"
+            "print((work / 'made_by_inbox').exists())",
+        )
+        assert made.strip() == "True", made
+        page.evaluate(
+            KERNEL_PRINT_JS,
+            "route = hub.connect('writer', 'reviewer', template='Review: {output}', approve=True)\n"
+            "while not route.ready.is_set(): time.sleep(0.05)\n"
+            "hub.send('writer', 'a draft').result(30)",
+        )
+        box = page.locator(".madohub-inbox textarea")
+        box.wait_for(state="visible", timeout=30_000)
+        assert box.input_value().startswith("Review: ")
+        box.fill("Edited in the browser")
+        page.locator(".madohub-inbox button", has_text="approve").click()
+        box.wait_for(state="detached", timeout=30_000)
+        row = page.evaluate(
+            KERNEL_PRINT_JS,
+            "hub.wait_rounds(4).result(30)\n"
+            "r = hub.log.df[hub.log.df.route_id == route.id].iloc[-1]\n"
+            "print(r.status, r.decision, r.prompt, '|', r.proposed_prompt)\n"
+            "hub.close()",
+        )
+        state = page.evaluate(NOTEBOOK_STATE_JS)
+        browser.close()
+    assert state["errors"] == []
+    assert row.startswith("delivered edited Edited in the browser | Review: "), row

@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 pytestmark = pytest.mark.notebooks
 
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ("quickstart", "transform-tuning", "round-analysis")
+NAMES = ("quickstart", "transform-tuning", "round-analysis", "inbox")
 
 # Appended to each run (not saved): what the notebook used, for the checks below.
 REPORT = """
@@ -29,7 +29,7 @@ print("REPORT" + _json.dumps({
 }))
 """
 
-MIN_ROUNDS = {"quickstart": 3, "transform-tuning": 4, "round-analysis": 6}
+MIN_ROUNDS = {"quickstart": 3, "transform-tuning": 4, "round-analysis": 6, "inbox": 4}
 MIN_PRICED = {"round-analysis": 5}
 """Rounds with a cost_usd: every hand-off of round-analysis (its price table knows the demo models)."""
 

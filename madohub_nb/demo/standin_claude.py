@@ -672,6 +672,10 @@ class ClaudeStandin(AgentStandin[_Turn]):
                 self.state = "waiting"
                 self.choice = 0
                 self.files.set_status("waiting", "permission prompt")
+                self._hook(
+                    "Notification", message="Claude needs your permission to use Bash",
+                    notification_type="permission_prompt",
+                )  # fmt: skip
             return
         if turn.phase == "after_tool":
             text = personas.echo(turn.tool_output)

@@ -141,6 +141,10 @@ class RoundRecord:
     """Which evidence ended the source turn: ``hook``, ``status``, ``transcript``,
     ``screen`` or ``quiet`` (None: no turn, e.g. a hand ``send``)."""
     prompt: str | None = None
+    decision: str | None = None
+    """An approval route's outcome: ``approved``, ``edited``, ``rejected``, ``expired``."""
+    proposed_prompt: str | None = None
+    """The prompt before a person's edit (None unless ``decision`` is ``edited``)."""
     delivered_at: datetime | None = None
     status: RoundStatus
     error: str | None = None

@@ -84,6 +84,7 @@ class MadohubMagics(Magics):
             "keys": self._keys,
             "watch": self._watch,
             "dashboard": self._dashboard,
+            "inbox": self._inbox,
             "log": self._log,
             "plot": self._plot,
             "replay": self._replay,
@@ -214,6 +215,10 @@ class MadohubMagics(Magics):
         }
         kwargs = {k: v for k, v in options.items() if v is not None}
         kwargs["allow_shell"] = args.allow_shell
+        if args.approve or args.approve_timeout is not None:
+            kwargs["approve"] = args.approve
+        if args.approve_timeout is not None:
+            kwargs["approve_timeout_s"] = args.approve_timeout / 1000
         return kwargs
 
     def _tiles(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
@@ -291,6 +296,12 @@ class MadohubMagics(Magics):
 
         self._no_cell(args, cell)
         return Dashboard(self.hub())
+
+    def _inbox(self, args: argparse.Namespace, cell: str) -> Any:
+        from .widgets import InboxView
+
+        self._no_cell(args, cell)
+        return InboxView(self.hub())
 
     def _log(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
         self._no_cell(args, cell)

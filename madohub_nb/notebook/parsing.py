@@ -327,7 +327,7 @@ def split_gather_endpoints(words: Iterable[str]) -> tuple[list[str], str]:
 
 SUBCOMMANDS = (
     "tile", "connect", "gather", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
-    "watch", "dashboard", "log", "plot", "replay", "template", "hooks", "close",
+    "watch", "dashboard", "inbox", "log", "plot", "replay", "template", "hooks", "close",
 )  # fmt: skip
 
 _CONNECT = {n: p.default for n, p in inspect.signature(Hub.connect).parameters.items()}
@@ -390,6 +390,16 @@ def _route_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--unless", metavar="RE", help="skip the answers this regex matches (default: none)"
     )
+    p.add_argument(
+        "--approve", action="store_true",
+        help="each prompt waits in the inbox for a person to approve, edit or reject it "
+        "(default: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--approve-timeout", type=_duration, metavar="DURATION",
+        help="with --approve: an unanswered prompt expires after this long, e.g. 10m or 90s, "
+        "nothing typed (default: it waits)",
+    )  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -511,6 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tile")
 
     sub.add_parser("dashboard", help="live view of all tiles, routes, rounds and the timeline")
+    sub.add_parser(
+        "inbox", help="live list of what waits for a person: permission prompts, approvals"
+    )
 
     p = sub.add_parser("log", help="this hub's rounds as a DataFrame (df = %%madohub log)")
     p.add_argument("--tail", type=_positive_int, metavar="N", help="only the last N (default: all)")

@@ -384,6 +384,103 @@ class TimelineView(_HubView):
 DASHBOARD_CLASS: Final = "madohub-dashboard"
 
 
+INBOX_CLASS: Final = "madohub-inbox"
+
+
+class AskRow(widgets.VBox):
+    """One open ask: who asks, its age, its question or editable prompt, and its buttons."""
+
+    def __init__(self, ask: Any, on_answer: Callable[[Any, Callable[[], object]], None]) -> None:
+        self.ask = ask
+        self.header = widgets.HTML(self._header_html())
+        self.buttons: list[widgets.Button] = []
+        self.prompt: widgets.Textarea | None = None
+        body: list[Any] = [self.header]
+        if ask.kind == "approval":
+            self.prompt = widgets.Textarea(value=ask.text, layout=widgets.Layout(width="98%"))
+            prompt = self.prompt
+            approve = widgets.Button(description="approve", icon="check", button_style="success")
+            reject = widgets.Button(description="reject", icon="times", button_style="danger")
+            approve.on_click(lambda _: on_answer(ask, lambda: ask.approve(prompt.value)))
+            reject.on_click(lambda _: on_answer(ask, lambda: ask.reject("rejected in the inbox")))
+            self.buttons = [approve, reject]
+            body.append(self.prompt)
+        else:
+            body.append(widgets.HTML(f"<pre style='margin:2px 0'>{html.escape(ask.text)}</pre>"))
+            for index, label in enumerate(ask.choices):
+                button = widgets.Button(description=f"{index + 1}. {label}"[:60], tooltip=label)
+                button.on_click(lambda _, i=index: on_answer(ask, lambda: ask.choose(i)))
+                self.buttons.append(button)
+        for button in self.buttons:
+            button.layout.width = "auto"
+        body.append(widgets.HBox(self.buttons))
+        super().__init__(body)
+
+    def _header_html(self) -> str:
+        ask = self.ask
+        where = f" · route {html.escape(ask.route)}" if ask.route else ""
+        return (
+            f"<b>{html.escape(ask.kind)}</b> · {html.escape(ask.tile)}{where} · "
+            f"waiting {ask.age_s:.0f}s"
+        )
+
+    def snapshot_html(self) -> str:
+        text = self.prompt.value if self.prompt is not None else self.ask.text
+        choices = " / ".join(html.escape(c) for c in self.ask.choices)
+        return f"<div>{self._header_html()}<pre>{html.escape(text)}</pre>{choices}</div>"
+
+
+class InboxView(_HubView):
+    """What waits for a person (``hub.inbox``), live: each ask with its buttons; an answered
+    or expired ask leaves the list by itself. ``error`` shows why an answer was refused."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.rows: dict[str, AskRow] = {}
+        self._title = widgets.HTML()
+        self._list = widgets.VBox()
+        self.error = widgets.HTML()
+        super().__init__(hub, [self._title, self.error, self._list], INBOX_CLASS)
+        self.sync()
+
+    @property
+    def count(self) -> int:
+        """Open asks shown."""
+        return len(self.rows)
+
+    def _answer(self, ask: Any, answer: Callable[[], object]) -> None:
+        try:
+            answer()
+        except MadohubError as exc:  # (a ValueError too: a bad choice, an empty edit)
+            self.error.value = f"<span style='color:#c62828'>{html.escape(str(exc))}</span>"
+        else:
+            self.error.value = ""
+        self.sync()
+
+    def sync(self) -> None:
+        """Show the hub's open asks now, oldest first."""
+        open_asks = {a.id: a for a in self.hub.inbox}
+        for key in [k for k in self.rows if k not in open_asks]:
+            self.rows.pop(key).close()
+        for key, ask in open_asks.items():
+            if key not in self.rows:
+                self.rows[key] = AskRow(ask, self._answer)
+        if tuple(self._list.children) != tuple(self.rows.values()):
+            self._list.children = tuple(self.rows.values())
+        self._title.value = (
+            f"<div style='font-family:sans-serif'><b>inbox</b> · {self.count} waiting</div>"
+        )
+
+    def snapshot_html(self) -> str:
+        rows = "".join(r.snapshot_html() for r in self.rows.values())
+        return f'<div class="{INBOX_CLASS}">{self._title.value}{rows}</div>'
+
+    def _wants(self, event: HubEvent) -> bool:
+        return event.kind == "ask"
+
+    def _on_event(self, event: HubEvent) -> None:
+        self.sync()
+
+
 class Dashboard(_HubView):
     """All tiles, all routes and the round log of a hub, kept up to date."""
 
@@ -396,9 +493,17 @@ class Dashboard(_HubView):
         self._routes_box = widgets.VBox()
         self.log_table = RoundLogTable(hub, rows)
         self.timeline = TimelineView(hub)
+        self.inbox = InboxView(hub)
         super().__init__(
             hub,
-            [self._title, self._tiles_box, self._routes_box, self.timeline, self.log_table],
+            [
+                self._title,
+                self.inbox,
+                self._tiles_box,
+                self._routes_box,
+                self.timeline,
+                self.log_table,
+            ],
             DASHBOARD_CLASS,
         )
         self.sync()
@@ -406,6 +511,7 @@ class Dashboard(_HubView):
     def snapshot_html(self) -> str:
         parts = [
             self._title.value,
+            self.inbox.snapshot_html(),
             '<div style="display:flex;flex-wrap:wrap;gap:1%">',
             *(
                 f'<div style="width:49%">{v.snapshot_html()}</div>'
@@ -434,7 +540,8 @@ class Dashboard(_HubView):
             self._routes_box.children = tuple(self.route_cards.values())
         self._title.value = (
             '<div style="font-family:sans-serif;font-size:15px"><b>madohub</b> · '
-            f"{len(self.tile_views)} tiles · {len(self.route_cards)} routes</div>"
+            f"{len(self.tile_views)} tiles · {len(self.route_cards)} routes · "
+            f"{len(self.hub.inbox)} waiting</div>"
         )
 
     def _wants(self, event: HubEvent) -> bool:
@@ -442,7 +549,7 @@ class Dashboard(_HubView):
             return event.name not in self.tile_views
         if event.kind in ("route_added", "route_state"):
             return event.name not in self.route_cards
-        return False
+        return event.kind == "ask"  # (the count in the title)
 
     def _on_event(self, event: HubEvent) -> None:
         self.sync()
@@ -450,6 +557,6 @@ class Dashboard(_HubView):
     def close(self) -> None:
         """Close the dashboard and every view in it."""
         views = (*self.tile_views.values(), *self.route_cards.values(), self.log_table)
-        for view in (*views, self.timeline):
+        for view in (*views, self.timeline, self.inbox):
             view.close()
         super().close()

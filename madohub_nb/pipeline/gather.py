@@ -344,5 +344,6 @@ def build_gather(
         context, route_id, sources, target, detectors=detectors, timeout_s=timeout,
         pattern=first.pattern, spec=first.spec, guard=first.guard, dispatch=first.dispatch_mode,
         delivery=first.delivery, allow_shell=first.allow_shell, budget=first.budget,
-        condition=first.condition,
+        condition=first.condition, approve=first.approve,
+        approve_timeout_s=first.approve_timeout_s,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -97,6 +97,9 @@ class RoundPlan:
     """Asked just before typing: False (the route was stopped meanwhile) types nothing."""
     target_wait_s: float = TARGET_WAIT_S
     """How long to wait for the target to become ready before the round ends as an error."""
+    approve: Callable[[str], Awaitable[tuple[str, str]]] | None = None
+    """An approval route's person: given the prompt, their decision (``approved``, ``edited``,
+    ``rejected``, ``expired``) and the text to type (or why nothing is)."""
     fired_mono: float = field(default_factory=time.monotonic)
     meta: dict[str, Any] = field(default_factory=dict)
     changes: Changes | None = None
@@ -303,6 +306,8 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         return
     if plan.target is None:
         raise DeliveryError(f"target {rec.target!r} is not a tile of this hub; nothing was typed")
+    if plan.approve is not None and not await _approved(plan.approve, rec):
+        return
 
     def before_typing() -> None:
         # A route stopped while its round waited for a busy target types nothing later.
@@ -337,6 +342,24 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
     rec.status = "delivered"
+
+
+async def _approved(approve: Callable[[str], Awaitable[tuple[str, str]]], rec: RoundRecord) -> bool:
+    """Wait for a person's decision on the prompt; False (logged ``rejected``): type nothing."""
+    decision, text = await approve(rec.prompt or "")
+    rec.decision = decision
+    if decision == "edited":
+        rec.proposed_prompt, rec.prompt = rec.prompt, text
+    if decision in ("approved", "edited"):
+        return True
+    rec.status = "rejected"
+    why = f": {text}" if text else ""
+    rec.error = (
+        f"rejected by a person{why}; nothing was typed"
+        if decision == "rejected"
+        else f"the approval expired{why}; nothing was typed"
+    )
+    return False
 
 
 def hand_send_plan(

@@ -30,6 +30,7 @@ from ..render import html_for_route
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .conditions import Condition, Edge, make_condition
 from .extract import extract
+from .inbox import Approval, Inbox, check_approve_timeout
 from .protection import Budget, LoopGuard
 from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
 from .tile import Tile
@@ -56,6 +57,10 @@ class RouteServices(RoundServices, Protocol):
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the engine thread."""
+
+    @property
+    def inbox(self) -> Inbox:
+        """Where an approval route's prompts wait for a person."""
 
 
 class OutputListener(Protocol):
@@ -136,6 +141,10 @@ class RouteContext(Protocol):
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         """Run ``fn(*args)`` on the engine thread."""
 
+    @property
+    def inbox(self) -> Inbox:
+        """Where an approval route's prompts wait for a person (``hub.inbox``)."""
+
 
 class ServicesContext:
     """Today's :class:`RouteServices` (the hub's Runtime) as a :class:`RouteContext`.
@@ -193,6 +202,10 @@ class ServicesContext:
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         self._services.call_soon(fn, *args)
 
+    @property
+    def inbox(self) -> Inbox:
+        return self._services.inbox
+
 
 def route_context(services: RouteServices) -> RouteContext:
     """The context a route of today's hub gets (see :class:`ServicesContext`)."""
@@ -223,6 +236,8 @@ class Route:
         allow_shell: bool,
         budget: Budget | None = None,
         condition: Condition | None = None,
+        approve: bool = False,
+        approve_timeout_s: float | None = None,
     ) -> None:
         self.id = route_id
         self._context = context
@@ -240,6 +255,12 @@ class Route:
         self.allow_shell = allow_shell
         self.condition = condition if condition is not None else Condition()
         """``when`` / ``unless``: which answers the route routes (the others are skipped)."""
+        self.approve = approve
+        """Every prompt waits in ``hub.inbox`` for a person to approve, edit or reject it."""
+        self.approve_timeout_s = approve_timeout_s
+        """An unanswered prompt expires after this long (nothing typed); None: it waits."""
+        self._approval: Approval | None = None
+        """The prompt waiting for a person now (engine loop)."""
         self.target_wait_s: float | None = None
         """How long each round waits for the target to be ready; None: the hub's setting."""
         self.state: RouteState = "active"
@@ -389,6 +410,7 @@ class Route:
         """End the route for good (a round already typing finishes first)."""
         if self.state in ("active", "paused"):
             self._set_state("stopped")
+        self._context.call_soon(self._expire_approval, f"route {self.id} was stopped")
         self._context.call_soon(self._cancel_if_idle)
 
     def end(self) -> None:
@@ -400,6 +422,10 @@ class Route:
         """Cancel the route's task (engine thread)."""
         if self._task is not None:
             self._task.cancel()
+
+    def _expire_approval(self, reason: str) -> None:
+        if self._approval is not None:
+            self._approval.expire(reason)
 
     def _cancel_if_idle(self) -> None:
         if self._task is not None and not self._in_round:
@@ -608,12 +634,21 @@ class Route:
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
             meta=self.plan_meta(turn),
             changes=changes,
+            approve=self._wait_for_person if self.approve and not exhausted else None,
         )
         self._in_round = True
         try:
             rec = await self._context.run_round(plan)
         finally:
             self._in_round = False
+            approval, self._approval = self._approval, None
+            if approval is not None and approval.ask.open:  # (cancelled: the hub closed)
+                approval.abandon("its round ended before anyone answered (the hub closed)")
+        if approval is not None:
+            self._context.inbox.approval_done(approval, rec)
+            # Turns that ended while the person decided: only the newest is routed next.
+            while len(self._hook_events) > 1:
+                self._hook_events.popleft()
         self.last_status, self.last_round_id, self.last_error = rec.status, rec.round_id, rec.error
         unknown = None if exhausted else self._count_spending(rec)
         if rec.status == "stopped":
@@ -628,6 +663,19 @@ class Route:
             self._set_state("exhausted")
         else:
             self._context.emit(HubEvent("route_state", self.id, self.state, self))
+
+    async def _wait_for_person(self, prompt: str) -> tuple[str, str]:
+        """The prompt waits in the inbox: the person's decision and the text to type.
+
+        The route reads no new turn meanwhile; once decided, its next round routes the
+        source's newest finished turn (turns in between are not routed one by one).
+        """
+        approval = self._context.inbox.open_approval(self.id, self.target, prompt)
+        self._approval = approval
+        if self.state == "stopped":
+            approval.expire(f"route {self.id} was stopped")
+        verdict = await approval.verdict(self.approve_timeout_s)
+        return verdict.decision, verdict.text
 
     def _count_spending(self, rec: RoundRecord) -> str | None:
         """Count a round against the budget; why the route must stop when a part is unknown."""
@@ -738,6 +786,8 @@ def build_route(
     max_tokens: int | None = None,
     when: str | None = None,
     unless: str | None = None,
+    approve: bool = False,
+    approve_timeout_s: float | None = None,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked.
 
@@ -768,8 +818,19 @@ def build_route(
         )
     if spec.is_ai:
         require_ai_key(transform, api_key)
+    if not isinstance(approve, bool):
+        raise MadohubValueError(f"approve must be True or False, got {approve!r}")
+    timeout_s = check_approve_timeout(approve_timeout_s)
+    if approve and not mode.types_text:
+        raise MadohubValueError(
+            f"approve=True holds each prompt for a person before it is typed; dispatch "
+            f"{dispatch!r} types nothing (use madoagent or legacy)"
+        )
+    if timeout_s is not None and not approve:
+        raise MadohubValueError("approve_timeout_s needs approve=True")
     return Route(
         context, f"{source.name}->{target.name}#{number}", source, target,
         detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
         delivery=delivery, allow_shell=allow_shell, budget=budget, condition=condition,
+        approve=approve, approve_timeout_s=timeout_s,
     )  # fmt: skip

@@ -1,0 +1,496 @@
+"""The person in the loop: what waits for a person (``hub.inbox``), and their answers.
+
+An :class:`Ask` is one thing that waits: an agent's **permission** prompt (the
+question and choices its screen shows, noticed the moment its own hook says it
+waits, else when its output goes quiet on a waiting screen), or an **approval**
+route's prompt, held before typing. Each is answered exactly once: the first
+``approve`` / ``reject`` / ``choose`` wins under the ask's lock, every later or
+concurrent one gets a :class:`~madohub_nb.errors.MadohubError` saying what
+happened; nothing is ever typed twice. Keys for a choice go through the same
+per-pane lock and foreground checks as any typing, and only after the screen was
+read again and still shows the same prompt.
+
+An ask the agent no longer shows (someone answered in the pane) closes itself
+as ``answered``; an approval closes as ``expired`` when its timeout passes, its
+route stops or its target exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from ..agents.foreground import Reader
+from ..agents.permission import PermissionPrompt, read_permission_prompt
+from ..errors import MadohubError, MadohubValueError
+from ..io.hooks import HookEvent
+from ..io.log import RoundRecord
+from ..io.tmux import key_command
+from ..io.watch import PaneStream
+from ..model import AskKind, AskState, Decision, HubEvent
+from .deliver import send_checked
+from .round import RoundServices
+from .tile import Tile
+
+INBOX_ROUTE_ID: Final = "inbox"
+"""``route_id`` of the rounds that record a permission answered from the inbox."""
+QUIET_CHECK_S: Final = 0.3
+"""A tile's screen is read for a permission prompt once its output paused this long."""
+APPROVE_TIMEOUT_MAX_S: Final = 7 * 24 * 3600
+REWATCH_S: Final = 2.0
+"""How soon the inbox opens a host's tile's output again after its stream ended."""
+UNASKING_KINDS: Final = ("shell", "terminal")
+"""Tiles that never show a permission prompt: not watched for one."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A person's answer to an approval: ``decision`` and the text to type (or the reason)."""
+
+    decision: Decision
+    text: str = ""
+
+
+def check_approve_timeout(timeout_s: object) -> float | None:
+    """``approve_timeout_s``: None (wait for a person however long) or seconds > 0."""
+    if timeout_s is None:
+        return None
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not 0 < timeout_s <= APPROVE_TIMEOUT_MAX_S
+    ):
+        raise MadohubValueError(
+            f"approve_timeout_s must be None (no timeout) or seconds in (0, "
+            f"{APPROVE_TIMEOUT_MAX_S}], got {timeout_s!r}"
+        )
+    return float(timeout_s)
+
+
+class Ask:
+    """One thing waiting for a person. Listed by ``hub.inbox`` while ``state == "open"``."""
+
+    def __init__(
+        self,
+        kind: AskKind,
+        tile: str,
+        text: str,
+        *,
+        route: str | None = None,
+        prompt: PermissionPrompt | None = None,
+        on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
+        signal: str = "screen",
+    ) -> None:
+        self.id = uuid.uuid4().hex[:8]
+        self.kind: AskKind = kind
+        self.tile = tile
+        """The tile that asks (permission) or will receive the prompt (approval)."""
+        self.route = route
+        """The route whose prompt this is (approval), else None."""
+        self.text = text
+        """The agent's question, or the prompt about to be delivered."""
+        self.prompt = prompt
+        self.choices: tuple[str, ...] = prompt.choices if prompt is not None else ()
+        """A permission prompt's choices as the agent shows them (labels)."""
+        self.signal = signal
+        """How the ask was noticed: ``hook`` (the agent's own notification) or ``screen``."""
+        self.opened_at = datetime.now(timezone.utc)
+        self._opened_mono = time.monotonic()
+        self.state: AskState = "open"
+        self.reason: str | None = None
+        """Why it closed when nobody here answered it (``answered``, ``expired``), or a
+        rejection's reason."""
+        self.choice: str | None = None
+        """The label chosen (permission)."""
+        self._lock = threading.Lock()
+        self._on_answer = on_answer
+
+    @property
+    def age_s(self) -> float:
+        """Seconds since it opened."""
+        return time.monotonic() - self._opened_mono
+
+    @property
+    def open(self) -> bool:
+        return self.state == "open"
+
+    # answers ------------------------------------------------------------------------
+    def approve(self, text: str | None = None) -> concurrent.futures.Future[RoundRecord]:
+        """Approval: deliver the prompt (``text``: the person's edited version). Permission:
+        the first choice (``Yes``). A future of the logged round."""
+        if self.kind == "permission":
+            if text is not None:
+                raise MadohubValueError("a permission prompt takes no text; use choose(choice)")
+            return self.choose(0)
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise MadohubValueError(
+                f"approve(text=...) takes the edited prompt, a non-empty string; got {text!r} "
+                "(reject(reason) to send nothing)"
+            )
+        chosen = self.text if text is None else text
+        verdict = Verdict("edited" if chosen != self.text else "approved", chosen)
+        return self._answer("approved", verdict)
+
+    def reject(self, reason: str = "") -> concurrent.futures.Future[RoundRecord]:
+        """Approval: nothing is typed, the round is logged ``rejected`` (with ``reason``).
+        Permission: the choice that says No (or Escape when none does)."""
+        if not isinstance(reason, str):
+            raise MadohubValueError(f"reason must be a string, got {reason!r}")
+        if self.kind == "permission":
+            no = [i for i, c in enumerate(self.choices) if c.lower().startswith("no")]
+            return self.choose(no[-1]) if no else self._answer("rejected", -1)
+        return self._answer("rejected", Verdict("rejected", reason))
+
+    def choose(self, choice: int | str) -> concurrent.futures.Future[RoundRecord]:
+        """Permission: press the keys of one choice, by index into ``choices`` (0 is the first)
+        or by its label (or the number the agent shows, ``"1"``). A future of the logged round."""
+        if self.kind != "permission":
+            raise MadohubValueError(
+                "choose() answers a permission prompt; an approval takes approve(text) or reject()"
+            )
+        index = self.choice_index(choice)
+        label = self.choices[index]
+        return self._answer("rejected" if label.lower().startswith("no") else "approved", index)
+
+    def choice_index(self, choice: object) -> int:
+        """The index of ``choice`` (an index, a label, or a shown number), or an error naming
+        the choices."""
+        shown = ", ".join(f"{i}: {c!r}" for i, c in enumerate(self.choices))
+        keys = self.prompt.keys if self.prompt is not None else ()
+        if isinstance(choice, int) and not isinstance(choice, bool):
+            if 0 <= choice < len(self.choices):
+                return choice
+            raise MadohubValueError(
+                f"choice {choice} is out of range: this prompt shows {len(self.choices)} "
+                f"choices ({shown}); pass an index 0-{len(self.choices) - 1} or a label"
+            )
+        if isinstance(choice, str):
+            wanted = choice.strip().lower()
+            for i, label in enumerate(self.choices):
+                if label.lower() == wanted or (i < len(keys) and keys[i] == wanted):
+                    return i
+        raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
+
+    def _answer(
+        self, state: AskState, how: int | Verdict
+    ) -> concurrent.futures.Future[RoundRecord]:
+        with self._lock:
+            if self.state != "open":
+                raise MadohubError(self._closed_why())
+            self.state = state
+        if isinstance(how, Verdict) and how.decision == "rejected":
+            self.reason = how.text or None
+        if isinstance(how, int) and how >= 0:
+            self.choice = self.choices[how]
+        return self._on_answer(self, state, how)
+
+    def close(self, state: AskState, reason: str) -> bool:
+        """Close it unanswered (``answered`` elsewhere, ``expired``); False if already closed."""
+        with self._lock:
+            if self.state != "open":
+                return False
+            self.state, self.reason = state, reason
+        return True
+
+    def _closed_why(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        what = f"choice {self.choice!r}" if self.choice else self.state
+        return (
+            f"this {self.kind} ask of {self.tile!r} is no longer open: it was {what}{why}; "
+            "nothing more is typed (hub.inbox lists what still waits)"
+        )
+
+    def __repr__(self) -> str:
+        first = self.text.strip().splitlines()[-1] if self.text.strip() else ""
+        choices = f" choices={list(self.choices)}" if self.choices else ""
+        return f"<Ask {self.kind} {self.tile} {self.state} {first[:60]!r}{choices}>"
+
+
+class Approval:
+    """An approval route's prompt waiting in the inbox: the ask and the round that waits on it."""
+
+    def __init__(self, ask: Ask, decided: asyncio.Future[Verdict]) -> None:
+        self.ask = ask
+        self._decided = decided
+        self.logged: concurrent.futures.Future[RoundRecord] = concurrent.futures.Future()
+        """The round once it is logged (what ``approve``/``reject`` return)."""
+
+    async def verdict(self, timeout_s: float | None) -> Verdict:
+        """Wait for the person (engine loop); ``expired`` after ``timeout_s``."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._decided), timeout_s)
+        except asyncio.TimeoutError:
+            if self.ask.close("expired", f"nobody answered within {timeout_s:g}s"):
+                return Verdict("expired", f"nobody answered within {timeout_s:g}s")
+            return await self._decided  # a person answered just as it expired
+
+    def expire(self, reason: str) -> None:
+        """Close it unanswered (its route stopped, its target exited), from the engine loop."""
+        if self.ask.close("expired", reason) and not self._decided.done():
+            self._decided.set_result(Verdict("expired", reason))
+
+    def abandon(self, reason: str) -> None:
+        """Its round was cancelled: close it, and its answer's future fails saying why."""
+        self.expire(reason)
+        if not self.logged.done():
+            self.logged.set_exception(MadohubError(f"nothing was typed: {reason}"))
+
+    def finish(self, rec: RoundRecord) -> None:
+        if not self.logged.done():
+            self.logged.set_result(rec)
+
+
+class Inbox:
+    """Every open :class:`Ask` of one hub, from every tile and host, oldest first.
+
+    Fed by the hub's events on the engine loop: a tile's output that goes quiet, its
+    state changing, its agent's ``notification`` hook. Reading a screen runs in a thread.
+    """
+
+    def __init__(
+        self,
+        services: RoundServices,
+        *,
+        tiles: Callable[[], Mapping[str, Tile]],
+        watch: Callable[[Tile], Awaitable[PaneStream]],
+        submit: Callable[
+            [Coroutine[Any, Any, RoundRecord]], concurrent.futures.Future[RoundRecord]
+        ],
+        call_soon: Callable[..., None],
+        emit: Callable[[HubEvent], None],
+    ) -> None:
+        self._services = services
+        self._tiles = tiles
+        self._watch = watch
+        self._submit = submit
+        self._call_soon = call_soon
+        self._emit = emit
+        self._asks: list[Ask] = []
+        self._approvals: dict[str, Approval] = {}
+        self._checks: dict[str, asyncio.TimerHandle] = {}
+        self._reading: set[str] = set()
+        self._again: set[str] = set()
+        self._hooked: set[str] = set()
+        self._hook_messages: dict[str, str] = {}
+        """A tile's last ``notification`` hook message, until its prompt is read."""
+
+    @property
+    def asks(self) -> list[Ask]:
+        """The open asks, oldest first (a copy; any thread)."""
+        return sorted((a for a in self._asks if a.open), key=lambda a: a._opened_mono)
+
+    def _add(self, ask: Ask) -> None:
+        self._asks = [*(a for a in self._asks if a.open), ask]
+        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+
+    def _closed(self, ask: Ask) -> None:
+        self._asks = [a for a in self._asks if a.open]
+        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+
+    # events (engine loop) ----------------------------------------------------------------
+    def on_event(self, event: HubEvent) -> None:
+        """Look at a tile again when its output pauses, its state changes or it is added."""
+        if event.kind == "tile_added" and (tile := self._tiles().get(event.name)) is not None:
+            asyncio.get_running_loop().create_task(self._follow(tile), name=f"inbox {tile.name}")
+        elif event.kind == "tile_state":
+            if event.state == "exited":
+                for approval in list(self._approvals.values()):
+                    if approval.ask.tile == event.name:
+                        approval.expire(f"target {event.name!r} exited")
+                        self._closed(approval.ask)
+            self._check_soon(event.name, 0.0)
+
+    async def _follow(self, tile: Tile) -> None:
+        """Look at ``tile`` each time its output pauses (pushed by tmux; no bytes kept)."""
+        try:
+            await asyncio.wrap_future(tile.ready)  # (started: its pane and agent are known)
+        except Exception:  # it did not start: nothing to ask
+            return
+        if tile.agent in UNASKING_KINDS:
+            return
+        self._watch_hooks(tile)
+        while self._tiles().get(tile.name) is tile:
+            try:
+                stream = await self._watch(tile)
+            except Exception:  # (a host that does not answer now: look again later)
+                await asyncio.sleep(REWATCH_S)
+                continue
+            if not await self._follow_stream(tile, stream) or stream.pane_exited:
+                return
+            await asyncio.sleep(REWATCH_S)  # a host's stream ended: open it again once back
+
+    async def _follow_stream(self, tile: Tile, stream: PaneStream) -> bool:
+        """Follow one stream until it ends (True) or the tile leaves the hub (False)."""
+        listener = stream.listen(wants_bytes=False, pollable=True)
+        try:
+            self._check_soon(tile.name, 0.0)
+            while self._tiles().get(tile.name) is tile:
+                await listener.wait(None)
+                listener.take()  # (clears the wake-up; it keeps no bytes)
+                listener.take_activity()
+                self._check_soon(tile.name, QUIET_CHECK_S)
+                if stream.pane_exited or stream.ended:
+                    return True
+            return False
+        finally:
+            listener.close()
+
+    def _watch_hooks(self, tile: Tile) -> None:
+        hooks = tile.hooks
+        if hooks is None or tile.name in self._hooked or "notification" not in hooks.kinds:
+            return
+        self._hooked.add(tile.name)
+
+        def on_hook(event: HookEvent, name: str = tile.name) -> None:
+            if event.kind == "notification":
+                self._hook_messages[name] = event.message or ""
+                self._check_soon(name, 0.0)
+
+        hooks.subscribe(on_hook)
+
+    def _check_soon(self, name: str, delay_s: float) -> None:
+        handle = self._checks.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._checks[name] = loop.call_later(delay_s, self._start_check, name)
+
+    def _start_check(self, name: str) -> None:
+        self._checks.pop(name, None)
+        if name in self._reading:
+            self._again.add(name)
+            return
+        tile = self._tiles().get(name)
+        if tile is None or tile.agent in UNASKING_KINDS:
+            return
+        self._reading.add(name)
+        asyncio.get_running_loop().create_task(self._check(tile), name=f"inbox {name}")
+
+    async def _check(self, tile: Tile) -> None:
+        try:
+            state, screen = await asyncio.to_thread(_read, tile)
+            prompt = read_permission_prompt(tile.profile, screen) if state == "waiting" else None
+            self._update(tile, prompt)
+        finally:
+            self._reading.discard(tile.name)
+            if tile.name in self._again:
+                self._again.discard(tile.name)
+                self._check_soon(tile.name, 0.0)
+
+    def _update(self, tile: Tile, prompt: PermissionPrompt | None) -> None:
+        """Open an ask for a prompt now shown; close the one the agent no longer shows."""
+        current = next(
+            (a for a in self._asks if a.open and a.kind == "permission" and a.tile == tile.name),
+            None,
+        )
+        if current is not None and current.prompt == prompt:
+            return
+        if current is not None and current.close(
+            "answered", "the agent no longer shows it (answered in the pane, or it moved on)"
+        ):
+            self._closed(current)
+        if prompt is not None:
+            message = self._hook_messages.pop(tile.name, None)
+            ask = Ask(
+                "permission", tile.name, prompt.question, prompt=prompt,
+                on_answer=self._press, signal="hook" if message is not None else "screen",
+            )  # fmt: skip
+            self._add(ask)
+
+    # answering a permission ----------------------------------------------------------------
+    def _press(
+        self, ask: Ask, state: str, how: int | Verdict
+    ) -> concurrent.futures.Future[RoundRecord]:
+        tile = self._tiles().get(ask.tile)
+        assert isinstance(how, int)
+        key = ask.prompt.keys[how] if ask.prompt is not None and how >= 0 else "Escape"
+        return self._submit(self._press_keys(ask, tile, key, state))
+
+    async def _press_keys(self, ask: Ask, tile: Tile | None, key: str, state: str) -> RoundRecord:
+        """Press ``key`` if the agent still shows the ask's prompt (under the pane's lock)."""
+        svc = self._services
+        started = time.monotonic()
+        rec = RoundRecord(
+            route_id=INBOX_ROUTE_ID, source="", target=ask.tile, round=0, trigger="manual",
+            transform="keys", dispatch="madoagent", prompt=key, status="error",
+            decision=state, session_id=svc.session_id,
+            meta={"ask": ask.kind, "question": ask.text, "choice": ask.choice or key},
+        )  # fmt: skip
+        problem: str | None
+        if tile is None:
+            problem = f"tile {ask.tile!r} is no longer a tile of this hub"
+        else:
+            async with svc.deliverer.pane_lock(tile.pane_id):
+                state_now, screen = await asyncio.to_thread(_read, tile)
+                shown = (
+                    read_permission_prompt(tile.profile, screen)
+                    if state_now == "waiting" else None
+                )  # fmt: skip
+                if shown != ask.prompt:
+                    problem = (
+                        f"the agent left its prompt (it reads {state_now} now); "
+                        "it was answered elsewhere or moved on"
+                    )
+                else:
+                    reader = await asyncio.to_thread(tile.reader)
+                    problem = (
+                        await send_checked(tile, reader, [key_command(tile.pane_id, key)])
+                        if isinstance(reader, Reader)
+                        else reader
+                    )
+        if problem is None:
+            rec.status, rec.delivered_at = "delivered", datetime.now(timezone.utc)
+        else:
+            rec.error = f"{ask.kind} of {ask.tile!r} not answered: {problem}; no key was pressed"
+        rec.deliver_ms = rec.latency_ms = round((time.monotonic() - started) * 1000, 3)
+        self._closed(ask)
+        if tile is not None:
+            self._check_soon(tile.name, QUIET_CHECK_S)
+        return await svc.record(rec)
+
+    # approvals -------------------------------------------------------------------------------
+    def open_approval(self, route_id: str, target: str, prompt: str) -> Approval:
+        """A route's prompt waits for a person (engine loop)."""
+        decided: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        holder: list[Approval] = []
+
+        def answered(
+            ask: Ask, state: str, how: int | Verdict
+        ) -> concurrent.futures.Future[RoundRecord]:
+            assert isinstance(how, Verdict)
+            self._call_soon(_settle, decided, how)
+            self._call_soon(self._closed, ask)
+            return holder[0].logged
+
+        ask = Ask("approval", target, prompt, route=route_id, on_answer=answered, signal="route")
+        approval = Approval(ask, decided)
+        holder.append(approval)
+        self._approvals[ask.id] = approval
+        self._add(ask)
+        return approval
+
+    def approval_done(self, approval: Approval, rec: RoundRecord) -> None:
+        """The round of ``approval`` is logged (engine loop)."""
+        self._approvals.pop(approval.ask.id, None)
+        if approval.ask.open:
+            approval.ask.close("expired", rec.error or "its round ended")
+        self._closed(approval.ask)
+        approval.finish(rec)
+
+
+def _settle(fut: asyncio.Future[Verdict], verdict: Verdict) -> None:
+    if not fut.done():
+        fut.set_result(verdict)
+
+
+def _read(tile: Tile) -> tuple[str, str]:
+    """A tile's state and screen now (a thread: tmux and file reads)."""
+    state = tile.state
+    return state, tile.screen() if state == "waiting" else ""

@@ -1,0 +1,359 @@
+"""The person in the loop: ``hub.inbox`` lists what waits for a person, and answers it once.
+
+Real tmux, stand-in Claude Code panes (same permission dialog as the real 2.1.197,
+fixtures/real/screens/06) and their own transcripts as the receiving end.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import log_rows, start_standin, user_prompts, wait_until
+
+from madohub_nb.agents.permission import read_permission_prompt
+from madohub_nb.agents.profiles import get_profile
+from madohub_nb.demo import standin_command
+from madohub_nb.errors import MadohubError, MadohubValueError
+
+
+def _asking_tile(hub: Any, name: str, cwd: Path) -> Any:
+    """A stand-in Claude Code (hooks on) that runs Bash tools for real once allowed."""
+    tile = hub.tile(
+        name, agent="claude", command=standin_command("claude", persona="echo"), cwd=cwd,
+        env={"MADOHUB_STANDIN_THINK_S": "0.2", "MADOHUB_STANDIN_ALLOW_BASH": "1"},
+    )  # fmt: skip
+    wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
+    return tile
+
+
+def _one_ask(hub: Any, kind: str = "permission", timeout_s: float = 20) -> Any:
+    wait_until(lambda: [a for a in hub.inbox if a.kind == kind], timeout_s, what=f"a {kind} ask")
+    (ask,) = hub.inbox
+    return ask
+
+
+def test_screen_06_reads_as_question_and_choices(fixtures_dir: Path) -> None:
+    screens = fixtures_dir / "real" / "screens"
+    prompt = read_permission_prompt(
+        get_profile("claude"), (screens / "06_waiting_permission_prompt.txt").read_text()
+    )
+    assert prompt is not None
+    assert prompt.choices == (
+        "Yes", "Yes, and always allow access to proj-a/ from this project", "No",
+    )  # fmt: skip
+    assert prompt.keys == ("1", "2", "3")
+    assert "touch /srv/demo/work/proj-a/made_by_tool" in prompt.question
+    assert prompt.question.endswith("Do you want to proceed?")
+    for idle in ("03_idle_after_reply.txt", "02_busy_waiting.txt"):
+        assert read_permission_prompt(get_profile("claude"), (screens / idle).read_text()) is None
+
+
+# Shaped like the profiles' waiting markers (not captured from the real agents here).
+CODEX_DIALOG = (
+    "• I will run a command.\n\n  Would you like to run the following command?\n\n  $ touch x\n\n"
+    "› 1. Yes, proceed (y)\n  2. Yes, and don't ask again for this command (p)\n"
+    "  3. No, and tell Codex what to do differently (esc)\n\n  Press enter to confirm or esc"
+)
+AIDER_DIALOG = "touch x\nRun shell command? (Y)es/(N)o/(D)on't ask again [Yes]: "
+
+
+@pytest.mark.parametrize(
+    ("kind", "screen", "choices", "keys", "question"),
+    [
+        ("codex", CODEX_DIALOG, ("Yes, proceed (y)", "Yes, and don't ask again for this command (p)",
+         "No, and tell Codex what to do differently (esc)"), ("1", "2", "3"), "$ touch x"),
+        ("aider", AIDER_DIALOG, ("Yes", "No"), ("y", "n"), "Run shell command?"),
+    ],
+)  # fmt: skip
+def test_other_agents_dialogs_read_as_choices_and_keys(
+    kind: str, screen: str, choices: tuple[str, ...], keys: tuple[str, ...], question: str
+) -> None:
+    prompt = read_permission_prompt(get_profile(kind), screen)
+    assert prompt is not None
+    assert (prompt.choices, prompt.keys) == (choices, keys)
+    assert question in prompt.question
+
+
+def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, project: Path) -> None:
+    tile = _asking_tile(hub, "w", project)
+    hub.send("w", "please [[bash touch made_by_tool]]").result(30)
+    ask = _one_ask(hub)
+    assert (ask.kind, ask.tile, ask.route, ask.state) == ("permission", "w", None, "open")
+    assert ask.choices == ("Yes", "Yes, and always allow access to proj/ from this project", "No")
+    assert "touch made_by_tool" in ask.text and "Do you want to proceed?" in ask.text
+    assert ask.signal == "hook"  # the agent's own Notification hook told the hub at once
+    rec = ask.choose("Yes").result(30)
+    assert (rec.status, rec.route_id, rec.prompt, rec.decision) == (
+        "delivered",
+        "inbox",
+        "1",
+        "approved",
+    )
+    wait_until((project / "made_by_tool").exists, 15, what="the tool ran once allowed")
+    wait_until(lambda: tile.state == "idle", 15, what="the agent went on")
+    assert ask.state == "approved" and ask.choice == "Yes" and hub.inbox == []
+    with pytest.raises(MadohubError, match="no longer open"):
+        ask.choose(0)
+    assert [r["route_id"] for r in log_rows(hub)].count("inbox") == 1
+
+
+def test_answered_in_the_pane_closes_the_ask_and_nothing_is_pressed(
+    hub: Any, project: Path
+) -> None:
+    tile = _asking_tile(hub, "w", project)
+    hub.send("w", "please [[bash touch never_made]]").result(30)
+    ask = _one_ask(hub)
+    hub.runtime.tmux.run("send-keys", "-t", tile.pane_id, "3")  # someone answers in the pane
+    wait_until(lambda: ask.state == "answered", 15, what="the ask closed itself")
+    assert hub.inbox == []
+    with pytest.raises(MadohubError, match="answered"):
+        ask.choose("Yes")
+    assert not (project / "never_made").exists()
+    assert [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []
+
+
+def test_choice_out_of_range_or_not_shown_names_the_choices(hub: Any, project: Path) -> None:
+    _asking_tile(hub, "w", project)
+    hub.send("w", "please [[bash true]]").result(30)
+    ask = _one_ask(hub)
+    with pytest.raises(MadohubValueError, match=r"out of range.*3 choices.*'Yes'.*'No'"):
+        ask.choose(3)
+    with pytest.raises(MadohubValueError, match=r"'Maybe' is not a choice.*0: 'Yes'"):
+        ask.choose("Maybe")
+    with pytest.raises(MadohubValueError, match="takes no text"):
+        ask.approve("some text")
+    assert ask.state == "open"
+    assert ask.choose("3").result(30).decision == "rejected"  # the number it shows works too
+
+
+def test_two_threads_choose_one_wins(hub: Any, project: Path) -> None:
+    _asking_tile(hub, "w", project)
+    hub.send("w", "please [[bash echo x >> twice]]").result(30)
+    ask = _one_ask(hub)
+    outcomes: list[object] = []
+    go = threading.Barrier(2)
+
+    def press() -> None:
+        go.wait()
+        try:
+            outcomes.append(ask.choose(0).result(30))
+        except MadohubError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=press) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(40)
+    errors = [o for o in outcomes if isinstance(o, MadohubError)]
+    assert len(outcomes) == 2 and len(errors) == 1, outcomes
+    wait_until((project / "twice").exists, 15)
+    wait_until(lambda: hub.tiles["w"].state == "idle", 15)
+    assert (project / "twice").read_text() == "x\n"
+
+
+# --- approval routes ---------------------------------------------------------------------------
+def _pair(hub: Any, writer_hooks: bool | None = None, **options: Any) -> Any:
+    start_standin(hub, "writer", hooks=writer_hooks)
+    start_standin(hub, "reviewer")
+    route = hub.connect("writer", "reviewer", template="Review: {output}", approve=True, **options)
+    wait_until(lambda: route.ready.is_set(), 5)
+    return route
+
+
+def test_approval_edited_is_delivered_and_logs_the_proposed_prompt(hub: Any) -> None:
+    route = _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    assert (ask.kind, ask.tile, ask.route) == ("approval", "reviewer", route.id)
+    assert ask.text.startswith("Review: ") and user_prompts(hub.tiles["reviewer"]) == []
+    rec = ask.approve("Review it briefly, please").result(30)
+    assert (rec.status, rec.decision) == ("delivered", "edited")
+    assert rec.proposed_prompt == ask.text and rec.prompt == "Review it briefly, please"
+    wait_until(lambda: user_prompts(hub.tiles["reviewer"]), 15)
+    assert user_prompts(hub.tiles["reviewer"]) == ["Review it briefly, please"]
+    row = log_rows(hub, route)[-1]
+    assert (row["decision"], row["proposed_prompt"]) == ("edited", ask.text)
+    with pytest.raises(MadohubError, match="no longer open"):
+        ask.approve()
+
+
+def test_approval_as_is_then_rejected(hub: Any) -> None:
+    route = _pair(hub, max_rounds=3)
+    hub.send("writer", "draft one").result(30)
+    first = _one_ask(hub, "approval", 30)
+    rec = first.approve().result(30)
+    assert (rec.status, rec.decision, rec.proposed_prompt) == ("delivered", "approved", None)
+    hub.send("writer", "draft two").result(30)
+    wait_until(lambda: [a for a in hub.inbox if a is not first], 30, what="a second approval")
+    (second,) = hub.inbox
+    rec = second.reject("not this one").result(30)
+    assert (rec.status, rec.decision) == ("rejected", "rejected")
+    assert "not this one" in (rec.error or "")
+    assert second.state == "rejected" and route.state == "active"
+    assert user_prompts(hub.tiles["reviewer"]) == [first.text]
+
+
+def test_approval_expires_after_its_timeout_and_types_nothing(hub: Any) -> None:
+    route = _pair(hub, approve_timeout_s=1.0)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    wait_until(lambda: route.last_status is not None, 15, what="the round logged")
+    row = log_rows(hub, route)[-1]
+    assert (row["status"], row["decision"]) == ("rejected", "expired")
+    assert ask.state == "expired" and hub.inbox == []
+    with pytest.raises(MadohubError, match="expired"):
+        ask.approve()
+    assert user_prompts(hub.tiles["reviewer"]) == []
+
+
+def test_route_stopped_while_its_prompt_waits_expires_it(hub: Any) -> None:
+    route = _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    route.stop()
+    wait_until(lambda: ask.state == "expired", 10, what="the ask expired with its route")
+    with pytest.raises(MadohubError, match="stopped"):
+        ask.approve()
+    wait_until(lambda: route.last_status is not None, 10)
+    assert log_rows(hub, route)[-1]["decision"] == "expired"
+    assert user_prompts(hub.tiles["reviewer"]) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"approve": True, "approve_timeout_s": 0}, "approve_timeout_s must be"),
+        ({"approve": True, "approve_timeout_s": "5"}, "approve_timeout_s must be"),
+        ({"approve_timeout_s": 5}, "needs approve=True"),
+        ({"approve": True, "dispatch": "shadow"}, "types nothing"),
+        ({"approve": "yes"}, "approve must be True or False"),
+    ],
+)
+def test_bad_approval_options_are_refused(hub: Any, options: dict[str, Any], message: str) -> None:
+    start_standin(hub, "a")
+    start_standin(hub, "b")
+    with pytest.raises(MadohubValueError, match=message):
+        hub.connect("a", "b", **options)
+
+
+@pytest.mark.parametrize(
+    ("line", "approve", "timeout_ms"),
+    [
+        ("--approve", True, None),
+        ("--approve --approve-timeout 90s", True, 90_000),
+        ("", False, None),
+    ],
+)
+def test_connect_magic_takes_approve(line: str, approve: bool, timeout_ms: int | None) -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    args = parse_command(f"connect w -> r {line}")
+    assert (args.approve, args.approve_timeout) == (approve, timeout_ms)
+
+
+def test_connect_magic_refuses_a_bad_approve_timeout() -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    with pytest.raises(MadohubValueError, match="soon"):
+        parse_command("connect w -> r --approve --approve-timeout soon")
+
+
+def test_target_exiting_while_a_prompt_waits_expires_it(hub: Any) -> None:
+    from conftest import kill_tree
+
+    route = _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    reviewer = hub.tiles["reviewer"]
+    kill_tree(reviewer.pane_info().pid)
+    wait_until(lambda: ask.state == "expired", 15, what="the ask expired with its target")
+    assert "exited" in (ask.reason or "")
+    with pytest.raises(MadohubError, match="exited"):
+        ask.approve()
+    wait_until(lambda: route.last_status is not None, 10)
+    row = log_rows(hub, route)[-1]
+    assert (row["status"], row["decision"]) == ("rejected", "expired")
+
+
+# --- the inbox widget --------------------------------------------------------------------------
+def test_inbox_widget_lists_a_permission_and_its_button_answers_it(hub: Any, project: Path) -> None:
+    from madohub_nb.notebook.widgets import Dashboard, InboxView
+
+    _asking_tile(hub, "w", project)
+    view, dash = InboxView(hub), Dashboard(hub)
+    try:
+        hub.send("w", "please [[bash touch by_button]]").result(30)
+        wait_until(lambda: view.count == 1, 20, what="the ask in the widget")
+        wait_until(lambda: "1 waiting" in dash._title.value, 10, what="the dashboard's count")
+        assert dash.inbox.count == 1
+        (row,) = view.rows.values()
+        assert [b.description for b in row.buttons][0] == "1. Yes"
+        assert "Do you want to proceed?" in view.snapshot_html()
+        row.buttons[0].click()
+        wait_until((project / "by_button").exists, 15, what="the tool ran on the click")
+        wait_until(lambda: view.count == 0, 15, what="the answered ask left the widget")
+        row.buttons[0].click()  # a stale button: refused in the view, nothing pressed again
+        assert "no longer open" in view.error.value
+        assert [r["route_id"] for r in log_rows(hub)].count("inbox") == 1
+    finally:
+        view.close()
+        dash.close()
+
+
+def test_inbox_widget_delivers_an_approval_edited_in_its_text_box(hub: Any) -> None:
+    from madohub_nb.notebook.widgets import InboxView
+
+    route = _pair(hub)
+    view = InboxView(hub)
+    try:
+        hub.send("writer", "draft one").result(30)
+        wait_until(lambda: view.count == 1, 30, what="the approval in the widget")
+        (row,) = view.rows.values()
+        assert row.prompt is not None and row.prompt.value.startswith("Review: ")
+        proposed = row.prompt.value
+        row.prompt.value = "Edited in the widget"
+        row.buttons[0].click()
+        wait_until(lambda: user_prompts(hub.tiles["reviewer"]), 15, what="the edit delivered")
+        assert user_prompts(hub.tiles["reviewer"]) == ["Edited in the widget"]
+        wait_until(lambda: view.count == 0, 10)
+        wait_until(lambda: log_rows(hub, route), 10, what="the round logged")
+        row_ = log_rows(hub, route)[-1]
+        assert (row_["decision"], row_["proposed_prompt"]) == ("edited", proposed)
+    finally:
+        view.close()
+
+
+def test_closing_the_hub_while_a_prompt_waits_closes_the_ask(hub: Any) -> None:
+    _pair(hub)
+    hub.send("writer", "draft one").result(30)
+    ask = _one_ask(hub, "approval", 30)
+    hub.close()
+    assert ask.state == "expired" and "hub closed" in (ask.reason or "")
+    assert hub.inbox == []
+    with pytest.raises(MadohubError, match="no longer open"):
+        ask.approve()
+
+
+@pytest.mark.parametrize("hooks", [None, False], ids=["stop-hook", "status-file"])
+def test_turns_finished_while_a_prompt_waits_route_once_the_newest(
+    hub: Any, hooks: bool | None
+) -> None:
+    route = _pair(hub, writer_hooks=hooks, max_rounds=5)
+    hub.send("writer", "draft one").result(30)
+    first = _one_ask(hub, "approval", 30)
+    for text in ("draft two", "draft three"):  # the source goes on while the person reads
+        hub.send("writer", text).result(30)
+        wait_until(lambda t=text: t in hub.tiles["writer"].screen(), 10)
+    wait_until(lambda: hub.tiles["writer"].state == "idle", 15)
+    assert hub.inbox == [first]  # one prompt at a time: nothing else asked meanwhile
+    first.approve().result(30)
+    second = wait_until(
+        lambda: [a for a in hub.inbox if a is not first], 30, what="the next prompt"
+    )[0]  # type: ignore[index]
+    assert "draft three" in second.text and "draft two" not in second.text, second.text
+    second.reject().result(30)
+    assert [r["decision"] for r in log_rows(hub, route)] == ["approved", "rejected"]
