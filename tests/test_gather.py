@@ -336,3 +336,28 @@ def test_the_gather_and_connect_magics_make_them_on_the_kernels_hub(project: Pat
     hub.send("r2", "b").result(30)
     wait_until(lambda: g.rounds == 1 and g.last_status == "shadow", 20)
     assert "--- r1 ---\nDone: a\n\n--- r2 ---\nDone: b" in log_rows(hub, g.id)[0]["prompt"]
+
+
+def test_a_gather_with_approve_waits_in_the_inbox_and_delivers_the_edited_prompt(
+    hub: mh.Hub,
+) -> None:
+    for name in ("r1", "r2", "writer"):
+        start_standin(hub, name)
+    gather = hub.gather(["r1", "r2"], "writer", approve=True, approve_timeout_s=60)
+    wait_until(gather.ready.is_set, 10, what="the gather to listen")
+    for name in ("r1", "r2"):
+        hub.send(name, f"review {name}").result(30)
+    wait_until(lambda: list(hub.inbox), 30, what="the gathered prompt in the inbox")
+    (ask,) = hub.inbox
+    assert (ask.kind, ask.route) == ("approval", gather.id)
+    assert "--- r1 ---" in ask.text and "--- r2 ---" in ask.text
+    assert user_prompts(hub.tiles["writer"]) == []  # nothing typed while it waits
+    rec = ask.approve("both reviews read: go on").result(30)
+    assert (rec.status, rec.decision, rec.proposed_prompt) == ("delivered", "edited", ask.text)
+    wait_until(lambda: user_prompts(hub.tiles["writer"]), 15, what="the writer's prompt")
+    assert user_prompts(hub.tiles["writer"]) == ["both reviews read: go on"]
+
+
+def test_gather_magic_takes_approve() -> None:
+    args = parse_command("gather r1 r2 -> w --approve --approve-timeout 90s")
+    assert (args.approve, args.approve_timeout) == (True, 90_000)
