@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -293,6 +294,41 @@ def test_real_session_files_are_read(
     assert session.status == status and session.waiting_for == waiting_for
     assert session.path == config_dir / "sessions" / "23811.json"
     assert session_status(session) == status
+
+
+def test_a_session_file_names_the_process_start_it_was_written_for(
+    fixtures_dir: Path, config_dir: Path
+) -> None:
+    """Real Claude Code writes ``procStart``, its ``/proc/<pid>/stat`` start time (field 22,
+    seen equal on 2.1.332 here): a file left by a process whose pid was reused names another."""
+    shutil.copy(fixtures_dir / "real" / "claude" / "sessions_23811_idle.json",
+                config_dir / "sessions" / "23811.json")  # fmt: skip
+    session = read_session_file(config_dir, 23811)
+    assert session is not None and session.proc_start == "52427"
+    assert session.is_for_process(52427) and not session.is_for_process(52428)
+
+
+def test_a_stale_session_file_of_a_reused_pid_is_not_followed(
+    hub: object, home: Path, tmp_path: Path
+) -> None:
+    """A Claude killed before it removed ``sessions/<pid>.json``, its pid since taken by the
+    tile's agent: the hub must not read that other session's transcript as this tile's."""
+    from conftest import start_standin
+
+    tile: Any = start_standin(hub, "a", cwd=tmp_path)
+    hub.send("a", "own question").result(30)  # type: ignore[attr-defined]
+    wait_until(lambda: tile.last_response() is not None, 15, what="a's own answer")
+    own = Path(str(tile.transcript_path()))
+    proc = tile.agent_process()
+    sessions = Path(str(tile.claude_config(proc))) / "sessions" / f"{proc.pid}.json"
+    foreign_id = "0f0f0f0f-0000-4000-8000-000000000001"
+    foreign = own.with_name(f"{foreign_id}.jsonl")
+    foreign.write_text(own.read_text().replace("own question", "FOREIGN"))
+    data = json.loads(sessions.read_text())
+    sessions.write_text(json.dumps({**data, "sessionId": foreign_id, "procStart": "1"}))
+    assert tile.transcript_path() != str(foreign)
+    found = tile.last_response()
+    assert found is None or "FOREIGN" not in found.text
 
 
 def test_session_file_with_only_a_session_id_is_enough(config_dir: Path) -> None:

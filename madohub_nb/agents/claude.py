@@ -39,6 +39,15 @@ class ClaudeSession:
     tmux: str | None = None
     """``"<session>:@<window>.%<pane>"`` in newer versions."""
     updated_at_ms: int | None = None
+    proc_start: str | None = None
+    """``procStart``: its process's start time in clock ticks since boot (``/proc/<pid>/stat``
+    field 22, as Claude Code writes it): a file whose process died and whose pid was reused
+    names another start (:func:`is_for_process`)."""
+
+    def is_for_process(self, start_ticks: int) -> bool:
+        """Whether this file was written by the process that started at ``start_ticks``: true
+        when it names no start (older versions), else only for that very start."""
+        return not self.proc_start or self.proc_start == str(start_ticks)
 
 
 def claude_config_dir(
@@ -147,6 +156,7 @@ def parse_session_file(raw: bytes | None, path: Path, pid: int) -> ClaudeSession
         name=_text(data, "name"),
         tmux=_text(data, "tmux"),
         updated_at_ms=_whole(data, "statusUpdatedAt") or _whole(data, "updatedAt"),
+        proc_start=_text(data, "procStart"),
     )
 
 

@@ -39,7 +39,11 @@ def claude_transcript(tile: Tile, proc: AgentProcess) -> str | None:
     if config is None:
         return None
     projects = config / "projects"
-    session = tile.claude_session(proc)
+    session, stale = tile.read_claude_session(proc)
+    if stale:
+        # Its pid's sessions file is another (dead) process's: it writes its own soon; the
+        # folder's newest transcript may be anyone's.
+        return None
     if session is not None and session.session_id:
         # The session may have no transcript yet (no prompt so far): then there is no answer.
         # Never fall back to the folder here: another agent in the same cwd writes there too.

@@ -493,20 +493,30 @@ class Tile:
     def claude_session(self, proc: AgentProcess) -> ClaudeSession | None:
         """Claude's ``sessions/<pid>.json`` on the tile's machine (its session id and live
         status), or None when there is none (yet) or it cannot be read."""
+        return self.read_claude_session(proc)[0]
+
+    def read_claude_session(self, proc: AgentProcess) -> tuple[ClaudeSession | None, bool]:
+        """:meth:`claude_session`, and whether the file found for ``proc``'s pid was another
+        process's (stale: its ``procStart`` is not ``proc``'s start)."""
         config = self.claude_config(proc)
         if config is None:
-            return None
+            return None, False
         path = session_file_path(config, proc.pid)
         try:
             raw = self.machine.read_head(str(path))
         except TmuxError:
             raw = None
         session = parse_session_file(raw, path, proc.pid)
+        stale = session is not None and not session.is_for_process(proc.start_ticks)
+        if stale:
+            # A Claude killed before it could remove its file, whose pid another process got
+            # (pids wrap at 32,768 here): that file names someone else's session.
+            session = None
         if session is None:
             # Read its environment again next time: a launcher may exec the agent with
             # another config dir under the same pid and start time (the demo's stand-ins do).
             self._environs = {}
-        return session
+        return session, stale
 
     def transcript_path(self) -> str | None:
         """Where the agent keeps its transcript (a path on its machine), if it can be found."""
