@@ -870,13 +870,18 @@ def check(
     if any("FORGED by the soak" in str(r["extracted"]) for r in rows):
         violations.append("a forged hook's answer was routed")
     for gid, name, rounds_then in soak.gather_kills:
-        later = [r for r in by_route.get(gid, []) if r["round"] > rounds_then]
-        meta = later[0]["meta"] if later else {}
-        missing = (json.loads(meta) if isinstance(meta, str) else meta or {}).get(
-            "gather_missing", {}
-        )
-        if later and name not in missing:
-            violations.append(f"{gid} round {later[0]['round']}: killed source {name} not named")
+        # The round after the kill may still hold an answer the source gave before it died
+        # (planted after the step); from then on the dead source is named as missing.
+        later = [
+            r
+            for r in by_route.get(gid, [])
+            if r["round"] > rounds_then and r["status"] != "exhausted"
+        ]
+        for k, row in enumerate(later):
+            meta = row["meta"] if isinstance(row["meta"], dict) else json.loads(row["meta"] or "{}")
+            named = name in meta.get("gather_missing", {})
+            if not named and (k > 0 or name not in meta.get("gathered", [])):
+                violations.append(f"{gid} round {row['round']}: killed source {name} not named")
     unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")

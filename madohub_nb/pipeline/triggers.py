@@ -33,6 +33,11 @@ from ..settings import TRIGGERS, check_choice, check_regex
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""
 
+RECORD_LAG_CHECKS = 3
+"""Times an idle source whose record still shows the turn routed before is read again
+(RECHECK_MS apart) with no new output: Qwen Code 0.24.4 draws its answer and goes idle
+before its chat file holds it (seen here: no later output would wake the route)."""
+
 FIRED_KEYS_KEPT = 1000
 """Transcript turn keys an on-idle route remembers, so that no turn fires twice."""
 
@@ -93,6 +98,11 @@ class IdleTrigger:
                 self.completed, self._window = True, ""
             else:
                 self._window = window[-KEYWORD_WINDOW_CHARS:]
+
+    def check_again(self, now_ms: float, after_ms: float) -> None:
+        """Look again ``after_ms`` from now though no output comes (a record that lags)."""
+        self.last_output_ms = now_ms - self.idle_delay_ms
+        self._recheck_at_ms = now_ms + after_ms
 
     def next_check_ms(self) -> float | None:
         """When silence will have lasted ``idle_delay_ms`` (or a recheck is due); None: wait for output."""
@@ -344,6 +354,8 @@ class IdleDetector:
         self._routed: OrderedDict[str, None] = OrderedDict()
         """Text keys of every turn this detector fired: a hook that arrives late (or twice)
         with an older turn's answer, which the record no longer shows last, is not new."""
+        self._lag_checks = 0
+        """Rereads of a record that still showed the last routed turn (RECORD_LAG_CHECKS)."""
 
     async def start(self, source: TurnSource) -> None:
         first = await source.answer()
@@ -358,6 +370,9 @@ class IdleDetector:
         if heard.hook is not None:
             return await self._on_hook(heard.hook, source)
         idle, now = self.trigger, heard.now_ms
+        rereading = self._lag_checks > 0
+        if heard.text or heard.spoke_ms is not None:
+            self._lag_checks, rereading = 0, False
         if heard.text:
             idle.output(now, heard.text)
         elif heard.spoke_ms is not None:
@@ -377,7 +392,15 @@ class IdleDetector:
             idle.skip_reason = "already routed"
             return Turn(found, took_ms, skipped="already routed", signal=signal)
         if not idle.accept(key, unique=unique, text_key=text_key(found)):
+            if unique and idle.skip_reason == "already routed":
+                # The screen said the turn is over; its record may not hold it yet.
+                if self._lag_checks < RECORD_LAG_CHECKS:
+                    self._lag_checks += 1
+                    idle.check_again(now, RECHECK_MS)
+                if rereading:
+                    return None  # still the routed turn: said once already
             return Turn(found, took_ms, skipped=idle.skip_reason, signal=signal)
+        self._lag_checks = 0
         self._remember(text_key(found))
         return Turn(found, took_ms, signal=signal)
 
