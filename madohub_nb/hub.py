@@ -47,6 +47,9 @@ class Hub:
     session_name = property(lambda hub: hub._rt.session_name, doc="The tmux session it makes.")
     hosts = property(lambda hub: hub._rt.tiles.hosts, doc="{host: HostLink}: remote hosts in use.")
     engine = property(lambda hub: hub._rt.engine, doc="The engine thread (widgets use it).")
+    mcp = property(
+        lambda hub: hub._rt.mcp, doc="The MCP server (``.url``): agents call each other through it."
+    )
     runtime = property(lambda hub: hub._rt, doc="The machinery behind the hub (for tests, tools).")
 
     if TYPE_CHECKING:  # the settings' attributes, made from the table below the class

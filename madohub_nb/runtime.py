@@ -12,7 +12,7 @@ from __future__ import annotations
 import atexit
 import threading
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
@@ -27,6 +27,9 @@ from .recorder import RoundRecorder
 from .routes import RouteRegistry
 from .services import HubServices
 from .tiles import TileRegistry
+
+if TYPE_CHECKING:
+    from .handoffs import HubMcp
 
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
@@ -65,6 +68,16 @@ class Runtime:
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
         self.services = HubServices(self)
         """What the hub's routes and rounds get (``RouteServices``)."""
+        self._mcp: HubMcp | None = None
+
+    @property
+    def mcp(self) -> HubMcp:
+        """The hub's MCP server (made on first use: the ``mcp`` SDK loads only then)."""
+        if self._mcp is None:
+            from .handoffs import HubMcp
+
+            self._mcp = HubMcp(self)
+        return self._mcp
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
@@ -91,6 +104,8 @@ class Runtime:
 
     # life cycle: routes first, then tiles and hosts, then the engine, then the log ------
     async def _shutdown(self) -> None:
+        if self._mcp is not None:  # first: no call starts a round any more
+            await self._mcp.close()
         await self.routes.close()
         await self.tiles.close()  # (and the hook channel)
 
