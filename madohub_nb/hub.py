@@ -67,6 +67,8 @@ class Hub:
         keep_panes: bool
         ssh_command: str
         remote_socket_name: str | None
+        mcp_max_rounds: int
+        mcp_cooldown_ms: int
 
     def __init__(self, *args: Any, **settings: Any) -> None:
         self._rt = Runtime(HubSettings(*args, **settings))
