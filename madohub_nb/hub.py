@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
@@ -23,7 +24,14 @@ from .pipeline.keys import check_keys, press_keys
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route, route_context
-from .pipeline.tile import Tile, check_new_tile, check_tile_name, pane_reference, tile_options
+from .pipeline.tile import (
+    Tile,
+    check_mcp_option,
+    check_new_tile,
+    check_tile_name,
+    pane_reference,
+    tile_options,
+)
 from .pipeline.transforms import AIClientConfig
 from .render import html_for_hub, repr_hub
 from .runtime import Runtime
@@ -112,19 +120,34 @@ class Hub:
         completion_pattern: str | None = None,
         host: str | None = None,
         hooks: bool | None = None,
+        mcp: bool | list[str] = False,
+        allow_shell: bool = False,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
         has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
         that long; its last line matches). ``completion_pattern``: output that ends a turn.
         ``hooks``: the agent's own end-of-turn hooks for a pane the hub starts (None: when its
-        agent has them; True: required; False: off); an adopted pane keeps the weaker signals."""
+        agent has them; True: required; False: off); an adopted pane keeps the weaker signals.
+        ``mcp``: start the agent with the hub's MCP tools (True: it may reach every agent tile;
+        a list: those tiles, a shell among them only with ``allow_shell=True``)."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
+        reach = check_mcp_option(mcp)
+        if reach is not False and (pane is not None or host is not None):
+            raise MadohubValueError(
+                "mcp= configures an agent the hub starts in a pane of this machine; an adopted "
+                "pane or a remote host cannot take it yet (hub.mcp.client_config(name) shows "
+                "what to give an agent by hand)"
+            )
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
+            if reach is not False:
+                self._rt.tiles.check_name_free(name)
+                kind = agent or kind_from_command(command)
+                command = f"{command} {self.mcp.agent_args(name, kind, reach, allow_shell)}"
             tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
         elif hooks is True:
             raise MadohubValueError(ADOPTED_HOOKS)

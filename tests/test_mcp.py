@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx2
+import psutil
 import pytest
 from conftest import log_rows, shell_tile, start_standin, user_prompts, wait_until
 from mcp import Client
@@ -252,3 +253,59 @@ def test_an_ask_past_its_timeout_errors_and_the_late_answer_is_logged(
     assert (late["source"], late["extracted"]) == ("slow", "Done: take your time")
     assert late["status"] == "error" and late["meta"]["late"] is True
     assert "answered after the ask timed out" in late["error"]
+
+
+def test_a_tile_started_with_mcp_asks_another_through_the_hub(hub: mh.Hub, project: Path) -> None:
+    """``hub.tile(..., mcp=["reviewer"])``: the stand-in Claude gets ``--mcp-config`` (a private
+    file of the hub's with its token) and the tools pre-allowed; its call reaches the reviewer."""
+    from madohub_nb.demo import standin_command
+
+    hub.mcp_cooldown_ms = 1000
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    lead = hub.tile(
+        "lead", agent="claude", command=standin_command("claude"), cwd=project,
+        env={"MADOHUB_STANDIN_THINK_S": "0.3"}, mcp=["reviewer"],
+    )  # fmt: skip
+    wait_until(lambda: lead.state == "idle", 15, what="lead idle")
+    argv = psutil.Process(lead.agent_process().pid).cmdline()  # type: ignore[union-attr]
+    config = Path(argv[argv.index("--mcp-config") + 1])
+    assert oct(config.stat().st_mode & 0o777) == "0o600"
+    assert hub.mcp.token("lead") in config.read_text()
+    assert hub.mcp.token("lead") not in " ".join(argv)  # the token is never on a command line
+    assert "mcp__madohub__ask" in argv[argv.index("--allowedTools") + 1]
+    hub.send("lead", "[[mcp ask reviewer: is this right?]]").result(30)
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 30, what="the ask's two rows")
+    wait_until(
+        lambda: (
+            (lead.last_response() or None) is not None
+            and lead.last_response().text == "Done: is this right?"
+        ),  # type: ignore[union-attr]
+        15,
+        what="the lead's answer: the reviewer's, as the tool result",
+    )
+    assert user_prompts(reviewer) == ["is this right?"]
+    assert [r["source"] for r in mcp_rows(hub)] == ["lead", "reviewer"]
+    hub.send("lead", "[[mcp send tester: hi]]").result(30)
+    wait_until(lambda: "send error" in (lead.last_response().text or ""), 15)  # type: ignore[union-attr]
+    assert "you may reach ['reviewer']" in lead.last_response().text  # type: ignore[union-attr]
+    hub.close()
+    assert not config.exists()
+
+
+def test_mcp_on_a_tile_is_checked(hub: mh.Hub) -> None:
+    with pytest.raises(ValueError, match="mcp must be True"):
+        hub.tile("a", agent="claude", command="claude", mcp="reviewer")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not one the hub can configure yet"):
+        hub.tile("b", command="bash", mcp=True)
+    with pytest.raises(ValueError, match="an adopted pane"):
+        hub.tile("c", pane="%0", mcp=True)
+    assert hub.tiles == {}
+
+
+def test_the_tile_magic_takes_mcp_and_its_names() -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    assert parse_command("tile lead --cmd claude").mcp is None
+    assert parse_command("tile lead --cmd claude --mcp").mcp == []
+    args = parse_command("tile lead --cmd claude --mcp reviewer tester --allow-shell")
+    assert (args.mcp, args.allow_shell) == (["reviewer", "tester"], True)

@@ -165,6 +165,9 @@ class MadohubMagics(Magics):
             kwargs["host"] = args.host
         if args.hooks is not None:
             kwargs["hooks"] = args.hooks
+        if args.mcp is not None:
+            kwargs["mcp"] = args.mcp or True
+            kwargs["allow_shell"] = args.allow_shell
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:

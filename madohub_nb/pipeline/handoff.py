@@ -98,12 +98,14 @@ class Handoff:
         reach: bool | list[str] | tuple[str, ...] = True,
         *,
         allow_shell: bool = False,
+        known: bool = True,
     ) -> str:
         """Give tile ``caller`` a token for the tools (a new one each time; the old one ends).
 
         ``reach``: True for every agent tile but shells and terminals; or the names it may
-        reach (a shell among them only with ``allow_shell``)."""
-        if caller not in self._tiles():
+        reach (a shell among them only with ``allow_shell``). ``known=False``: the tile is
+        about to be made (its agent starts with the token)."""
+        if known and caller not in self._tiles():
             raise ToolRefused(
                 f"{caller!r} is not a tile of this hub; tiles: {sorted(self._tiles())}"
             )
