@@ -30,7 +30,7 @@ MCP_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 SERVER_NAME = "madohub"
 """Claude Code names a tool ``mcp__<server>__<tool>``: ``mcp__madohub__ask``."""
-STOP_TIMEOUT_S = 1.0
+STOP_TIMEOUT_S = 0.5
 
 
 class ToolRefused(Exception):
@@ -78,17 +78,17 @@ def _build_server(tools: HandoffTools) -> Any:
             log.exception("madohub_nb MCP tool failed")
             raise ToolError(f"the hub failed on this call: {type(exc).__name__}: {exc}") from None
 
-    @server.tool()
+    @server.tool(structured_output=False)
     async def list_agents(ctx: Context) -> list[dict[str, str]]:
         """The agents this caller may reach: name, agent kind and state (idle, busy...)."""
         return await call(ctx, tools.list_agents)
 
-    @server.tool()
+    @server.tool(structured_output=False)
     async def send(to: str, text: str, ctx: Context) -> str:
         """Type ``text`` into agent ``to`` as a prompt; returns "delivered" (or the error)."""
         return await call(ctx, lambda token: tools.send(token, to, text))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     async def ask(to: str, text: str, ctx: Context, timeout_s: float = 600.0) -> str:
         """Type ``text`` into agent ``to`` and wait (up to ``timeout_s``) for its next whole
         answer, which is returned."""
@@ -112,6 +112,10 @@ class McpEndpoint:
         if self.url is not None:
             return self.url
         import uvicorn
+
+        # Its "Exception in ASGI application" at close is an agent's event stream cut off
+        # (Claude Code keeps a GET open); the hub's own failures are logged by the hub.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
 
         app = _build_server(self._tools).streamable_http_app(
             streamable_http_path=MCP_PATH, host=MCP_HOST
@@ -141,7 +145,7 @@ class McpEndpoint:
         if self._server is None or self._task is None:
             return
         self._server.should_exit = True
-        pass
+        self._server.force_exit = True  # an agent's open event stream never ends by itself
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(self._task), STOP_TIMEOUT_S)
         if not self._task.done():
