@@ -113,10 +113,6 @@ class McpEndpoint:
             return self.url
         import uvicorn
 
-        # Its "Exception in ASGI application" at close is an agent's event stream cut off
-        # (Claude Code keeps a GET open); the hub's own failures are logged by the hub.
-        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
-
         app = _build_server(self._tools).streamable_http_app(
             streamable_http_path=MCP_PATH, host=MCP_HOST
         )
@@ -126,6 +122,10 @@ class McpEndpoint:
         config = uvicorn.Config(
             app, log_config=None, log_level=logging.WARNING, lifespan="on", access_log=False
         )
+        # (After the Config, which sets the level.) Its "Exception in ASGI application" at
+        # close is an agent's event stream cut off (Claude Code keeps a GET open); the
+        # hub's own failures are logged by the hub.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         self._server = uvicorn.Server(config)
         self._task = asyncio.get_running_loop().create_task(
             self._server.serve(sockets=[sock]), name="madohub mcp"
