@@ -64,6 +64,10 @@ class HubMcp:
         except ToolRefused as exc:
             raise MadohubValueError(str(exc)) from None
 
+    def revoke(self, tile: str) -> None:
+        """``tile``'s token ends: its calls are refused from now on."""
+        self.handoff.revoke(tile)
+
     def token(self, tile: str) -> str | None:
         """``tile``'s bearer token (None: it has none)."""
         return self.handoff.token(tile)

@@ -148,7 +148,12 @@ class Hub:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
                 command = f"{command} {self.mcp.agent_args(name, kind, reach, allow_shell)}"
-            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
+            try:
+                tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks)
+            except BaseException:
+                if reach is not False:  # no tile: its token ends with it
+                    self.mcp.revoke(name)
+                raise
         elif hooks is True:
             raise MadohubValueError(ADOPTED_HOOKS)
         elif command is not None or cwd is not None or env:

@@ -152,6 +152,11 @@ class Handoff:
                 "the bearer token is not one this hub gave (or its tile was closed and "
                 "the token ended); nothing was typed"
             )
+        if grant.caller not in self._tiles():
+            raise ToolRefused(
+                f"the bearer token is {grant.caller!r}'s, which is no tile of this hub now; "
+                "nothing was typed"
+            )
         now = time.monotonic()
         grant.calls.append(now)
         recent = [t for t in grant.calls if now - t < 1.0]
