@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
@@ -26,6 +27,7 @@ from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route, route_context
 from .pipeline.tile import (
     Tile,
+    check_mcp_option,
     check_new_tile,
     check_tile_name,
     pane_reference,
@@ -55,6 +57,9 @@ class Hub:
     session_name = property(lambda hub: hub._rt.session_name, doc="The tmux session it makes.")
     hosts = property(lambda hub: hub._rt.tiles.hosts, doc="{host: HostLink}: remote hosts in use.")
     engine = property(lambda hub: hub._rt.engine, doc="The engine thread (widgets use it).")
+    mcp = property(
+        lambda hub: hub._rt.mcp, doc="The MCP server (``.url``): agents call each other through it."
+    )
     runtime = property(lambda hub: hub._rt, doc="The machinery behind the hub (for tests, tools).")
 
     if TYPE_CHECKING:  # the settings' attributes, made from the table below the class
@@ -72,6 +77,8 @@ class Hub:
         keep_panes: bool
         ssh_command: str
         remote_socket_name: str | None
+        mcp_max_rounds: int
+        mcp_cooldown_ms: int
 
     def __init__(self, *args: Any, **settings: Any) -> None:
         self._rt = Runtime(HubSettings(*args, **settings))
@@ -116,6 +123,8 @@ class Hub:
         host: str | None = None,
         hooks: bool | None = None,
         worktree: str | bool | None = None,
+        mcp: bool | list[str] = False,
+        allow_shell: bool = False,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
@@ -125,15 +134,35 @@ class Hub:
         agent has them; True: required; False: off); an adopted pane keeps the weaker signals.
         ``worktree``: the pane works in a new ``git worktree`` of ``cwd``'s repository on a new
         branch (True: ``madohub/<name>``; a string: that branch); ``tile.worktree`` is its path,
-        and ``close()`` removes it unless it holds changes (``hub.close()`` says which it kept)."""
+        and ``close()`` removes it unless it holds changes (``hub.close()`` says which it kept).
+        ``mcp``: start the agent with the hub's MCP tools (True: it may reach every agent tile;
+        a list: those tiles, a shell among them only with ``allow_shell=True``)."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
+        reach = check_mcp_option(mcp)
+        if reach is not False and (pane is not None or host is not None):
+            raise MadohubValueError(
+                "mcp= configures an agent the hub starts in a pane of this machine; an adopted "
+                "pane or a remote host cannot take it yet (hub.mcp.client_config(name) shows "
+                "what to give an agent by hand)"
+            )
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
             branch = worktree_branch(name, worktree)
-            tile = self._rt.tiles.create(name, agent, command, workdir, env, host, hooks, branch)
+            if reach is not False:
+                self._rt.tiles.check_name_free(name)
+                kind = agent or kind_from_command(command)
+                command = f"{command} {self.mcp.agent_args(name, kind, reach, allow_shell)}"
+            try:
+                tile = self._rt.tiles.create(
+                    name, agent, command, workdir, env, host, hooks, branch
+                )
+            except BaseException:
+                if reach is not False:  # no tile: its token ends with it
+                    self.mcp.revoke(name)
+                raise
         elif worktree not in (None, False):
             raise MadohubValueError("worktree= makes a new pane's worktree; pane= adopts one")
         elif hooks is True:

@@ -22,9 +22,13 @@ from .settings import (
     AI_MAX_RETRIES,
     AI_MAX_RETRIES_RANGE,
     AI_TIMEOUT_S,
+    COOLDOWN_MS_DEFAULT,
+    COOLDOWN_MS_RANGE,
     DELIVERY_MODES,
     IDLE_DELAY_MS,
     IDLE_DELAY_MS_RANGE,
+    MAX_ROUNDS_DEFAULT,
+    MAX_ROUNDS_RANGE,
     PRICES_TAKEN,
     TARGET_WAIT_S,
     TARGET_WAIT_S_RANGE,
@@ -134,6 +138,14 @@ def _check_retries(value: Any) -> int:
     return check_range("ai_max_retries", value, AI_MAX_RETRIES_RANGE)
 
 
+def _check_mcp_max_rounds(value: Any) -> int:
+    return check_range("mcp_max_rounds", value, MAX_ROUNDS_RANGE)
+
+
+def _check_mcp_cooldown(value: Any) -> int:
+    return check_range("mcp_cooldown_ms", value, COOLDOWN_MS_RANGE)
+
+
 def _check_prices(value: Any) -> dict[str, dict[str, float]]:
     return check_prices(value)
 
@@ -240,6 +252,19 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "remote_socket_name", None, check_socket_name, False,
         "tmux socket name (tmux -L NAME) on remote hosts; None: their default server.",
         str,
+    ),
+    Setting(
+        "mcp_max_rounds", MAX_ROUNDS_DEFAULT, _check_mcp_max_rounds, True,
+        "Loop protection of the MCP tools: how many send/ask calls one agent may make to "
+        f"another ({MAX_ROUNDS_RANGE[0]} to {MAX_ROUNDS_RANGE[1]}); hub.mcp.reset() starts "
+        "a new conversation.",
+        int,
+    ),
+    Setting(
+        "mcp_cooldown_ms", COOLDOWN_MS_DEFAULT, _check_mcp_cooldown, True,
+        "Loop protection of the MCP tools: the least time (ms) between two calls of one "
+        f"pair; a call sooner waits ({COOLDOWN_MS_RANGE[0]} to {COOLDOWN_MS_RANGE[1]}).",
+        int,
     ),
 )  # fmt: skip
 """Every setting of ``Hub(...)``, in the order of its keywords."""

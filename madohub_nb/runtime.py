@@ -13,7 +13,7 @@ import atexit
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agents.registry import load_agents_file
 from .engine import Engine, EventBus
@@ -30,6 +30,9 @@ from .recorder import RoundRecorder
 from .routes import RouteRegistry
 from .services import HubServices
 from .tiles import TileRegistry
+
+if TYPE_CHECKING:
+    from .handoffs import HubMcp
 
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
@@ -90,6 +93,16 @@ class Runtime:
         )  # fmt: skip
         """What waits for a person: permission prompts, approval routes' prompts."""
         self.events.subscribe(self.inbox.on_event)
+        self._mcp: HubMcp | None = None
+
+    @property
+    def mcp(self) -> HubMcp:
+        """The hub's MCP server (made on first use: the ``mcp`` SDK loads only then)."""
+        if self._mcp is None:
+            from .handoffs import HubMcp
+
+            self._mcp = HubMcp(self)
+        return self._mcp
 
     # settings ----------------------------------------------------------------------
     def set_setting(self, name: str, value: Any) -> None:
@@ -116,6 +129,8 @@ class Runtime:
 
     # life cycle: routes first, then tiles and hosts, then the engine, then the log ------
     async def _shutdown(self) -> None:
+        if self._mcp is not None:  # first: no call starts a round any more
+            await self._mcp.close()
         await self.routes.close()
         await self.tiles.close()  # (and the hook channel)
 

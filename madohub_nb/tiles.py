@@ -494,6 +494,10 @@ class TileRegistry:
             raise MadohubValueError(f"no {role} tile named {key!r}; tiles: {known}")
         return tile
 
+    def check_name_free(self, name: str) -> None:
+        """Raise a teaching error when a live tile already has ``name``."""
+        self._check_name_free(name)
+
     def _check_name_free(
         self, name: str, pane: PaneRef | None = None, raise_: bool = True
     ) -> str | None:

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.routes": 3,
     "madohub_nb.recorder": 3,
     "madohub_nb.services": 3,
+    "madohub_nb.handoffs": 3,  # hub.mcp: the MCP server joined to the tools' work
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.notebook": 5,

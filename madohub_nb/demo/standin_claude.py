@@ -13,6 +13,11 @@ asks permission to run CMD (run for real only with ``--allow-bash`` or
 end (a hook that got lost). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
+``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
+calls the MCP tool ``TOOL`` (``send`` or ``ask``) of the configured streamable-HTTP
+server with ``to=NAME, text=TEXT`` and answers with the tool's result (the turn waits
+for the call; the screen shows the turn busy meanwhile).
+
 ``--settings JSON|FILE`` takes command hooks as the real one does (``Stop``,
 ``SessionStart``, ``Notification``): each runs with ``/bin/sh -c`` and gets the real
 payload shape on stdin (``last_assistant_message`` for ``Stop``).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -538,6 +544,9 @@ def _claude_paste_label(n: int, text: str) -> str | None:
 class ClaudeStandin(AgentStandin[_Turn]):
     """The stand-in Claude Code TUI."""
 
+    mcp_config: str | None = None
+    """``--mcp-config FILE``: the servers ``[[mcp …]]`` calls."""
+
     def __init__(
         self,
         persona: str,
@@ -677,8 +686,11 @@ class ClaudeStandin(AgentStandin[_Turn]):
                     notification_type="permission_prompt",
                 )  # fmt: skip
             return
+        called = call_mcp(self.mcp_config, turn.prompt) if turn.phase == "thinking" else None
         if turn.phase == "after_tool":
             text = personas.echo(turn.tool_output)
+        elif called is not None:
+            text = called
         else:
             text = personas.reply(self.persona, turn.prompt, self.turns)
         block = {"type": "text", "text": text}
@@ -864,6 +876,45 @@ class ClaudeStandin(AgentStandin[_Turn]):
         ]
 
 
+_MCP_RE: Final = re.compile(
+    r"\[\[mcp\s+(send|ask|list_agents)\s*([^:\]]*?)\s*(?::\s*(.*?))?\]\]", re.S
+)
+
+
+def call_mcp(config_file: str | None, prompt: str) -> str | None:
+    """The ``[[mcp TOOL NAME: TEXT]]`` marker's call through ``--mcp-config``'s first server
+    (None: no marker); its result (or error) as text."""
+    found = _MCP_RE.search(prompt)
+    if found is None:
+        return None
+    if not config_file:
+        return "no MCP server configured (--mcp-config)"
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server = next(iter(json.loads(Path(config_file).read_text())["mcpServers"].values()))
+    tool, to, text = found.group(1), found.group(2), found.group(3) or ""
+    args: dict[str, Any] = {} if tool == "list_agents" else {"to": to, "text": text}
+    if tool == "ask":
+        args["timeout_s"] = 120
+
+    async def go() -> str:
+        timeout = httpx2.Timeout(30, read=300)
+        async with httpx2.AsyncClient(headers=server.get("headers", {}), timeout=timeout) as http:
+            async with Client(streamable_http_client(server["url"], http_client=http)) as c:
+                result = await c.call_tool(tool, args)
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        return f"{tool} error: {text}" if result.is_error else text
+
+    try:
+        return asyncio.run(go())
+    except Exception as exc:  # a stand-in reports what went wrong as its answer
+        return f"{tool} failed: {type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the stand-in Claude Code in this terminal."""
     parser = build_parser("claude")
@@ -883,6 +934,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON|FILE",
         help="settings for this run, as the real one takes them (its command hooks run)",
     )
+    parser.add_argument(
+        "--mcp-config", default=None, metavar="FILE", help="MCP servers, as the real one takes them"
+    )
+    parser.add_argument("--allowedTools", default=None, help="tools allowed without asking")
     run = launch("claude", argv, parser)
     app = ClaudeStandin(
         persona=run.persona,
@@ -893,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
         home=config_dir(),
         hooks=read_hooks(run.args.settings),
     )
+    app.mcp_config = run.args.mcp_config
     return app.run()
 
 

@@ -168,6 +168,9 @@ class MadohubMagics(Magics):
             kwargs["hooks"] = args.hooks
         if args.worktree is not None:
             kwargs["worktree"] = args.worktree
+        if args.mcp is not None:
+            kwargs["mcp"] = args.mcp or True
+            kwargs["allow_shell"] = args.allow_shell
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:

@@ -452,6 +452,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-hooks turns them off (default: on when the agent has them)",
     )  # fmt: skip
     p.add_argument(
+        "--mcp", nargs="*", metavar="NAME", default=None,
+        help="start the agent with the hub's MCP tools (list_agents, send, ask): --mcp "
+        "reaches every agent tile, --mcp reviewer tester only those (default: off)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-shell", action="store_true",
+        help="with --mcp NAME…: a shell among the names may be typed into (default: off)",
+    )  # fmt: skip
+    p.add_argument(
         "--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
         help="environment of the new pane; repeat for more (default: none)",
     )  # fmt: skip

@@ -800,3 +800,17 @@ def tile_options(
         if completion_pattern is not None
         else None,
     )
+
+
+def check_mcp_option(mcp: object) -> bool | list[str]:
+    """``mcp=``: False/None (off), True (every agent tile) or a list of tile names."""
+    if mcp is None or mcp is False:
+        return False
+    if mcp is True:
+        return True
+    if isinstance(mcp, (list, tuple)) and mcp and all(isinstance(n, str) and n for n in mcp):
+        return list(mcp)
+    raise MadohubValueError(
+        f"mcp must be True (reach every agent tile), a non-empty list of tile names "
+        f"(e.g. ['reviewer']) or False, got {mcp!r}"
+    )

@@ -1,0 +1,132 @@
+"""``hub.mcp``: the hub's MCP server, started on first use, ended by ``close()``.
+
+It joins the transport (:class:`~madohub_nb.io.mcp.McpEndpoint`, streamable HTTP on
+127.0.0.1, on the engine's loop) to the tools' work
+(:class:`~madohub_nb.pipeline.handoff.Handoff`) and hands out the tiles' tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .errors import MadohubError, MadohubValueError
+from .io.mcp import SERVER_NAME, McpEndpoint, ToolRefused
+from .pipeline.handoff import Handoff
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+START_TIMEOUT_S = 15.0
+TOOLS: Final = ("list_agents", "send", "ask")
+AGENTS_WITH_MCP: Final = ("claude",)
+"""The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
+
+
+class HubMcp:
+    """The MCP server of one hub: ``url``, the tiles' tokens, loop protection's reset."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+        self.handoff = Handoff(
+            runtime.services, lambda: runtime.tiles.tiles, lambda name: runtime.settings[name]
+        )
+        self._endpoint = McpEndpoint(self.handoff)
+        self._folder: Path | None = None
+        """Private (0700) folder of the agents' MCP config files; removed by close()."""
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT/mcp``; the server starts on the first look."""
+        if self._endpoint.url is None:
+            if self._rt.closed:
+                raise MadohubError("this hub is closed; its MCP server is gone")
+            self._rt.engine.run_sync(self._endpoint.start(), START_TIMEOUT_S)
+        assert self._endpoint.url is not None
+        return self._endpoint.url
+
+    @property
+    def started(self) -> bool:
+        return self._endpoint.url is not None
+
+    def grant(self, tile: str, reach: bool | list[str] = True, *, allow_shell: bool = False) -> str:
+        """A new bearer token for ``tile`` (its old one ends): who it is when it calls.
+
+        ``reach``: True for every agent tile but shells and terminals, or the names it may
+        reach (a shell among them only with ``allow_shell=True``)."""
+        try:
+            return self.handoff.grant(tile, reach, allow_shell=allow_shell)
+        except ToolRefused as exc:
+            raise MadohubValueError(str(exc)) from None
+
+    def revoke(self, tile: str) -> None:
+        """``tile``'s token ends: its calls are refused from now on."""
+        self.handoff.revoke(tile)
+
+    def token(self, tile: str) -> str | None:
+        """``tile``'s bearer token (None: it has none)."""
+        return self.handoff.token(tile)
+
+    def client_config(self, tile: str) -> dict[str, Any]:
+        """The ``mcpServers`` entry an agent of ``tile`` connects with (url and its token)."""
+        token = self.token(tile)
+        if token is None:
+            raise MadohubValueError(f"{tile!r} has no MCP token; hub.mcp.grant({tile!r}) makes one")
+        return {
+            "mcpServers": {
+                SERVER_NAME: {
+                    "type": "http",
+                    "url": self.url,
+                    "headers": {"Authorization": f"Bearer {token}"},
+                }
+            }
+        }
+
+    def client_config_json(self, tile: str) -> str:
+        return json.dumps(self.client_config(tile))
+
+    def agent_args(
+        self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool
+    ) -> str:
+        """The command-line words that start ``agent`` of ``tile`` with the hub's tools:
+        a private config file of the hub's (never the user's settings) holding the URL and
+        a new token, and the tools pre-allowed (Claude Code 2.1.332's ``auto`` mode refuses
+        MCP calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md)."""
+        if agent not in AGENTS_WITH_MCP:
+            raise MadohubValueError(
+                f"mcp= starts an agent with the hub's tools; {agent or 'this command'!r} is not "
+                f"one the hub can configure yet (it can: {', '.join(AGENTS_WITH_MCP)}); "
+                "give agent='claude' for Claude Code"
+            )
+        try:
+            token = self.handoff.grant(tile, reach, allow_shell=allow_shell, known=False)
+        except ToolRefused as exc:
+            raise MadohubValueError(str(exc)) from None
+        self._rt.log.register_secret(token)
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="madohub-mcp-"))
+        path = self._folder / f"{tile}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(self.client_config(tile), out)
+        allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
+        return shlex.join(["--mcp-config", str(path), "--allowedTools", allowed])
+
+    def reset(self) -> None:
+        """A new conversation: every pair's ``mcp_max_rounds`` count starts again."""
+        self._rt.engine.call_soon(self.handoff.reset)
+
+    async def close(self) -> None:
+        """End the server (engine loop); the ears of late answers end with the engine."""
+        await self._endpoint.stop()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        where = self._endpoint.url or "not started"
+        return f"<HubMcp {where} callers={self.handoff.callers}>"

@@ -1,0 +1,465 @@
+"""Agents that hand off themselves: the MCP tools' work (``list_agents``, ``send``, ``ask``).
+
+A tile the hub gives a bearer token (:meth:`Handoff.grant`) may call the tools;
+the token is who the caller is. Every call goes through the hub's own path: the
+target is checked as ``hub.send`` checks it, typed by the deliverer (one lock per
+pane, the foreground check, submit verified) and logged as a round
+(``trigger = "mcp"``, ``route_id`` ``mcp:<caller>-><target>``, source = the
+caller). ``ask`` listens to the target as a route listens to its source (the
+same turn detector, hooks and extraction: it *is* a route, whose rounds are
+caught instead of typed) and returns its next whole answer; that answer is a
+second row of the same route id, source = the target, target = the caller.
+
+Loop protection holds per pair (:class:`~.protection.LoopGuard`: ``max_rounds``
+calls, ``cooldown_ms`` apart); an ``ask`` that would wait on its own caller is
+refused at once, naming the cycle; a burst of calls is refused beyond
+:data:`CALLS_PER_S` a second per caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..io.log import RoundRecord
+from ..io.mcp import ToolRefused
+from ..io.transcripts import Extraction
+from ..model import HubEvent
+from .inbox import Inbox
+from .round import DISPATCHES, RoundPlan, run_round
+from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
+from .tile import Tile
+from .triggers import Turn
+
+TEXT_MAX_CHARS: Final = 100_000
+"""The longest text ``send``/``ask`` types (a long prompt belongs in a file the agent reads)."""
+CALLS_PER_S: Final = 20
+"""More calls than this in one second from one caller are refused (a loop gone wild)."""
+ASK_TIMEOUT_S_MAX: Final = 3600.0
+LATE_ANSWER_WAIT_S: Final = 3600.0
+"""After an ``ask`` timed out, the target's answer is still awaited this long and logged."""
+TRIGGER: Final = "mcp"
+
+
+def pair_id(caller: str, target: str) -> str:
+    """The route id of a pair's rounds: ``mcp:<caller>-><target>``."""
+    return f"mcp:{caller}->{target}"
+
+
+@dataclass
+class Grant:
+    """What one tile may do with the tools: reach every agent tile (``reach`` None) or those
+    named; ``allow_shell`` lets a named shell or terminal be typed into."""
+
+    caller: str
+    token: str
+    reach: frozenset[str] | None
+    allow_shell: bool = False
+    calls: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=64))
+
+
+@dataclass
+class _Pair:
+    rounds: int = 0
+    last_ms: float | None = None
+
+
+class Handoff:
+    """The tools' work for one hub: tokens, checks, loop protection, rounds and answers."""
+
+    def __init__(
+        self,
+        services: RouteServices,
+        tiles: Callable[[], Mapping[str, Tile]],
+        setting: Callable[[str], Any],
+        context: RouteContext | None = None,
+    ) -> None:
+        self._services = services
+        self._tiles = tiles
+        self._setting = setting
+        self._context = context if context is not None else route_context(services)
+        self._grants: dict[str, Grant] = {}
+        self._by_token: dict[str, Grant] = {}
+        self._pairs: dict[tuple[str, str], _Pair] = {}
+        self._asking: dict[str, str] = {}
+        """caller -> target of every ``ask`` in flight (the cycle check)."""
+        self.late: set[asyncio.Task[None]] = set()
+        """Ears still listening for an answer that came after its ask timed out."""
+
+    # who may call --------------------------------------------------------------------
+    def grant(
+        self,
+        caller: str,
+        reach: bool | list[str] | tuple[str, ...] = True,
+        *,
+        allow_shell: bool = False,
+        known: bool = True,
+    ) -> str:
+        """Give tile ``caller`` a token for the tools (a new one each time; the old one ends).
+
+        ``reach``: True for every agent tile but shells and terminals; or the names it may
+        reach (a shell among them only with ``allow_shell``). ``known=False``: the tile is
+        about to be made (its agent starts with the token)."""
+        if known and caller not in self._tiles():
+            raise ToolRefused(
+                f"{caller!r} is not a tile of this hub; tiles: {sorted(self._tiles())}"
+            )
+        if reach is True:
+            names = None
+        elif isinstance(reach, (list, tuple)) and all(isinstance(n, str) for n in reach):
+            names = frozenset(reach)
+        else:
+            raise ToolRefused(f"mcp must be True or a list of tile names, got {reach!r}")
+        self.revoke(caller)
+        grant = Grant(caller, secrets.token_urlsafe(24), names, bool(allow_shell))
+        self._grants[caller], self._by_token[grant.token] = grant, grant
+        return grant.token
+
+    def revoke(self, caller: str) -> None:
+        """``caller``'s token no longer works (its tile was closed)."""
+        old = self._grants.pop(caller, None)
+        if old is not None:
+            self._by_token.pop(old.token, None)
+
+    def token(self, caller: str) -> str | None:
+        """``caller``'s token now (None: it has none)."""
+        grant = self._grants.get(caller)
+        return grant.token if grant is not None else None
+
+    @property
+    def callers(self) -> list[str]:
+        """The tiles that hold a token now."""
+        return sorted(self._grants)
+
+    def reset(self) -> None:
+        """A new conversation: every pair's round count starts again."""
+        self._pairs.clear()
+
+    def _caller(self, token: str | None) -> Grant:
+        if token is None:
+            raise ToolRefused(
+                "this call carries no bearer token (an 'Authorization: Bearer <token>' header); "
+                "the hub gives each tile it starts with mcp= its own; nothing was typed"
+            )
+        grant = self._by_token.get(token)
+        if grant is None:
+            raise ToolRefused(
+                "the bearer token is not one this hub gave (or its tile was closed and "
+                "the token ended); nothing was typed"
+            )
+        if grant.caller not in self._tiles():
+            raise ToolRefused(
+                f"the bearer token is {grant.caller!r}'s, which is no tile of this hub now; "
+                "nothing was typed"
+            )
+        now = time.monotonic()
+        grant.calls.append(now)
+        recent = [t for t in grant.calls if now - t < 1.0]
+        if len(recent) > CALLS_PER_S:
+            raise ToolRefused(
+                f"{grant.caller!r} made more than {CALLS_PER_S} calls within a second; "
+                "refused (wait for answers instead of calling in a loop); nothing was typed"
+            )
+        return grant
+
+    def _reachable(self, grant: Grant, tile: Tile) -> bool:
+        if tile.name == grant.caller:
+            return False
+        if grant.reach is None:
+            return not tile.profile.executes_input
+        return tile.name in grant.reach and (grant.allow_shell or not tile.profile.executes_input)
+
+    # the checks of one call ----------------------------------------------------------
+    async def _target(self, grant: Grant, to: object) -> Tile:
+        tiles = self._tiles()
+        allowed = sorted(t.name for t in tiles.values() if self._reachable(grant, t))
+        if not isinstance(to, str) or not to.strip():
+            raise ToolRefused(f"'to' must be the name of an agent; you may reach {allowed}")
+        if to == grant.caller:
+            raise ToolRefused(f"{to!r} is you; you may reach {allowed}")
+        tile = tiles.get(to)
+        if tile is None:
+            raise ToolRefused(f"there is no agent {to!r}; you may reach {allowed}")
+        if tile.profile.executes_input and not (
+            grant.allow_shell and grant.reach is not None and to in grant.reach
+        ):
+            raise ToolRefused(
+                f"{to!r} is a {tile.agent}: whatever is typed there runs as a command; the hub "
+                "types there only when its user allowed it (mcp=[...] with allow_shell=True)"
+            )
+        if not self._reachable(grant, tile):
+            raise ToolRefused(f"you may not reach {to!r}; you may reach {allowed}")
+        if await tile.astate() == "exited":
+            raise ToolRefused(f"{to!r} has exited; nothing was typed")
+        return tile
+
+    @staticmethod
+    def _text(text: object) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise ToolRefused("'text' must be a non-empty string")
+        if len(text) > TEXT_MAX_CHARS:
+            raise ToolRefused(
+                f"'text' is {len(text)} characters; at most {TEXT_MAX_CHARS} are typed "
+                "(put a long text in a file and send its path)"
+            )
+        return text
+
+    async def _turn_of(self, caller: str, target: str) -> int:
+        """Loop protection: the pair's next round number (after its cooldown), or refused."""
+        pair = self._pairs.setdefault((caller, target), _Pair())
+        max_rounds = int(self._setting("mcp_max_rounds"))
+        if pair.rounds >= max_rounds:
+            raise ToolRefused(
+                f"{pair_id(caller, target)} reached mcp_max_rounds={max_rounds}: the hub's loop "
+                "protection ends this conversation (its user can allow more); nothing was typed"
+            )
+        pair.rounds += 1
+        if pair.last_ms is not None:
+            left = pair.last_ms + int(self._setting("mcp_cooldown_ms")) - time.monotonic() * 1000
+            if left > 0:
+                await asyncio.sleep(left / 1000)
+        pair.last_ms = time.monotonic() * 1000
+        return pair.rounds
+
+    def _plan(self, grant: Grant, tile: Tile, text: str, number: int, tool: str) -> RoundPlan:
+        return RoundPlan(
+            route_id=pair_id(grant.caller, tile.name), source=grant.caller, target=tile,
+            round=number, max_rounds=int(self._setting("mcp_max_rounds")), trigger=TRIGGER,
+            spec=None, dispatch=DISPATCHES["madoagent"], delivery=str(self._setting("delivery")),
+            extraction=None, prompt=text, allow_shell=grant.allow_shell,
+            target_wait_s=float(self._setting("target_wait_s")), meta={"tool": tool},
+        )  # fmt: skip
+
+    async def _refused(self, grant: Grant, to: object, tool: str, why: str) -> None:
+        """A refused call of a known caller is a row too (nothing lost from the log)."""
+        await self._services.record(
+            RoundRecord(
+                route_id=pair_id(grant.caller, str(to)), source=grant.caller, target=str(to),
+                round=0, trigger=TRIGGER, transform="none", dispatch="madoagent",
+                status="error", error=f"refused: {why}", session_id=self._services.session_id,
+                meta={"tool": tool},
+            )
+        )  # fmt: skip
+
+    # the tools -----------------------------------------------------------------------
+    async def list_agents(self, token: str | None) -> list[dict[str, str]]:
+        grant = self._caller(token)
+        found = []
+        for tile in self._tiles().values():
+            if self._reachable(grant, tile):
+                found.append({"name": tile.name, "agent": tile.agent, "state": await tile.astate()})
+        return found
+
+    async def send(self, token: str | None, to: str, text: str) -> str:
+        grant = self._caller(token)
+        try:
+            tile, text = await self._target(grant, to), self._text(text)
+            number = await self._turn_of(grant.caller, tile.name)
+        except ToolRefused as exc:
+            await self._refused(grant, to, "send", str(exc))
+            raise
+        rec = await run_round(self._services, self._plan(grant, tile, text, number, "send"))
+        if rec.status != "delivered":
+            raise ToolRefused(f"not delivered to {to!r}: {rec.error}")
+        return "delivered"
+
+    async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str:
+        grant = self._caller(token)
+        try:
+            tile, text = await self._target(grant, to), self._text(text)
+            wait_s = _check_timeout(timeout_s)
+            self._check_cycle(grant.caller, tile.name)
+            number = await self._turn_of(grant.caller, tile.name)
+        except ToolRefused as exc:
+            await self._refused(grant, to, "ask", str(exc))
+            raise
+        self._asking[grant.caller] = tile.name
+        try:
+            return await self._ask(grant, tile, text, number, wait_s)
+        finally:
+            if self._asking.get(grant.caller) == tile.name:
+                del self._asking[grant.caller]
+
+    def _check_cycle(self, caller: str, target: str) -> None:
+        chain, at = [caller, target], target
+        while at in self._asking:
+            at = self._asking[at]
+            chain.append(at)
+            if at == caller:
+                raise ToolRefused(
+                    f"asking {target!r} would wait on you: {' -> '.join(chain)} (each waits "
+                    "for the next's answer); answer the ask you are in first; nothing was typed"
+                )
+            if len(chain) > len(self._asking) + 2:
+                break
+
+    async def _ask(self, grant: Grant, tile: Tile, text: str, number: int, wait_s: float) -> str:
+        answers: asyncio.Queue[Turn] = asyncio.Queue()
+        ear = _ear(self._context, tile, self._tiles()[grant.caller], answers)
+        ear.start()
+        late = False
+        try:
+            await ear.ready.wait()
+            sent = await run_round(self._services, self._plan(grant, tile, text, number, "ask"))
+            if sent.status != "delivered":
+                raise ToolRefused(f"not delivered to {tile.name!r}: {sent.error}")
+            try:
+                turn = await asyncio.wait_for(answers.get(), wait_s)
+            except asyncio.TimeoutError:
+                late = True  # the ear listens on; the answer is logged when it comes
+                self._await_late(ear, answers, grant, tile, number, sent, wait_s)
+                raise ToolRefused(
+                    f"{tile.name!r} did not finish its answer within timeout_s={wait_s:g}; "
+                    "its answer will be in the hub's round log when it comes"
+                ) from None
+        finally:
+            if not late:
+                ear.cancel()
+        await self._answered(grant, tile, number, sent, turn)
+        if turn.found is None or not turn.found.text.strip():
+            raise ToolRefused(
+                f"{tile.name!r} finished its turn but gave no answer the hub could read"
+            )
+        return turn.found.text
+
+    def _await_late(
+        self, ear: Route, answers: asyncio.Queue[Turn], grant: Grant, tile: Tile,
+        number: int, sent: RoundRecord, wait_s: float,
+    ) -> None:  # fmt: skip
+        async def late() -> None:
+            try:
+                turn = await asyncio.wait_for(answers.get(), LATE_ANSWER_WAIT_S)
+                await self._answered(grant, tile, number, sent, turn, late_after_s=wait_s)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                ear.cancel()
+
+        task = asyncio.get_running_loop().create_task(late(), name=f"late answer {tile.name}")
+        self.late.add(task)
+        task.add_done_callback(self.late.discard)
+
+    async def _answered(
+        self, grant: Grant, tile: Tile, number: int, sent: RoundRecord, turn: Turn,
+        late_after_s: float | None = None,
+    ) -> RoundRecord:  # fmt: skip
+        """The answer's row: the same route id, from the target back to the caller."""
+        found: Extraction | None = turn.found
+        rec = RoundRecord(
+            route_id=pair_id(grant.caller, tile.name), source=tile.name, target=grant.caller,
+            round=number, trigger=TRIGGER, transform="none", dispatch="madoagent",
+            extracted=found.text if found else None,
+            extraction_method=found.method if found else None,
+            extraction_path=str(found.path) if found and found.path else None,
+            turn_signal=turn.signal or None, status="delivered",
+            extract_ms=round(turn.extract_ms, 3), session_id=self._services.session_id,
+            latency_ms=round((time.monotonic() - _mono(sent)) * 1000, 3),
+            meta={"tool": "ask", "answer_to": sent.round_id},
+        )  # fmt: skip
+        if late_after_s is not None:
+            rec.status = "error"
+            rec.error = (
+                f"answered after the ask timed out (timeout_s={late_after_s:g}); not returned"
+            )
+            rec.meta["late"] = True
+        return await self._services.record(rec)
+
+
+def _mono(rec: RoundRecord) -> float:
+    """``rec.fired_at`` on the monotonic clock (for the answer's latency)."""
+    return time.monotonic() - (time.time() - rec.fired_at.timestamp())
+
+
+def _check_timeout(timeout_s: object) -> float:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or not 0 < timeout_s <= ASK_TIMEOUT_S_MAX
+    ):
+        raise ToolRefused(
+            f"timeout_s must be a number of seconds > 0 and <= {ASK_TIMEOUT_S_MAX:g}, "
+            f"got {timeout_s!r}"
+        )
+    return float(timeout_s)
+
+
+def _ear(context: RouteContext, target: Tile, caller: Tile, answers: asyncio.Queue[Turn]) -> Route:
+    """A route target → caller whose rounds are caught, not typed: each finished turn of the
+    target (by the usual signals, extracted as usual) goes to ``answers``."""
+    return build_route(
+        _CaughtRounds(context, answers), 0, target, caller, trigger="on-idle",
+        transform="prompt-wrap", template=None, max_rounds=20, cooldown_ms=1000,
+        stop_keyword=None, dispatch="madoagent", pattern=None, allow_shell=True,
+        delivery="typed", model=None, api_key=None,
+    )  # fmt: skip
+
+
+class _CaughtRounds:
+    """A :class:`RouteContext` that hands each round's turn to a queue and tells no one."""
+
+    def __init__(self, context: RouteContext, answers: asyncio.Queue[Turn]) -> None:
+        self._context = context
+        self._answers = answers
+
+    @property
+    def session_id(self) -> str:
+        return self._context.session_id
+
+    @property
+    def idle_delay_ms(self) -> int:
+        return self._context.idle_delay_ms
+
+    @property
+    def target_wait_s(self) -> float:
+        return self._context.target_wait_s
+
+    @property
+    def inbox(self) -> Inbox:
+        return self._context.inbox  # (its route never approves: nothing of it waits there)
+
+    def now_ms(self) -> float:
+        return time.monotonic() * 1000  # (no cooldown: the ear's guard is never waited on)
+
+    async def sleep(self, seconds: float) -> None:
+        return None
+
+    async def watch(self, tile: Tile) -> OutputStream:
+        return await self._context.watch(tile)
+
+    async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
+        return await self._context.answer(tile, transcript=transcript)
+
+    async def state(self, tile: Tile) -> Any:
+        return await self._context.state(tile)
+
+    async def pane_gone(self, tile: Tile) -> bool:
+        return await self._context.pane_gone(tile)
+
+    async def history(self, tile: Tile) -> str:
+        return await self._context.history(tile)
+
+    async def run_round(self, plan: RoundPlan) -> RoundRecord:
+        turn = Turn(
+            found=plan.extraction, extract_ms=plan.extract_ms or 0.0, signal=plan.turn_signal or ""
+        )
+        self._answers.put_nowait(turn)
+        return RoundRecord(
+            route_id=plan.route_id, source=plan.source, target="", round=plan.round,
+            trigger=TRIGGER, transform="none", dispatch="shadow", status="shadow",
+        )  # fmt: skip
+
+    def record_now(self, rec: RoundRecord) -> RoundRecord:
+        return self._context.record_now(rec)
+
+    def emit(self, event: HubEvent) -> None:
+        return None
+
+    def call_soon(self, fn: Callable[..., object], *args: object) -> None:
+        self._context.call_soon(fn, *args)

@@ -1,0 +1,311 @@
+"""The hub as an MCP server: the SDK's own client calls list_agents, send and ask over
+streamable HTTP on 127.0.0.1, against stand-in agents on a real tmux (issue 25)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx2
+import psutil
+import pytest
+from conftest import log_rows, shell_tile, start_standin, user_prompts, wait_until
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+import madohub_nb as mh
+
+Call = tuple[bool, str]
+"""(is_error, text) of one tool call."""
+
+
+async def _session(url: str, token: str | None, work: Callable[[Any], Awaitable[Any]]) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await work(client)
+
+
+async def _call(client: Any, tool: str, args: dict[str, Any]) -> Call:
+    result = await client.call_tool(tool, args)
+    return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+
+def call(hub: mh.Hub, token: str | None, tool: str, **args: Any) -> Call:
+    """One tool call of a new MCP session carrying ``token`` (None: no Authorization)."""
+    return asyncio.run(_session(hub.mcp.url, token, lambda c: _call(c, tool, args)))
+
+
+def mcp_rows(hub: mh.Hub) -> list[dict[str, Any]]:
+    return [r for r in log_rows(hub) if str(r["route_id"]).startswith("mcp:")]
+
+
+@pytest.fixture
+def pair(hub: mh.Hub, project: Path) -> tuple[mh.Tile, mh.Tile]:
+    """A lead and a reviewer (echo stand-ins); the lead holds a token reaching every agent."""
+    hub.mcp_cooldown_ms = 1000
+    lead = start_standin(hub, "lead", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    hub.mcp.grant("lead")
+    return lead, reviewer
+
+
+def test_the_server_listens_on_loopback_only_and_ends_with_the_hub(hub: mh.Hub) -> None:
+    url = urlparse(hub.mcp.url)
+    assert (url.scheme, url.hostname, url.path) == ("http", "127.0.0.1", "/mcp")
+    assert url.port is not None
+    with socket.create_connection(("127.0.0.1", url.port), timeout=5):
+        pass
+    hub.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", url.port), timeout=2).close()
+
+
+def test_list_agents_names_what_the_caller_may_reach(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile], project: Path
+) -> None:
+    start_standin(hub, "tester", cwd=project)
+    shell_tile(hub, "sh")
+    is_error, text = call(hub, hub.mcp.token("lead"), "list_agents")
+    assert not is_error, text
+    for name in ("reviewer", "tester"):
+        assert f'"name": "{name}"' in text
+    assert '"name": "lead"' not in text and '"name": "sh"' not in text  # not itself, no shell
+    assert '"state": "idle"' in text and '"agent": "claude"' in text
+    hub.mcp.grant("lead", ["tester"])
+    is_error, text = call(hub, hub.mcp.token("lead"), "list_agents")
+    assert not is_error and '"tester"' in text and '"reviewer"' not in text
+
+
+def test_send_types_into_the_target_as_hub_send_does_and_logs_a_round(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    _, reviewer = pair
+    assert call(hub, hub.mcp.token("lead"), "send", to="reviewer", text="please review") == (
+        False,
+        "delivered",
+    )
+    wait_until(lambda: user_prompts(reviewer) == ["please review"], 15, what="the prompt")
+    (row,) = mcp_rows(hub)
+    assert row["route_id"] == "mcp:lead->reviewer"
+    assert (row["source"], row["target"], row["trigger"]) == ("lead", "reviewer", "mcp")
+    assert (row["status"], row["prompt"], row["round"]) == ("delivered", "please review", 1)
+    assert row["meta"]["tool"] == "send" and row["meta"]["submit_verified"]
+
+
+def test_ask_returns_the_targets_next_whole_answer(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    _, reviewer = pair
+    is_error, text = call(
+        hub, hub.mcp.token("lead"), "ask", to="reviewer", text="is it right?", timeout_s=60
+    )
+    assert (is_error, text) == (False, "Done: is it right?")
+    assert user_prompts(reviewer) == ["is it right?"]
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 10, what="both rows")
+    asked, answered = mcp_rows(hub)
+    assert asked["route_id"] == answered["route_id"] == "mcp:lead->reviewer"
+    assert (asked["source"], asked["prompt"], asked["status"]) == (
+        "lead",
+        "is it right?",
+        "delivered",
+    )
+    assert (answered["source"], answered["target"]) == ("reviewer", "lead")
+    assert answered["extracted"] == "Done: is it right?"
+    assert answered["extraction_method"] in ("hook", "jsonl")
+    assert answered["turn_signal"] in ("hook", "status", "transcript")
+    assert answered["meta"]["answer_to"] == asked["round_id"]
+
+
+def test_calls_without_a_good_token_are_refused_and_type_nothing(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    _, reviewer = pair
+    old = hub.mcp.token("lead")
+    hub.mcp.grant("lead")  # a new token: the old one ends
+    for token, says in [
+        (None, "carries no bearer token"),
+        ("not-a-token", "not one this hub gave"),
+        (old, "not one this hub gave"),
+    ]:
+        is_error, text = call(hub, token, "send", to="reviewer", text="hello")
+        assert is_error and says in text, text
+    assert user_prompts(reviewer) == []
+
+
+def test_bad_targets_and_texts_are_clear_tool_errors(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile], project: Path
+) -> None:
+    _, reviewer = pair
+    shell_tile(hub, "sh")
+    gone = start_standin(hub, "gone", cwd=project)
+    hub.runtime.tmux.run("kill-pane", "-t", gone.pane_id)
+    wait_until(lambda: gone.state == "exited", 15, what="gone exited")
+    token = hub.mcp.token("lead")
+    cases = [
+        (
+            dict(to="nobody", text="hi"),
+            "there is no agent 'nobody'; you may reach ['gone', 'reviewer']",
+        ),
+        (dict(to="lead", text="hi"), "'lead' is you"),
+        (dict(to="sh", text="rm -rf /"), "runs as a command"),
+        (dict(to="gone", text="hi"), "'gone' has exited"),
+        (dict(to="reviewer", text="  "), "'text' must be a non-empty string"),
+        (dict(to="reviewer", text="x" * 100_001), "at most 100000 are typed"),
+    ]
+    for args, says in cases:
+        is_error, text = call(hub, token, "send", **args)
+        assert is_error and says in text, (args["to"], text)
+    is_error, text = call(hub, token, "ask", to="reviewer", text="hi", timeout_s=0)
+    assert is_error and "timeout_s must be a number of seconds > 0" in text
+    assert user_prompts(reviewer) == []
+    assert "$" in hub.tiles["sh"].screen() and "rm -rf" not in hub.tiles["sh"].screen()
+    refused = mcp_rows(hub)
+    assert len(refused) == len(cases) + 1
+    assert all(r["status"] == "error" and r["error"].startswith("refused: ") for r in refused)
+
+
+def test_a_named_shell_is_reached_only_with_allow_shell(hub: mh.Hub, project: Path) -> None:
+    start_standin(hub, "lead", cwd=project)
+    sh = shell_tile(hub, "sh")
+    hub.mcp.grant("lead", ["sh"])
+    is_error, text = call(hub, hub.mcp.token("lead"), "send", to="sh", text="echo mcp-$((6*7))")
+    assert is_error and "allow_shell=True" in text
+    hub.mcp.grant("lead", ["sh"], allow_shell=True)
+    assert call(hub, hub.mcp.token("lead"), "send", to="sh", text="echo mcp-$((6*7))") == (
+        False,
+        "delivered",
+    )
+    wait_until(lambda: "mcp-42" in sh.screen(), 10, what="the command's output")
+
+
+def test_loop_protection_ends_a_pair_at_max_rounds(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    _, reviewer = pair
+    hub.mcp_max_rounds = 2
+    token = hub.mcp.token("lead")
+    started = time.monotonic()
+    assert call(hub, token, "send", to="reviewer", text="one")[0] is False
+    assert call(hub, token, "send", to="reviewer", text="two")[0] is False
+    assert time.monotonic() - started >= 1.0  # the second waited for mcp_cooldown_ms
+    is_error, text = call(hub, token, "send", to="reviewer", text="three")
+    assert is_error and "mcp:lead->reviewer reached mcp_max_rounds=2" in text
+    wait_until(lambda: user_prompts(reviewer) == ["one", "two"], 15, what="two prompts")
+    hub.mcp.reset()
+    wait_until(lambda: call(hub, token, "send", to="reviewer", text="four")[0] is False, 10)
+
+
+def test_an_ask_that_would_wait_on_its_own_caller_is_refused_at_once(
+    hub: mh.Hub, project: Path
+) -> None:
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "reviewer", cwd=project, think_s=4)
+    lead, reviewer = hub.mcp.grant("lead"), hub.mcp.grant("reviewer")
+    url = hub.mcp.url
+
+    async def both() -> tuple[Call, Call, float]:
+        first = asyncio.ensure_future(
+            _session(
+                url, lead, lambda c: _call(c, "ask", dict(to="reviewer", text="a?", timeout_s=60))
+            )
+        )
+        await asyncio.sleep(1.5)  # the lead's ask is in flight: the reviewer thinks
+        started = time.monotonic()
+        back = await _session(
+            url, reviewer, lambda c: _call(c, "ask", dict(to="lead", text="b?", timeout_s=60))
+        )
+        took = time.monotonic() - started
+        return await first, back, took
+
+    first, back, took = asyncio.run(both())
+    assert first == (False, "Done: a?")
+    assert back[0] and "would wait on you: reviewer -> lead -> reviewer" in back[1], back
+    assert took < 2.5  # at once, not after the lead's ask ended
+
+
+def test_a_burst_of_calls_is_refused(hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]) -> None:
+    async def burst(client: Any) -> list[Call]:
+        return list(await asyncio.gather(*(_call(client, "list_agents", {}) for _ in range(40))))
+
+    results = asyncio.run(_session(hub.mcp.url, hub.mcp.token("lead"), burst))
+    refused = [text for is_error, text in results if is_error]
+    assert refused and all("more than 20 calls within a second" in t for t in refused)
+    assert len(results) - len(refused) >= 20
+
+
+def test_an_ask_past_its_timeout_errors_and_the_late_answer_is_logged(
+    hub: mh.Hub, project: Path
+) -> None:
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "slow", cwd=project, think_s=3)
+    token = hub.mcp.grant("lead")
+    is_error, text = call(hub, token, "ask", to="slow", text="take your time", timeout_s=1)
+    assert is_error and "did not finish its answer within timeout_s=1" in text
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 20, what="the late answer's row")
+    late = mcp_rows(hub)[-1]
+    assert (late["source"], late["extracted"]) == ("slow", "Done: take your time")
+    assert late["status"] == "error" and late["meta"]["late"] is True
+    assert "answered after the ask timed out" in late["error"]
+
+
+def test_a_tile_started_with_mcp_asks_another_through_the_hub(hub: mh.Hub, project: Path) -> None:
+    """``hub.tile(..., mcp=["reviewer"])``: the stand-in Claude gets ``--mcp-config`` (a private
+    file of the hub's with its token) and the tools pre-allowed; its call reaches the reviewer."""
+    from madohub_nb.demo import standin_command
+
+    hub.mcp_cooldown_ms = 1000
+    reviewer = start_standin(hub, "reviewer", cwd=project)
+    lead = hub.tile(
+        "lead", agent="claude", command=standin_command("claude"), cwd=project,
+        env={"MADOHUB_STANDIN_THINK_S": "0.3"}, mcp=["reviewer"],
+    )  # fmt: skip
+    wait_until(lambda: lead.state == "idle", 15, what="lead idle")
+    argv = psutil.Process(lead.agent_process().pid).cmdline()  # type: ignore[union-attr]
+    config = Path(argv[argv.index("--mcp-config") + 1])
+    assert oct(config.stat().st_mode & 0o777) == "0o600"
+    assert hub.mcp.token("lead") in config.read_text()
+    assert hub.mcp.token("lead") not in " ".join(argv)  # the token is never on a command line
+    assert "mcp__madohub__ask" in argv[argv.index("--allowedTools") + 1]
+    hub.send("lead", "[[mcp ask reviewer: is this right?]]").result(30)
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 30, what="the ask's two rows")
+    wait_until(
+        lambda: (
+            (lead.last_response() or None) is not None
+            and lead.last_response().text == "Done: is this right?"
+        ),  # type: ignore[union-attr]
+        15,
+        what="the lead's answer: the reviewer's, as the tool result",
+    )
+    assert user_prompts(reviewer) == ["is this right?"]
+    assert [r["source"] for r in mcp_rows(hub)] == ["lead", "reviewer"]
+    hub.send("lead", "[[mcp send tester: hi]]").result(30)
+    wait_until(lambda: "send error" in (lead.last_response().text or ""), 15)  # type: ignore[union-attr]
+    assert "you may reach ['reviewer']" in lead.last_response().text  # type: ignore[union-attr]
+    hub.close()
+    assert not config.exists()
+
+
+def test_mcp_on_a_tile_is_checked(hub: mh.Hub) -> None:
+    with pytest.raises(ValueError, match="mcp must be True"):
+        hub.tile("a", agent="claude", command="claude", mcp="reviewer")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not one the hub can configure yet"):
+        hub.tile("b", command="bash", mcp=True)
+    with pytest.raises(ValueError, match="an adopted pane"):
+        hub.tile("c", pane="%0", mcp=True)
+    assert hub.tiles == {}
+
+
+def test_the_tile_magic_takes_mcp_and_its_names() -> None:
+    from madohub_nb.notebook.parsing import parse_command
+
+    assert parse_command("tile lead --cmd claude").mcp is None
+    assert parse_command("tile lead --cmd claude --mcp").mcp == []
+    args = parse_command("tile lead --cmd claude --mcp reviewer tester --allow-shell")
+    assert (args.mcp, args.allow_shell) == (["reviewer", "tester"], True)
