@@ -39,6 +39,7 @@ from .notebook.registry import get_hub
 from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
+from .pipeline.workflow import Workflow
 
 __version__ = "0.1.0"
 
@@ -59,6 +60,7 @@ __all__ = [
     "TmuxError",
     "TransformError",
     "TurnUsage",
+    "Workflow",
     "cwd_to_project_dir",
     "get_hub",
     "load_ipython_extension",
