@@ -26,6 +26,7 @@ from .errors import (
     TmuxError,
     TransformError,
 )
+from .experiment import Experiment, experiment
 from .hub import Hub
 from .io.log import RoundLog, RoundRecord
 from .io.transcripts import (
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DeliveryError",
+    "Experiment",
     "Extraction",
     "Gather",
     "Hub",
@@ -62,6 +64,7 @@ __all__ = [
     "TurnUsage",
     "Workflow",
     "cwd_to_project_dir",
+    "experiment",
     "get_hub",
     "load_ipython_extension",
     "read_last_response",
