@@ -58,7 +58,7 @@ def test_two_variants_twice_each_tabulate_what_the_log_holds(
 ) -> None:
     exp = mh.experiment(
         _workflow(project), VARIANTS, {"writer": "Write a slug function."}, repeats=2,
-        timeout_s=90, parallel=2, log_path=tmp_path / "exp.sqlite3",
+        timeout_s=60, parallel=1, log_path=tmp_path / "exp.sqlite3",
         socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
     )  # fmt: skip
     df = exp.df
