@@ -17,11 +17,12 @@ import math
 import os
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import MadohubError, MadohubValueError
+from .errors import MadohubError, MadohubValueError, MadohubWarning
 from .hub import Hub
 from .io.log import RoundLog
 from .pipeline.route import Route
@@ -236,6 +237,12 @@ def experiment(
         exp.close()
         for f in futures:
             f.cancel()
+        warnings.warn(
+            f"experiment interrupted: {len(exp.runs)} of {len(jobs)} runs finished (exp.df); "
+            f"the rounds of the run cut short stay in the log ({path})",
+            MadohubWarning,
+            stacklevel=2,
+        )
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return exp
@@ -351,7 +358,12 @@ def _until_done(hub: Hub, routes: list[Route], deadline: float) -> str:
 def _where_it_was(hub: Hub, routes: list[Route]) -> str:
     """The routes' and tiles' states, for a run's timeout row."""
     said = [f"route {r.id} {r.state} after {r.rounds} rounds" for r in routes]
-    said += [f"tile {t.name} {t.last_state}" for t in hub.tiles.values()]
+    for t in hub.tiles.values():
+        try:
+            lines = [line for line in t.screen().splitlines() if line.strip()]
+        except MadohubError:
+            lines = []
+        said.append(f"tile {t.name} {t.last_state}, its screen ending {lines[-3:]!r}")
     return "; ".join(said) or "nothing started"
 
 

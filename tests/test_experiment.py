@@ -4,6 +4,7 @@ stand-in tiles; ``exp.df`` checked against the log, and against the prompts at t
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,45 @@ def test_a_workflow_holding_a_key_cannot_be_an_experiment_either(project: Path) 
         apply_variant(
             _workflow(project), "v", {"writer": {"env": {"CODEX_API_KEY": "abcdefghijkl"}}}
         )
+
+
+def test_an_interrupted_experiment_ends_its_tiles_and_keeps_what_finished(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    import os
+    import signal
+    import threading
+
+    log = tmp_path / "exp.sqlite3"
+    fired = threading.Event()
+
+    def interrupt_during_the_second_run() -> None:
+        # The first run ends at its stop keyword; once the second has routed a round, Ctrl-C.
+        def routed_in_two_sessions() -> bool:
+            if not log.exists():
+                return False
+            with mh.RoundLog(log, read_only=True) as rl:
+                df = rl.df
+            return df[df["round"] > 0]["session_id"].nunique() >= 2
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not routed_in_two_sessions():
+            time.sleep(0.2)
+        fired.set()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_during_the_second_run, daemon=True).start()
+    slow = {"writer->reviewer": {"max_rounds": 20}, "reviewer->writer": {"max_rounds": 20}}
+    with pytest.warns(mh.MadohubWarning, match="interrupted: 1 of 2 runs finished"):
+        exp = mh.experiment(
+            _workflow(project), {"approve": VARIANTS["approve"], "slow": slow},
+            {"writer": "Write a slug function."}, timeout_s=120, log_path=log,
+            socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+        )  # fmt: skip
+    assert fired.is_set()
+    df = exp.df
+    assert list(df["variant"]) == ["approve"] and list(df["stopped_by"]) == ["stop keyword"]
+    assert not [s for s in _tmux_sessions(tmux_socket) if s.startswith("madohub-")]
+    rounds = exp.rounds  # the interrupted run's rounds so far stay in the log
+    assert rounds["session_id"].nunique() == 2
+    assert (rounds[rounds["session_id"] != df["session_id"][0]]["round"] > 0).any()
