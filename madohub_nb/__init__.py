@@ -26,6 +26,7 @@ from .errors import (
     TmuxError,
     TransformError,
 )
+from .experiment import Experiment, experiment
 from .hub import Hub
 from .io.log import RoundLog, RoundRecord
 from .io.transcripts import (
@@ -39,11 +40,13 @@ from .notebook.registry import get_hub
 from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
+from .pipeline.workflow import Workflow
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DeliveryError",
+    "Experiment",
     "Extraction",
     "Gather",
     "Hub",
@@ -59,7 +62,9 @@ __all__ = [
     "TmuxError",
     "TransformError",
     "TurnUsage",
+    "Workflow",
     "cwd_to_project_dir",
+    "experiment",
     "get_hub",
     "load_ipython_extension",
     "read_last_response",

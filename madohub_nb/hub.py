@@ -8,10 +8,14 @@ time return a :class:`HubFuture`. The machinery lives in :class:`Runtime`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import os
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
@@ -34,11 +38,35 @@ from .pipeline.tile import (
     tile_options,
     worktree_branch,
 )
-from .pipeline.transforms import AIClientConfig
+from .pipeline.transforms import AIClientConfig, make_transform_spec, require_ai_key
+from .pipeline.workflow import RouteSpec, Workflow, options_named
 from .render import html_for_hub, repr_hub
 from .runtime import CloseSummary, Runtime
 from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
 from .tiles import ADOPTED_HOOKS
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _recorded(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Keep the arguments each ``hub.tile`` / ``connect`` / ``gather`` call was given, by the
+    object it made, so ``hub.workflow()`` can write them out as they were asked for."""
+
+    def wrap(method: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(method)
+
+        @functools.wraps(method)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            made = method(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            hub = cast("Hub", bound.arguments.pop("self"))
+            hub._recipes[made] = (kind, dict(bound.arguments))
+            return made
+
+        return call
+
+    return wrap
 
 
 class Hub:
@@ -83,6 +111,9 @@ class Hub:
     def __init__(self, *args: Any, **settings: Any) -> None:
         self._rt = Runtime(HubSettings(*args, **settings))
         self._close_lock = threading.Lock()
+        self._recipes: weakref.WeakKeyDictionary[Any, tuple[str, dict[str, Any]]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def log_path(self) -> str:
@@ -108,6 +139,7 @@ class Hub:
         return self._rt.services.ai_config(model)
 
     # tiles ------------------------------------------------------------------
+    @_recorded("tile")
     def tile(
         self,
         name: str,
@@ -177,6 +209,7 @@ class Hub:
         return tile
 
     # routes -----------------------------------------------------------------
+    @_recorded("connect")
     def connect(
         self,
         source: str | Tile,
@@ -224,6 +257,7 @@ class Hub:
             lambda number: make_route(self._rt.services, number, src, dst, **options)
         )
 
+    @_recorded("gather")
     def gather(
         self,
         sources: list[str | Tile] | tuple[str | Tile, ...],
@@ -283,6 +317,86 @@ class Hub:
         """What waits for a person now, oldest first: agents' permission prompts (``choose``)
         and approval routes' prompts (``approve`` / ``reject``), from every tile and host."""
         return self._rt.inbox.asks
+
+    # workflows ---------------------------------------------------------------------
+    def workflow(self, name: str = "workflow") -> Workflow:
+        """Today's tiles and routes (gathers included) as a :class:`Workflow`, each with the
+        options it was made with. Routes stopped by hand are left out; a tile that adopted a
+        pane cannot be kept (a pane does not outlive its tmux server) and is an error."""
+        tiles: dict[str, dict[str, Any]] = {}
+        for tile in self.tiles.values():
+            kind, args = self._recipes.get(tile, ("tile", {"pane": "?"}))
+            if args.get("pane") is not None:
+                raise MadohubValueError(
+                    f"tile {tile.name!r} adopted a pane; a workflow keeps only tiles the hub "
+                    "starts (give it command= instead of pane=)"
+                )
+            tiles[tile.name] = _kept(args, kind)
+        routes = []
+        for route in self.routes:
+            if route.state == "stopped" or route not in self._recipes:
+                continue
+            kind, args = self._recipes[route]
+            sources = [t.name for t in route.tiles[:-1]]
+            options = _kept(args, kind)
+            routes.append(RouteSpec(sources, route.target_tile.name, options, kind == "gather"))
+        return Workflow(name, tiles, routes)
+
+    def run(self, workflow: Workflow) -> list[Route]:
+        """Start a workflow's tiles and routes in this hub; returns the routes, in order.
+
+        Everything that can be checked is checked before the first tile starts (a tile name
+        this hub already has, a missing ``cwd``, an AI transform without a key): errors name
+        ``file:table.key``. Each round of these routes records ``workflow`` and
+        ``workflow_hash``."""
+        self._check_open()
+        where = workflow.path or workflow.name
+        for name, options in workflow.tiles.items():
+            if name in self.tiles:
+                raise MadohubValueError(
+                    f"{where}:tiles.{name}: this hub already has a tile {name!r}; "
+                    "run the workflow in a fresh hub (or close that tile's hub first)"
+                )
+            try:
+                check_new_tile(name, options.get("command"), options.get("cwd"),
+                               options.get("env"), remote=options.get("host") is not None)  # fmt: skip
+            except MadohubValueError as exc:
+                raise MadohubValueError(f"{where}:tiles.{name}: {exc}") from None
+        for key, spec in zip(workflow.route_keys(), workflow.routes, strict=True):
+            transform = spec.options.get("transform", "prompt-wrap")
+            try:
+                made_spec = make_transform_spec(
+                    transform, spec.options.get("template"), spec.options.get("model")
+                )
+                if made_spec.is_ai:
+                    require_ai_key(transform, self.api_key)
+            except MadohubValueError as exc:
+                raise MadohubValueError(f"{where}:routes.{key}: {exc}") from None
+        digest = workflow.hash or hashlib.sha256(workflow.dumps().encode()).hexdigest()
+        for name, options in workflow.tiles.items():
+            try:
+                self.tile(name, **options)
+            except MadohubError as exc:
+                raise MadohubError(f"{where}:tiles.{name}: {exc}") from exc
+        made: list[Route] = []
+        for key, spec in zip(workflow.route_keys(), workflow.routes, strict=True):
+            try:
+                if spec.gather:
+                    route: Route = self.gather(
+                        list[str | Tile](spec.sources), spec.target, **spec.options
+                    )
+                else:
+                    route = self.connect(spec.sources[0], spec.target, **spec.options)
+            except MadohubError as exc:
+                for done in made:  # no half-wired workflow: the routes made so far stop
+                    done.stop()
+                raise MadohubError(
+                    f"{where}:routes.{key}: {exc} (the workflow's tiles are started; "
+                    "its routes made so far were stopped)"
+                ) from exc
+            self._rt.recorder.workflows[route.id] = (workflow.name, digest)
+            made.append(route)
+        return made
 
     # hand delivery, replay, waiting ----------------------------------------------
     def send(
@@ -367,6 +481,20 @@ class Hub:
 
     def _repr_html_(self) -> str:
         return html_for_hub(self)
+
+
+def _kept(args: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The workflow options among a call's arguments, as plain data (no defaults)."""
+    kept: dict[str, Any] = {}
+    for opt in options_named(kind):
+        value = args.get(opt.name, opt.default)
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        if value != opt.default:
+            kept[opt.name] = value
+    return kept
 
 
 add_setting_attributes(Hub, lambda hub: hub._rt)

@@ -50,6 +50,8 @@ class RoundRecorder:
         self.pending = 0
         """Rounds handed to the writer thread and not yet written or kept."""
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.workflows: dict[str, tuple[str, str]] = {}
+        """Route id -> (workflow name, file hash) for routes ``hub.run`` made: their rows say so."""
 
     # recording ---------------------------------------------------------------
     async def record(self, rec: RoundRecord) -> RoundRecord:
@@ -83,6 +85,8 @@ class RoundRecorder:
         return written
 
     def _redacted(self, rec: RoundRecord) -> RoundRecord:
+        if rec.route_id in self.workflows and rec.workflow is None:
+            rec.workflow, rec.workflow_hash = self.workflows[rec.route_id]
         # The key as it is now (set by %config or in the environment after the hub was made).
         key = self._current_key()
         if key and len(key.strip()) >= MIN_SECRET_CHARS:

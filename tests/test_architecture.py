@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.handoffs": 3,  # hub.mcp: the MCP server joined to the tools' work
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
+    "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
     "madohub_nb.notebook": 5,
     "madohub_nb.demo": 5,  # stand-in agents and the demo script, on top of the hub
 }

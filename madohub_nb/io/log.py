@@ -159,6 +159,10 @@ class RoundRecord:
     template: str | None = None
     session_id: str | None = None
     """The hub session that wrote the row."""
+    workflow: str | None = None
+    """The name of the workflow whose route made the round (``hub.run``); None: made in cells."""
+    workflow_hash: str | None = None
+    """SHA-256 of that workflow file's bytes (of its TOML text when it was never saved)."""
     # What the source turn cost, from the agent's own files (None: not read, e.g. screen rounds).
     model: str | None = None
     input_tokens: int | None = None

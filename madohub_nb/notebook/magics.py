@@ -16,6 +16,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -90,6 +91,7 @@ class MadohubMagics(Magics):
             "replay": self._replay,
             "template": self._template,
             "hooks": self._hooks,
+            "workflow": self._workflow,
             "close": self._close,
         }
 
@@ -355,6 +357,20 @@ class MadohubMagics(Magics):
                 f"{', '.join(HOOK_AGENTS)} (its turns are told from its records or screen)"
             )
         print(opt_in_snippet(args.agent, command_argv()), end="")
+
+    def _workflow(self, args: argparse.Namespace, cell: str) -> Any:
+        """``save FILE``: the hub's wiring to a file; ``load FILE``: a checked Workflow;
+        ``run FILE``: load it and start it in the kernel's hub (its routes returned)."""
+        from ..pipeline.workflow import Workflow
+
+        self._no_cell(args, cell)
+        if args.verb == "save":
+            path = Path(args.file)
+            digest = self.hub().workflow(name=path.stem).save(path)
+            print(f"workflow saved to {path} (sha256 {digest[:12]})")
+            return None
+        workflow = Workflow.load(args.file)
+        return workflow if args.verb == "load" else self.hub().run(workflow)
 
     def _close(self, args: argparse.Namespace, cell: str) -> None:
         from .registry import registry

@@ -327,11 +327,13 @@ def split_gather_endpoints(words: Iterable[str]) -> tuple[list[str], str]:
 
 SUBCOMMANDS = (
     "tile", "connect", "gather", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
-    "watch", "dashboard", "inbox", "log", "plot", "replay", "template", "hooks", "close",
+    "watch", "dashboard", "inbox", "log", "plot", "replay", "template", "hooks", "workflow",
+    "close",
 )  # fmt: skip
 
 _CONNECT = {n: p.default for n, p in inspect.signature(Hub.connect).parameters.items()}
 """``Hub.connect``'s defaults: the help shows them, never a copy that could drift."""
+WORKFLOW_VERBS = ("save", "load", "run")
 PLACEHOLDERS = " ".join("{" + p + "}" for p in TEMPLATE_PLACEHOLDERS)
 
 
@@ -563,6 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
         "hooks", help="print what to add to an agent's own settings to opt an adopted pane in"
     )
     p.add_argument("agent", metavar="AGENT", help="agent kind, e.g. claude or codex")
+
+    p = sub.add_parser(
+        "workflow", help="save the hub's tiles and routes to a TOML file, load one, or run one"
+    )
+    p.add_argument("verb", choices=WORKFLOW_VERBS, help="save, load (check and show) or run")
+    p.add_argument("file", metavar="FILE", help="the workflow file (.toml)")
 
     sub.add_parser("close", help="close the kernel's hub (stops routes, kills its tiles)")
     return parser

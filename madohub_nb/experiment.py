@@ -1,0 +1,395 @@
+"""Experiments: a workflow's variants run as whole conversations on fresh tiles, side by side.
+
+:func:`experiment` checks everything first (the variants' routes and settings, the kickoff's
+tiles, ``repeats``), then runs each variant ``repeats`` times, each run in a fresh
+:class:`~madohub_nb.Hub` of its own (so its rounds are under its own session id in one log):
+the workflow's tiles start, the kickoff prompts are sent, and the run goes on until one of
+its routes ends (its stop keyword, ``max_rounds`` or a budget) and every tile is idle again,
+or until ``timeout_s``. A run that fails is a row with its error, never the end of the
+experiment; an interrupted experiment ends the tiles it made and keeps what finished.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from .errors import MadohubError, MadohubValueError, MadohubWarning
+from .hub import Hub
+from .io.log import RoundLog
+from .pipeline.route import Route
+from .pipeline.workflow import TILE_OPTIONS, Workflow, check_options, options_named
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DF_COLUMNS: Final = (
+    "variant", "repeat", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
+    "cost_usd", "wall_s", "final_answer", "error",
+)  # fmt: skip
+"""``exp.df``'s columns, in order."""
+STOPPED_BY: Final = ("stop keyword", "max rounds", "budget", "timeout", "error")
+"""What ``stopped_by`` can say."""
+POLL_S: Final = 0.1
+"""How often a run looks at its routes and tiles."""
+SETTLE_EXTRA_S: Final = 2.0
+"""Beyond twice the idle delay: how long a run with an ended route stays quiet before it is over
+(a route's next round, if any, types into its target well within this)."""
+
+
+def apply_variant(workflow: Workflow, name: str, overrides: Mapping[str, Any]) -> Workflow:
+    """``workflow`` with one variant's overrides: by route key (``writer->reviewer``) its
+    ``connect``/``gather`` settings, by tile name its ``tile`` settings. Errors name
+    ``variants.NAME.KEY.SETTING`` and what is allowed."""
+    where = f"variants.{name}"
+    if not isinstance(overrides, Mapping):
+        raise MadohubValueError(f"{where}: must map route ids or tile names to settings")
+    tiles, routes = copy.deepcopy(workflow.tiles), copy.deepcopy(workflow.routes)
+    keys = workflow.route_keys()
+    for key, settings in overrides.items():
+        if not isinstance(settings, Mapping):
+            raise MadohubValueError(f"{where}.{key}: must be a dict of settings, got {settings!r}")
+        if key in tiles:
+            checked = check_options(settings, TILE_OPTIONS, "experiment", f"{where}.{key}")
+            tiles[key].update(checked)
+        elif key in keys:
+            spec = routes[keys.index(key)]
+            table = options_named("gather" if spec.gather else "connect")
+            spec.options.update(check_options(settings, table, "experiment", f"{where}.{key}"))
+        else:
+            raise MadohubValueError(
+                f"{where}.{key}: the workflow has no route or tile {key!r}; "
+                f"routes: {', '.join(keys) or 'none'}; tiles: {', '.join(tiles) or 'none'}"
+            )
+    try:
+        varied = Workflow(f"{workflow.name}[{name}]", tiles, routes)
+    except MadohubValueError as exc:
+        raise MadohubValueError(f"{where}: {exc}") from None
+    varied.path = workflow.path
+    return varied
+
+
+@dataclass
+class Run:
+    """One run of one variant: what ``exp.df`` shows of it."""
+
+    variant: str
+    repeat: int
+    session_id: str | None = None
+    rounds: int = 0
+    stopped_by: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    wall_s: float | None = None
+    final_answer: str | None = None
+    error: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in DF_COLUMNS}
+
+
+@dataclass
+class Experiment:
+    """The outcome of :func:`experiment`: ``df`` (a row per run), ``rounds``, ``log_path``."""
+
+    workflow: Workflow
+    variants: dict[str, Workflow]
+    log_path: str
+    runs: list[Run] = field(default_factory=list)
+    session_ids: list[str] = field(default_factory=list)
+    _hubs: set[Hub] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _closed: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def df(self) -> pd.DataFrame:
+        """One row per finished run, in the order variants and repeats were given."""
+        import pandas as pd
+
+        order = list(self.variants)
+        runs = sorted(self.runs, key=lambda r: (order.index(r.variant), r.repeat))
+        return pd.DataFrame([r.row() for r in runs], columns=list(DF_COLUMNS))
+
+    @property
+    def rounds(self) -> pd.DataFrame:
+        """Every round of the experiment's runs, from the log (each run its own session id)."""
+        with RoundLog(self.log_path, read_only=True) as log:
+            df = log.df
+        return df[df["session_id"].isin(self.session_ids)].reset_index(drop=True)
+
+    def plot(self) -> Any:
+        """A matplotlib Figure: rounds, cost and wall time per variant (mean, spread, runs)."""
+        import matplotlib.pyplot as plt
+
+        df = self.df
+        fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+        for ax, column, label in zip(
+            axes, ("rounds", "cost_usd", "wall_s"), ("rounds", "cost (USD)", "wall time (s)"),
+            strict=True,
+        ):  # fmt: skip
+            for i, variant in enumerate(self.variants):
+                values = [
+                    float(v) for v in df.loc[df["variant"] == variant, column]
+                    if v is not None and not (isinstance(v, float) and math.isnan(v))
+                ]  # fmt: skip
+                if not values:
+                    continue
+                mean = sum(values) / len(values)
+                spread = (max(values) - min(values)) / 2
+                ax.bar(i, mean, yerr=spread, capsize=4, alpha=0.6)
+                ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
+            ax.set_xticks(range(len(self.variants)), list(self.variants))
+            ax.set_title(label)
+        fig.suptitle(f"{self.workflow.name}: {len(df)} runs")
+        fig.tight_layout()
+        return fig
+
+    def close(self) -> None:
+        """End every run still going (their tiles killed); finished rows stay. Any thread."""
+        self._closed.set()
+        with self._lock:
+            hubs = list(self._hubs)
+        for hub in hubs:
+            hub.close()
+
+    def _repr_html_(self) -> str:
+        return f"<b>Experiment {self.workflow.name}</b>" + self.df.to_html()
+
+
+def _check_kickoff(workflow: Workflow, kickoff: object) -> dict[str, str]:
+    if not isinstance(kickoff, Mapping) or not kickoff:
+        raise MadohubValueError(
+            "kickoff must map tile names to the first prompt, e.g. {'writer': 'Write a slug "
+            f"function.'}}, got {kickoff!r}"
+        )
+    for tile, text in kickoff.items():
+        if tile not in workflow.tiles:
+            raise MadohubValueError(
+                f"kickoff.{tile}: the workflow has no tile {tile!r}; its tiles: "
+                f"{', '.join(workflow.tiles)}"
+            )
+        if not isinstance(text, str) or not text.strip():
+            raise MadohubValueError(f"kickoff.{tile}: must be a non-empty prompt, got {text!r}")
+    return dict(kickoff)
+
+
+def _positive_int(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MadohubValueError(f"{what} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def experiment(
+    workflow: str | os.PathLike[str] | Workflow,
+    variants: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    kickoff: Mapping[str, str],
+    repeats: int = 1,
+    timeout_s: float = 900.0,
+    parallel: int = 1,
+    log_path: str | os.PathLike[str] | None = None,
+    **settings: Any,
+) -> Experiment:
+    """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
+
+    ``variants``: ``{name: {route id or tile name: {setting: value}}}`` (``{}`` runs the
+    workflow as it is). ``kickoff``: the first prompt of each named tile. ``parallel``: runs
+    at once. ``log_path``: where the runs log (None: where a hub logs by default).
+    ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
+    Everything is checked before the first run starts.
+    """
+    wf = workflow if isinstance(workflow, Workflow) else Workflow.load(workflow)
+    if not isinstance(variants, Mapping) or not variants:
+        raise MadohubValueError(
+            "variants must map a name to its overrides, e.g. "
+            "{'terse': {'writer->reviewer': {'template': '…'}}}"
+        )
+    varied = {str(name): apply_variant(wf, str(name), o) for name, o in variants.items()}
+    prompts = _check_kickoff(wf, kickoff)
+    repeats, parallel = _positive_int("repeats", repeats), _positive_int("parallel", parallel)
+    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)):
+        raise MadohubValueError(
+            f"timeout_s must be a positive number of seconds, got {timeout_s!r}"
+        )
+    probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
+    path = probe.log_path
+    probe.close()
+    exp = Experiment(wf, varied, path)
+    jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
+    bar = _progress(len(jobs))
+    pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
+    futures = [
+        pool.submit(_run, exp, name, k, prompts, timeout_s, path, settings) for name, k in jobs
+    ]
+    try:
+        for done in concurrent.futures.as_completed(futures):
+            exp.runs.append(done.result())
+            bar(len(exp.runs))
+    except KeyboardInterrupt:  # the tiles made are ended; what finished stays in exp.df
+        exp.close()
+        for f in futures:
+            f.cancel()
+        warnings.warn(
+            f"experiment interrupted: {len(exp.runs)} of {len(jobs)} runs finished (exp.df); "
+            f"the rounds of the run cut short stay in the log ({path})",
+            MadohubWarning,
+            stacklevel=2,
+        )
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return exp
+
+
+def _progress(total: int) -> Any:
+    """A progress bar in a notebook (an ipywidgets bar), else nothing."""
+    try:
+        from IPython import get_ipython
+
+        if get_ipython() is None:
+            raise ImportError
+        import ipywidgets
+        from IPython.display import display
+    except ImportError:
+        return lambda n: None
+    bar = ipywidgets.IntProgress(value=0, max=total, description="runs")
+    display(bar)
+
+    def update(n: int) -> None:
+        bar.value = n
+
+    return update
+
+
+def _run(
+    exp: Experiment, name: str, repeat: int, kickoff: Mapping[str, str], timeout_s: float,
+    log_path: str, settings: Mapping[str, Any],
+) -> Run:  # fmt: skip
+    """One run, on a fresh hub; never raises (a failure is the row's ``error``)."""
+    run = Run(name, repeat)
+    if exp._closed.is_set():
+        run.stopped_by, run.error = "error", "the experiment was closed before this run started"
+        return run
+    started = time.monotonic()
+    hub = Hub(**{**settings, "log_path": log_path})
+    with exp._lock:
+        exp._hubs.add(hub)
+        exp.session_ids.append(hub.session_id)
+    run.session_id = hub.session_id
+    try:
+        routes = hub.run(exp.variants[name])
+        deadline = started + timeout_s
+        for tile in hub.tiles.values():
+            tile.ready.result(max(0.1, deadline - time.monotonic()))
+        _wait(lambda: all(r.ready.is_set() for r in routes), deadline)
+        for tile_name, text in kickoff.items():
+            _wait(lambda t=tile_name: hub.tiles[t].state == "idle", deadline)
+            hub.send(tile_name, text).result(max(0.1, deadline - time.monotonic()))
+        run.stopped_by = _until_done(hub, routes, deadline)
+        if run.stopped_by == "error":
+            run.error = next((r.last_error for r in routes if r.last_error), "a route failed")
+        elif run.stopped_by == "timeout":
+            run.error = f"timed out after {timeout_s} s: {_where_it_was(hub, routes)}"
+    except MadohubError as exc:
+        run.stopped_by, run.error = "error", str(exc)
+    except TimeoutError:
+        run.stopped_by = "timeout"
+        run.error = f"timed out after {timeout_s} s starting: {_where_it_was(hub, [])}"
+    except Exception as exc:  # a run's bug is its row, not the experiment's end
+        run.stopped_by, run.error = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        wait_s = max(0.0, min(5.0, started + timeout_s + 5 - time.monotonic()))
+        _wait_quiet(hub, wait_s)
+        hub.close()
+        with exp._lock:
+            exp._hubs.discard(hub)
+    run.wall_s = round(time.monotonic() - started, 3)
+    if exp._closed.is_set() and run.stopped_by is None:
+        run.stopped_by, run.error = "error", "the experiment was closed during this run"
+    _fill_from_log(run, log_path)
+    return run
+
+
+def _wait(condition: Any, deadline: float) -> None:
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        time.sleep(POLL_S)
+
+
+def _ended_by(route: Route) -> str | None:
+    """Why ``route`` ended (``STOPPED_BY``), or None while it goes on."""
+    if route.state == "exhausted":
+        return "budget" if route.budget.spent() else "max rounds"
+    if route.state == "stopped":
+        return "stop keyword" if route.last_status == "stopped" else "error"
+    return None
+
+
+def _until_done(hub: Hub, routes: list[Route], deadline: float) -> str:
+    """Wait until a route has ended and the run has settled: every tile idle and no round
+    finished for ``settle_s`` (longer than a route takes from an idle source to a busy
+    target); what ended it, or ``timeout``."""
+    settle_s = 2 * hub.idle_delay_ms / 1000 + SETTLE_EXTRA_S
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        if hub.closed:
+            return "error"
+        reasons = [why for r in routes if (why := _ended_by(r)) is not None]
+        if "error" in reasons:
+            return "error"
+        now = (hub.runtime.recorder.rounds_finished, [t.state for t in hub.tiles.values()])
+        if now != last:
+            last, since = now, time.monotonic()
+        quiet = all(state == "idle" for state in now[1])
+        if reasons and quiet and time.monotonic() - since >= settle_s:
+            return reasons[0]
+        time.sleep(POLL_S)
+    return "timeout"
+
+
+def _where_it_was(hub: Hub, routes: list[Route]) -> str:
+    """The routes' and tiles' states, for a run's timeout row."""
+    said = [f"route {r.id} {r.state} after {r.rounds} rounds" for r in routes]
+    for t in hub.tiles.values():
+        try:
+            lines = [line for line in t.screen().splitlines() if line.strip()]
+        except MadohubError:
+            lines = []
+        said.append(f"tile {t.name} {t.last_state}, its screen ending {lines[-3:]!r}")
+    return "; ".join(said) or "nothing started"
+
+
+def _wait_quiet(hub: Hub, wait_s: float) -> None:
+    """Let rounds under way land in the log (bounded), so the row reads the whole run."""
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end and hub.runtime.recorder.pending:
+        time.sleep(POLL_S)
+
+
+def _fill_from_log(run: Run, log_path: str) -> None:
+    """Rounds, tokens, cost and the final answer of one run, read from its rows in the log."""
+    if run.session_id is None:
+        return
+    try:
+        with RoundLog(log_path, read_only=True) as log:
+            df = log.df
+    except MadohubError as exc:
+        run.error = run.error or f"the log could not be read: {exc}"
+        return
+    rows = df[(df["session_id"] == run.session_id) & (df["round"] > 0)]
+    run.rounds = int((rows["status"].isin(("delivered", "shadow"))).sum())
+    for column in ("input_tokens", "output_tokens"):
+        values = rows[column].dropna()
+        setattr(run, column, int(values.sum()) if len(values) else None)
+    costs = rows["cost_usd"]
+    run.cost_usd = None if costs.isna().all() else float(costs.sum(skipna=False))
+    answers = rows["extracted"].dropna()
+    run.final_answer = str(answers.iloc[-1]) if len(answers) else None

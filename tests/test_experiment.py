@@ -1,0 +1,190 @@
+"""Experiments (issue 27, item 2): a workflow's variants run as whole conversations on fresh
+stand-in tiles; ``exp.df`` checked against the log, and against the prompts at the targets."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FAST_IDLE_MS
+
+import madohub_nb as mh
+from madohub_nb.demo import standin_command
+from madohub_nb.experiment import DF_COLUMNS, apply_variant
+from madohub_nb.pipeline.workflow import RouteSpec, Workflow
+
+
+def _workflow(project: Path) -> Workflow:
+    env = {"MADOHUB_STANDIN_THINK_S": "0.2"}
+    tile = {
+        "agent": "claude",
+        "command": standin_command("claude"),
+        "cwd": str(project),
+        "env": env,
+    }
+    return Workflow(
+        "review",
+        {"writer": dict(tile), "reviewer": dict(tile)},
+        [
+            RouteSpec(["writer"], "reviewer", {"template": "Review: {output}", "max_rounds": 2}),
+            RouteSpec(
+                ["reviewer"],
+                "writer",
+                {"template": "Fix: {output}", "max_rounds": 2, "stop_keyword": "LGTM"},
+            ),  # fmt: skip
+        ],
+    )
+
+
+VARIANTS = {
+    # The echo stand-in answers "Done: <prompt>": a template saying LGTM ends the loop at once.
+    "approve": {"writer->reviewer": {"template": "LGTM {output}"}},
+    "plain": {},
+}
+
+
+def _tmux_sessions(socket: str) -> list[str]:
+    done = subprocess.run(
+        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return done.stdout.split()
+
+
+def test_two_variants_twice_each_tabulate_what_the_log_holds(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    exp = mh.experiment(
+        _workflow(project), VARIANTS, {"writer": "Write a slug function."}, repeats=2,
+        timeout_s=60, parallel=1, log_path=tmp_path / "exp.sqlite3",
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+    )  # fmt: skip
+    df = exp.df
+    assert list(df.columns) == list(DF_COLUMNS)
+    assert list(zip(df["variant"], df["repeat"], strict=True)) == [
+        ("approve", 1), ("approve", 2), ("plain", 1), ("plain", 2)
+    ]  # fmt: skip
+    seen = exp.rounds[["session_id", "route_id", "round", "status", "error", "turn_signal"]]
+    assert df["error"].isna().all(), f"{df['error'].tolist()}\n{seen.to_string()}"
+    assert list(df["stopped_by"]) == ["stop keyword"] * 2 + ["max rounds"] * 2
+    assert list(df["rounds"]) == [1, 1, 4, 4]
+    assert exp.log_path == str(tmp_path / "exp.sqlite3")
+    assert len(set(df["session_id"])) == 4  # each run under its own session id
+    rounds = exp.rounds
+    for run in df.to_dict("records"):
+        mine = rounds[rounds["session_id"] == run["session_id"]]
+        assert list(mine["prompt"])[0] == "Write a slug function."  # the kickoff: round 0
+        rows = mine[mine["round"] > 0]
+        assert run["rounds"] == int((rows["status"] == "delivered").sum())
+        assert run["input_tokens"] == int(rows["input_tokens"].sum())
+        assert run["output_tokens"] == int(rows["output_tokens"].sum())
+        assert run["final_answer"] == rows["extracted"].dropna().iloc[-1]
+        name = f"review[{run['variant']}]"
+        assert set(rows["workflow"]) == {name} and mine["workflow"].iloc[0] is None
+        delivered = rows[rows["status"] == "delivered"]
+        prompts = list(delivered["prompt"])
+        if run["variant"] == "approve":
+            assert prompts == ["LGTM Done: Write a slug function."]
+            assert "LGTM" in run["final_answer"]
+        else:
+            assert prompts[:2] == ["Review: Done: Write a slug function.",
+                                   "Fix: Done: Review: Done: Write a slug function."]  # fmt: skip
+    assert rounds.loc[rounds["round"] > 0, "input_tokens"].notna().all()  # usage read
+    assert df["wall_s"].gt(0).all()
+    assert not [s for s in _tmux_sessions(tmux_socket) if s.startswith("madohub-")]  # all ended
+    fig = exp.plot()
+    assert [ax.get_title() for ax in fig.axes] == ["rounds", "cost (USD)", "wall time (s)"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["approve", "plain"]
+
+
+def test_a_run_that_fails_is_a_row_with_its_error(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    exp = mh.experiment(
+        _workflow(project), {"nowhere": {"writer": {"cwd": str(tmp_path / "gone")}}},
+        {"writer": "hi"}, timeout_s=30, log_path=tmp_path / "exp.sqlite3",
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+    )  # fmt: skip
+    row = exp.df.to_dict("records")[0]
+    assert row["stopped_by"] == "error" and row["rounds"] == 0
+    assert "tiles.writer: cwd" in row["error"] and "not an existing directory" in row["error"]
+
+
+@pytest.mark.parametrize(
+    ("variants", "kickoff", "extra", "says"),
+    [
+        ({"v": {"writer->shipper": {"template": "x"}}}, {"writer": "hi"}, {},
+         "variants.v.writer->shipper: the workflow has no route or tile 'writer->shipper'"),
+        ({"v": {"writer->reviewer": {"tempalte": "x"}}}, {"writer": "hi"}, {},
+         "variants.v.writer->reviewer.tempalte: unknown key"),
+        ({"v": {"writer->reviewer": {"max_rounds": 50}}}, {"writer": "hi"}, {},
+         "max_rounds must be from 1 to 20"),
+        ({"v": {"writer": {"comand": "x"}}}, {"writer": "hi"}, {}, "variants.v.writer.comand"),
+        ({}, {"writer": "hi"}, {}, "variants must map a name"),
+        ({"v": {}}, {"shipper": "hi"}, {}, "kickoff.shipper: the workflow has no tile"),
+        ({"v": {}}, {"writer": "hi"}, {"repeats": 0}, "repeats must be a whole number of at least 1"),
+        ({"v": {}}, {"writer": "hi"}, {"timeout_s": -1}, "timeout_s must be a positive"),
+    ],
+)  # fmt: skip
+def test_bad_experiments_are_refused_before_anything_starts(
+    project: Path, tmux_socket: str, variants: Any, kickoff: Any, extra: Any, says: str
+) -> None:
+    with pytest.raises(mh.MadohubValueError, match=None) as caught:
+        mh.experiment(_workflow(project), variants, kickoff, socket_name=tmux_socket, **extra)
+    assert says in str(caught.value), str(caught.value)
+    assert _tmux_sessions(tmux_socket) == []
+
+
+def test_a_workflow_holding_a_key_cannot_be_an_experiment_either(project: Path) -> None:
+    with pytest.raises(
+        mh.MadohubValueError,
+        match=r"^variants\.v: .*tiles\.writer\.env\.CODEX_API_KEY: holds an API key",
+    ):
+        apply_variant(
+            _workflow(project), "v", {"writer": {"env": {"CODEX_API_KEY": "abcdefghijkl"}}}
+        )
+
+
+def test_an_interrupted_experiment_ends_its_tiles_and_keeps_what_finished(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    import os
+    import signal
+    import threading
+
+    log = tmp_path / "exp.sqlite3"
+    fired = threading.Event()
+
+    def interrupt_during_the_second_run() -> None:
+        # The first run ends at its stop keyword; once the second has routed a round, Ctrl-C.
+        def routed_in_two_sessions() -> bool:
+            if not log.exists():
+                return False
+            with mh.RoundLog(log, read_only=True) as rl:
+                df = rl.df
+            return df[df["round"] > 0]["session_id"].nunique() >= 2
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not routed_in_two_sessions():
+            time.sleep(0.2)
+        fired.set()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_during_the_second_run, daemon=True).start()
+    slow = {"writer->reviewer": {"max_rounds": 20}, "reviewer->writer": {"max_rounds": 20}}
+    with pytest.warns(mh.MadohubWarning, match="interrupted: 1 of 2 runs finished"):
+        exp = mh.experiment(
+            _workflow(project), {"approve": VARIANTS["approve"], "slow": slow},
+            {"writer": "Write a slug function."}, timeout_s=120, log_path=log,
+            socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+        )  # fmt: skip
+    assert fired.is_set()
+    df = exp.df
+    assert list(df["variant"]) == ["approve"] and list(df["stopped_by"]) == ["stop keyword"]
+    assert not [s for s in _tmux_sessions(tmux_socket) if s.startswith("madohub-")]
+    rounds = exp.rounds  # the interrupted run's rounds so far stay in the log
+    assert rounds["session_id"].nunique() == 2
+    assert (rounds[rounds["session_id"] != df["session_id"][0]]["round"] > 0).any()
