@@ -124,8 +124,7 @@ export const MadohubHooks = async () => ({
 });
 """
 
-PI_EXTENSION = """\
-// madohub: report Pi's end of turn (agent_end) and its answer to the hub. Written by madohub_nb.
+_JS_SEND_AND_LAST_ANSWER = """\
 import { spawn } from "node:child_process";
 const HOOK = __HOOK__;
 function send(kind, payload) {
@@ -146,6 +145,16 @@ function lastAnswer(messages) {
   }
   return null;
 }
+"""
+"""What Pi's extension and Amp's plugin share: ``send`` runs the hook command with the
+payload on its stdin (never failing the agent), ``lastAnswer`` the last assistant text."""
+
+PI_EXTENSION = (
+    """\
+// madohub: report Pi's end of turn (agent_end) and its answer to the hub. Written by madohub_nb.
+"""
+    + _JS_SEND_AND_LAST_ANSWER
+    + """\
 function sessionFile(ctx) {
   try { return ctx?.sessionManager?.getSessionFile?.() ?? null; } catch (e) { return null; }
 }
@@ -159,30 +168,15 @@ export default function (pi) {
   });
 }
 """
+)
 
 
-AMP_PLUGIN = """\
+AMP_PLUGIN = (
+    """\
 // madohub: report Amp's end of turn (agent.end) and its answer to the hub. Written by madohub_nb.
-import { spawn } from "node:child_process";
-const HOOK = __HOOK__;
-function send(kind, payload) {
-  try {
-    const child = spawn(HOOK[0], [...HOOK.slice(1), kind], { stdio: ["pipe", "ignore", "ignore"] });
-    child.on("error", () => {});
-    child.stdin.on("error", () => {});
-    child.stdin.end(JSON.stringify(payload));
-  } catch (e) {}
-}
-function lastAnswer(messages) {
-  for (let i = (messages ?? []).length - 1; i >= 0; i--) {
-    const m = messages[i];
-    if (m?.role !== "assistant") continue;
-    const content = typeof m.content === "string" ? [{ type: "text", text: m.content }] : (m.content ?? []);
-    const text = content.filter((b) => b?.type === "text").map((b) => b.text).join("");
-    if (text.trim()) return text;
-  }
-  return null;
-}
+"""
+    + _JS_SEND_AND_LAST_ANSWER
+    + """\
 export default function (amp) {
   amp.on("agent.end", async (event, ctx) => {
     send("stop", { hook_event_name: "agent.end", session_id: event?.thread?.id ?? null,
@@ -192,6 +186,7 @@ export default function (amp) {
   });
 }
 """
+)
 
 
 def _script(template: str, base: Sequence[str]) -> str:
