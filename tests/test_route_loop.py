@@ -127,6 +127,7 @@ class MemoryContext:
         self.deliverer = Deliverer()
         self.rows: list[RoundRecord] = []
         self.fired_at_s: list[float] = []
+        self.answer_reads_s: list[float] = []
         self.events: list[HubEvent] = []
         self.plans: list[RoundPlan] = []
         self.route: Route | None = None
@@ -166,6 +167,7 @@ class MemoryContext:
         return self.stream
 
     async def answer(self, tile: Tile, *, transcript: bool) -> Extraction | None:
+        self.answer_reads_s.append(self.now_s)
         return self._latest(self.script.answers, None)
 
     async def state(self, tile: Tile) -> TileState:
@@ -275,6 +277,30 @@ def test_on_idle_never_routes_the_turn_that_was_there_before_the_route() -> None
     script = Script(output=[(1.0, "a repaint")], answers=[(0.0, answer("old", "m0"))])
     ctx, route = run_route(script)
     assert ctx.rows == [] and ctx.skipped() == ["already routed"]
+
+
+def test_an_idle_source_whose_record_lags_its_screen_is_read_again_until_it_holds_the_turn() -> (
+    None
+):
+    """Qwen Code 0.24.4 goes idle on screen before its chat file holds the answer: the first
+    read finds the turn routed before; with no more output to wake the route, the record is
+    read again RECHECK_MS apart (no event for the rereads) and the turn is routed once there."""
+    script = Script(
+        output=[(1.0, "Done: turn two")],
+        answers=[(0.0, answer("turn one", "m0")), (4.5, answer("turn two", "m1"))],
+    )
+    ctx, route = run_route(script)
+    assert ctx.fired_at_s == [6.0]  # read at 2 s (old), 4 s (old), 6 s (new)
+    assert [r.extracted for r in ctx.rows] == ["turn two"]
+    assert ctx.skipped() == ["already routed"]
+
+
+def test_a_record_that_never_catches_up_is_read_again_a_bounded_number_of_times() -> None:
+    script = Script(output=[(1.0, "a repaint")], answers=[(0.0, answer("old", "m0"))])
+    ctx, route = run_route(script)
+    assert ctx.rows == [] and ctx.skipped() == ["already routed"]
+    reads_after_the_first = [t for t in ctx.answer_reads_s if t > 2.0]
+    assert reads_after_the_first == [4.0, 6.0, 8.0]  # RECORD_LAG_CHECKS, RECHECK_MS apart
 
 
 @pytest.mark.parametrize(
