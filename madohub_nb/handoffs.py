@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -24,8 +25,18 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
-AGENTS_WITH_MCP: Final = ("claude",)
+AGENTS_WITH_MCP: Final = ("claude", "codex")
 """The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
+TOKEN_ENV: Final = "MADOHUB_MCP_TOKEN"
+"""Where Codex reads its bearer token (``bearer_token_env_var``): the pane's environment."""
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """What starts one agent with the hub's tools: words after its command, its pane's env."""
+
+    args: str
+    env: dict[str, str] = field(default_factory=dict)
 
 
 class HubMcp:
@@ -90,24 +101,38 @@ class HubMcp:
     def client_config_json(self, tile: str) -> str:
         return json.dumps(self.client_config(tile))
 
-    def agent_args(
+    def agent_setup(
         self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool
-    ) -> str:
-        """The command-line words that start ``agent`` of ``tile`` with the hub's tools:
-        a private config file of the hub's (never the user's settings) holding the URL and
-        a new token, and the tools pre-allowed (Claude Code 2.1.332's ``auto`` mode refuses
-        MCP calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md)."""
+    ) -> AgentSetup:
+        """The command-line words (and pane environment) that start ``agent`` of ``tile``
+        with the hub's tools and a new token, never in the user's settings files:
+
+        - Claude Code: ``--mcp-config`` a private file of the hub's (0600) holding the URL
+          and the token, and the tools pre-allowed (2.1.332's ``auto`` mode refuses MCP
+          calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md);
+        - Codex: ``-c mcp_servers.madohub.…`` with the URL, ``bearer_token_env_var`` naming
+          :data:`TOKEN_ENV` (the token itself is in the pane's environment, never on its
+          command line) and ``default_tools_approval_mode = "approve"`` (no prompt)."""
         if agent not in AGENTS_WITH_MCP:
             raise MadohubValueError(
                 f"mcp= starts an agent with the hub's tools; {agent or 'this command'!r} is not "
                 f"one the hub can configure yet (it can: {', '.join(AGENTS_WITH_MCP)}); "
-                "give agent='claude' for Claude Code"
+                "give agent='claude' or agent='codex'"
             )
         try:
             token = self.handoff.grant(tile, reach, allow_shell=allow_shell, known=False)
         except ToolRefused as exc:
             raise MadohubValueError(str(exc)) from None
         self._rt.log.register_secret(token)
+        if agent == "codex":
+            server = f"mcp_servers.{SERVER_NAME}"
+            options = {
+                "url": self.url,
+                "bearer_token_env_var": TOKEN_ENV,
+                "default_tools_approval_mode": "approve",
+            }
+            words = [w for k, v in options.items() for w in ("-c", f"{server}.{k}={json.dumps(v)}")]
+            return AgentSetup(shlex.join(words), {TOKEN_ENV: token})
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="madohub-mcp-"))
         path = self._folder / f"{tile}.json"
@@ -115,7 +140,7 @@ class HubMcp:
         with os.fdopen(fd, "w") as out:
             json.dump(self.client_config(tile), out)
         allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
-        return shlex.join(["--mcp-config", str(path), "--allowedTools", allowed])
+        return AgentSetup(shlex.join(["--mcp-config", str(path), "--allowedTools", allowed]))
 
     def reset(self) -> None:
         """A new conversation: every pair's ``mcp_max_rounds`` count starts again."""

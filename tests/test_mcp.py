@@ -292,11 +292,38 @@ def test_a_tile_started_with_mcp_asks_another_through_the_hub(hub: mh.Hub, proje
     assert not config.exists()
 
 
+def test_a_codex_tile_gets_the_server_on_its_command_line_and_its_token_in_its_env(
+    hub: mh.Hub, project: Path
+) -> None:
+    """``mcp=`` on Codex: ``-c mcp_servers.madohub.…`` (the URL, the token's variable, no
+    approval prompt); the token is in the pane's environment only, and it is the tile's."""
+    from madohub_nb.demo import standin_command
+
+    start_standin(hub, "reviewer", cwd=project)
+    cx = hub.tile(
+        "cx", agent="codex", command=standin_command("codex"), cwd=project, mcp=["reviewer"]
+    )
+    wait_until(lambda: cx.state == "idle", 15, what="codex idle")
+    proc = psutil.Process(cx.agent_process().pid)  # type: ignore[union-attr]
+    argv = proc.cmdline()
+    overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
+    assert f'mcp_servers.madohub.url="{hub.mcp.url}"' in overrides
+    assert 'mcp_servers.madohub.bearer_token_env_var="MADOHUB_MCP_TOKEN"' in overrides
+    assert 'mcp_servers.madohub.default_tools_approval_mode="approve"' in overrides
+    token = hub.mcp.token("cx")
+    assert token is not None and token not in " ".join(argv)
+    assert proc.environ()["MADOHUB_MCP_TOKEN"] == token
+    is_error, text = call(hub, token, "list_agents")  # who that token is: cx, reaching reviewer
+    assert not is_error and '"name": "reviewer"' in text, text
+
+
 def test_mcp_on_a_tile_is_checked(hub: mh.Hub) -> None:
     with pytest.raises(ValueError, match="mcp must be True"):
         hub.tile("a", agent="claude", command="claude", mcp="reviewer")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one the hub can configure yet"):
         hub.tile("b", command="bash", mcp=True)
+    with pytest.raises(ValueError, match=r"it can: claude, codex"):
+        hub.tile("b", agent="gemini", command="gemini", mcp=True)
     with pytest.raises(ValueError, match="an adopted pane"):
         hub.tile("c", pane="%0", mcp=True)
     assert hub.tiles == {}
