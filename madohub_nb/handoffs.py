@@ -39,6 +39,23 @@ class AgentSetup:
     env: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class McpPair:
+    """One caller → target pair of MCP calls, as the dashboard shows a route."""
+
+    id: str
+    source: str
+    target: str
+    rounds: int
+    max_rounds: int
+    trigger: str = "mcp"
+
+    @property
+    def state(self) -> str:
+        """``active``, or ``exhausted`` once ``mcp_max_rounds`` calls were made."""
+        return "exhausted" if self.rounds >= self.max_rounds else "active"
+
+
 class HubMcp:
     """The MCP server of one hub: ``url``, the tiles' tokens, loop protection's reset."""
 
@@ -141,6 +158,18 @@ class HubMcp:
             json.dump(self.client_config(tile), out)
         allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
         return AgentSetup(shlex.join(["--mcp-config", str(path), "--allowedTools", allowed]))
+
+    def pair(self, route_id: str) -> McpPair:
+        """The pair of ``route_id`` (``mcp:<caller>-><target>``): its calls of this conversation."""
+        caller, arrow, target = route_id.removeprefix("mcp:").partition("->")
+        if not route_id.startswith("mcp:") or not arrow or not caller or not target:
+            raise MadohubValueError(
+                f"an MCP pair's id is 'mcp:<caller>-><target>' (e.g. 'mcp:lead->reviewer'), "
+                f"got {route_id!r}"
+            )
+        max_rounds = int(self._rt.settings["mcp_max_rounds"])
+        rounds = self.handoff.rounds(caller, target)
+        return McpPair(route_id, caller, target, rounds, max_rounds)
 
     def reset(self) -> None:
         """A new conversation: every pair's ``mcp_max_rounds`` count starts again."""

@@ -4,6 +4,7 @@ streamable HTTP on 127.0.0.1, against stand-in agents on a real tmux (issue 25).
 from __future__ import annotations
 
 import asyncio
+import html
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -336,3 +337,43 @@ def test_the_tile_magic_takes_mcp_and_its_names() -> None:
     assert parse_command("tile lead --cmd claude --mcp").mcp == []
     args = parse_command("tile lead --cmd claude --mcp reviewer tester --allow-shell")
     assert (args.mcp, args.allow_shell) == (["reviewer", "tester"], True)
+
+
+def test_the_dashboard_shows_each_pair_as_a_route_and_a_timeline_lane(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """Each caller → target pair gets a card (rounds of ``mcp_max_rounds``, state, last
+    status) and a lane in the timeline, where an ask's answer bar follows its question's."""
+    from madohub_nb.notebook.widgets import Dashboard
+    from madohub_nb.plot import lanes_of
+
+    dash = Dashboard(hub)
+    try:
+        token = hub.mcp.token("lead")
+        assert call(hub, token, "ask", to="reviewer", text="q1") == (False, "Done: q1")
+        hub.mcp.grant("reviewer")
+        assert call(hub, hub.mcp.token("reviewer"), "send", to="lead", text="hi")[0] is False
+        assert call(hub, token, "send", to="nobody", text="x")[0] is True
+        ids = ["mcp:lead->reviewer", "mcp:reviewer->lead", "mcp:lead->nobody"]
+        wait_until(lambda: list(dash.mcp_cards) == ids, 15, what="a card per pair")
+        cards = {i: dash.mcp_cards[i].snapshot_html() for i in ids}
+        assert "rounds <b>1/5</b>" in cards["mcp:lead->reviewer"]
+        assert "lead → reviewer" in cards["mcp:lead->reviewer"]
+        assert "rounds <b>0/5</b>" in cards["mcp:lead->nobody"]  # refused: no round used
+        assert "refused: there is no agent" in cards["mcp:lead->nobody"]
+        assert "3 MCP pairs" in dash.snapshot_html()
+        lanes = [html.escape(i) for i in ids]  # (the SVG's text: "mcp:lead-&gt;reviewer")
+        wait_until(lambda: all(i in dash.timeline.svg for i in lanes), 15, what="the live lanes")
+        df = hub.log.df
+        assert lanes_of(hub.log.plot()) == ids
+        asked, answered = df[df["route_id"] == ids[0]].to_dict("records")
+        assert answered["fired_at"] == asked["delivered_at"] < answered["delivered_at"]
+    finally:
+        dash.close()
+    later = Dashboard(hub)  # opened after the calls: the pairs are there at once
+    try:
+        assert list(later.mcp_cards) == ids
+        hub.mcp.reset()
+        wait_until(lambda: "rounds <b>0/5</b>" in later.mcp_cards[ids[0]].summary_html(), 5)
+    finally:
+        later.close()
