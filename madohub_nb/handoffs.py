@@ -11,13 +11,14 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .errors import MadohubError, MadohubValueError
-from .io.mcp import SERVER_NAME, McpEndpoint, ToolRefused
+from .io.mcp import SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .pipeline.handoff import Handoff
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
 AGENTS_WITH_MCP: Final = ("claude", "codex")
 """The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
-TOKEN_ENV: Final = "MADOHUB_MCP_TOKEN"
-"""Where Codex reads its bearer token (``bearer_token_env_var``): the pane's environment."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,16 @@ class HubMcp:
             }
         }
 
+    def bridge_config(self, tile: str) -> dict[str, Any]:
+        """The ``mcpServers`` entry of the stdio bridge for an agent that only speaks stdio:
+        ``python -m madohub_nb.io.mcp_bridge <url>``, the token in its environment."""
+        token = self.token(tile)
+        if token is None:
+            raise MadohubValueError(f"{tile!r} has no MCP token; hub.mcp.grant({tile!r}) makes one")
+        command = [sys.executable, "-m", "madohub_nb.io.mcp_bridge", self.url]
+        server = {"type": "stdio", "command": command[0], "args": command[1:]}
+        return {"mcpServers": {SERVER_NAME: {**server, "env": {TOKEN_ENV: token}}}}
+
     def client_config_json(self, tile: str) -> str:
         return json.dumps(self.client_config(tile))
 
@@ -128,7 +137,7 @@ class HubMcp:
           and the token, and the tools pre-allowed (2.1.332's ``auto`` mode refuses MCP
           calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md);
         - Codex: ``-c mcp_servers.madohub.…`` with the URL, ``bearer_token_env_var`` naming
-          :data:`TOKEN_ENV` (the token itself is in the pane's environment, never on its
+          ``MADOHUB_MCP_TOKEN`` (the token itself is in the pane's environment, never on its
           command line) and ``default_tools_approval_mode = "approve"`` (no prompt)."""
         if agent not in AGENTS_WITH_MCP:
             raise MadohubValueError(

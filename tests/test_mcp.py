@@ -377,3 +377,58 @@ def test_the_dashboard_shows_each_pair_as_a_route_and_a_timeline_lane(
         wait_until(lambda: "rounds <b>0/5</b>" in later.mcp_cards[ids[0]].summary_html(), 5)
     finally:
         later.close()
+
+
+async def _bridge_calls(config: dict[str, Any], env: dict[str, str], calls: list[Any]) -> Any:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    entry = config["mcpServers"]["madohub"]
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry["env"]}
+    )
+    async with Client(stdio_client(params)) as client:
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        return tools, [await _call(client, tool, args) for tool, args in calls]
+
+
+def test_the_stdio_bridge_forwards_the_tools_and_the_hubs_refusals(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """``hub.mcp.bridge_config(name)``: an agent that speaks only stdio starts the bridge
+    (a real process, the token in its env) and calls the hub through it."""
+    import os
+    import subprocess
+    import sys
+
+    _, reviewer = pair
+    config = hub.mcp.bridge_config("lead")
+    entry = config["mcpServers"]["madohub"]
+    assert hub.mcp.token("lead") not in " ".join(entry["args"])
+    env = {"PYTHONPATH": os.getcwd()}
+    calls = [
+        ("ask", {"to": "reviewer", "text": "via stdio?"}),
+        ("send", {"to": "lead", "text": "x"}),
+    ]
+    tools, results = asyncio.run(_bridge_calls(config, env, calls))
+    assert tools == ["ask", "list_agents", "send"]
+    assert results[0] == (False, "Done: via stdio?")
+    # the same words as over HTTP, not wrapped twice
+    assert results[1] == (
+        True,
+        "Error executing tool send: 'lead' is you; you may reach ['reviewer']",
+    )
+    assert user_prompts(reviewer) == ["via stdio?"]
+    assert [r["source"] for r in mcp_rows(hub)] == ["lead", "reviewer", "lead"]
+    hub.mcp.revoke("lead")  # an ended token: the hub's refusal, through the bridge
+    (_, results) = asyncio.run(_bridge_calls(config, env, [("list_agents", {})]))
+    assert results[0][0] is True and "not one this hub gave" in results[0][1], results
+    no_token = {**config["mcpServers"]["madohub"], "env": {"MADOHUB_MCP_TOKEN": ""}}
+    (_, results) = asyncio.run(
+        _bridge_calls({"mcpServers": {"madohub": no_token}}, env, [("list_agents", {})])
+    )
+    assert results[0][0] is True and "the bridge has no token" in results[0][1], results
+    bad = subprocess.run(
+        [sys.executable, "-m", "madohub_nb.io.mcp_bridge", "http://example.com/mcp"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, **env},
+    )  # fmt: skip
+    assert bad.returncode == 2 and "on this machine, http://127.0.0.1:PORT/mcp" in bad.stderr
