@@ -11,12 +11,14 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .errors import MadohubError, MadohubValueError
-from .io.mcp import SERVER_NAME, McpEndpoint, ToolRefused
+from .io.mcp import SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .pipeline.handoff import Handoff
 
 if TYPE_CHECKING:
@@ -24,8 +26,33 @@ if TYPE_CHECKING:
 
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
-AGENTS_WITH_MCP: Final = ("claude",)
+AGENTS_WITH_MCP: Final = ("claude", "codex")
 """The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """What starts one agent with the hub's tools: words after its command, its pane's env."""
+
+    args: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class McpPair:
+    """One caller → target pair of MCP calls, as the dashboard shows a route."""
+
+    id: str
+    source: str
+    target: str
+    rounds: int
+    max_rounds: int
+    trigger: str = "mcp"
+
+    @property
+    def state(self) -> str:
+        """``active``, or ``exhausted`` once ``mcp_max_rounds`` calls were made."""
+        return "exhausted" if self.rounds >= self.max_rounds else "active"
 
 
 class HubMcp:
@@ -87,27 +114,51 @@ class HubMcp:
             }
         }
 
+    def bridge_config(self, tile: str) -> dict[str, Any]:
+        """The ``mcpServers`` entry of the stdio bridge for an agent that only speaks stdio:
+        ``python -m madohub_nb.io.mcp_bridge <url>``, the token in its environment."""
+        token = self.token(tile)
+        if token is None:
+            raise MadohubValueError(f"{tile!r} has no MCP token; hub.mcp.grant({tile!r}) makes one")
+        command = [sys.executable, "-m", "madohub_nb.io.mcp_bridge", self.url]
+        server = {"type": "stdio", "command": command[0], "args": command[1:]}
+        return {"mcpServers": {SERVER_NAME: {**server, "env": {TOKEN_ENV: token}}}}
+
     def client_config_json(self, tile: str) -> str:
         return json.dumps(self.client_config(tile))
 
-    def agent_args(
+    def agent_setup(
         self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool
-    ) -> str:
-        """The command-line words that start ``agent`` of ``tile`` with the hub's tools:
-        a private config file of the hub's (never the user's settings) holding the URL and
-        a new token, and the tools pre-allowed (Claude Code 2.1.332's ``auto`` mode refuses
-        MCP calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md)."""
+    ) -> AgentSetup:
+        """The command-line words (and pane environment) that start ``agent`` of ``tile``
+        with the hub's tools and a new token, never in the user's settings files:
+
+        - Claude Code: ``--mcp-config`` a private file of the hub's (0600) holding the URL
+          and the token, and the tools pre-allowed (2.1.332's ``auto`` mode refuses MCP
+          calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md);
+        - Codex: ``-c mcp_servers.madohub.…`` with the URL, ``bearer_token_env_var`` naming
+          ``MADOHUB_MCP_TOKEN`` (the token itself is in the pane's environment, never on its
+          command line) and ``default_tools_approval_mode = "approve"`` (no prompt)."""
         if agent not in AGENTS_WITH_MCP:
             raise MadohubValueError(
                 f"mcp= starts an agent with the hub's tools; {agent or 'this command'!r} is not "
                 f"one the hub can configure yet (it can: {', '.join(AGENTS_WITH_MCP)}); "
-                "give agent='claude' for Claude Code"
+                "give agent='claude' or agent='codex'"
             )
         try:
             token = self.handoff.grant(tile, reach, allow_shell=allow_shell, known=False)
         except ToolRefused as exc:
             raise MadohubValueError(str(exc)) from None
         self._rt.log.register_secret(token)
+        if agent == "codex":
+            server = f"mcp_servers.{SERVER_NAME}"
+            options = {
+                "url": self.url,
+                "bearer_token_env_var": TOKEN_ENV,
+                "default_tools_approval_mode": "approve",
+            }
+            words = [w for k, v in options.items() for w in ("-c", f"{server}.{k}={json.dumps(v)}")]
+            return AgentSetup(shlex.join(words), {TOKEN_ENV: token})
         if self._folder is None:
             self._folder = Path(tempfile.mkdtemp(prefix="madohub-mcp-"))
         path = self._folder / f"{tile}.json"
@@ -115,7 +166,19 @@ class HubMcp:
         with os.fdopen(fd, "w") as out:
             json.dump(self.client_config(tile), out)
         allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
-        return shlex.join(["--mcp-config", str(path), "--allowedTools", allowed])
+        return AgentSetup(shlex.join(["--mcp-config", str(path), "--allowedTools", allowed]))
+
+    def pair(self, route_id: str) -> McpPair:
+        """The pair of ``route_id`` (``mcp:<caller>-><target>``): its calls of this conversation."""
+        caller, arrow, target = route_id.removeprefix("mcp:").partition("->")
+        if not route_id.startswith("mcp:") or not arrow or not caller or not target:
+            raise MadohubValueError(
+                f"an MCP pair's id is 'mcp:<caller>-><target>' (e.g. 'mcp:lead->reviewer'), "
+                f"got {route_id!r}"
+            )
+        max_rounds = int(self._rt.settings["mcp_max_rounds"])
+        rounds = self.handoff.rounds(caller, target)
+        return McpPair(route_id, caller, target, rounds, max_rounds)
 
     def reset(self) -> None:
         """A new conversation: every pair's ``mcp_max_rounds`` count starts again."""

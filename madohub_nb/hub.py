@@ -186,7 +186,8 @@ class Hub:
             if reach is not False:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
-                command = f"{command} {self.mcp.agent_args(name, kind, reach, allow_shell)}"
+                setup = self.mcp.agent_setup(name, kind, reach, allow_shell)
+                command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
             try:
                 tile = self._rt.tiles.create(
                     name, agent, command, workdir, env, host, hooks, branch

@@ -4,6 +4,7 @@ streamable HTTP on 127.0.0.1, against stand-in agents on a real tmux (issue 25).
 from __future__ import annotations
 
 import asyncio
+import html
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -292,11 +293,38 @@ def test_a_tile_started_with_mcp_asks_another_through_the_hub(hub: mh.Hub, proje
     assert not config.exists()
 
 
+def test_a_codex_tile_gets_the_server_on_its_command_line_and_its_token_in_its_env(
+    hub: mh.Hub, project: Path
+) -> None:
+    """``mcp=`` on Codex: ``-c mcp_servers.madohub.…`` (the URL, the token's variable, no
+    approval prompt); the token is in the pane's environment only, and it is the tile's."""
+    from madohub_nb.demo import standin_command
+
+    start_standin(hub, "reviewer", cwd=project)
+    cx = hub.tile(
+        "cx", agent="codex", command=standin_command("codex"), cwd=project, mcp=["reviewer"]
+    )
+    wait_until(lambda: cx.state == "idle", 15, what="codex idle")
+    proc = psutil.Process(cx.agent_process().pid)  # type: ignore[union-attr]
+    argv = proc.cmdline()
+    overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
+    assert f'mcp_servers.madohub.url="{hub.mcp.url}"' in overrides
+    assert 'mcp_servers.madohub.bearer_token_env_var="MADOHUB_MCP_TOKEN"' in overrides
+    assert 'mcp_servers.madohub.default_tools_approval_mode="approve"' in overrides
+    token = hub.mcp.token("cx")
+    assert token is not None and token not in " ".join(argv)
+    assert proc.environ()["MADOHUB_MCP_TOKEN"] == token
+    is_error, text = call(hub, token, "list_agents")  # who that token is: cx, reaching reviewer
+    assert not is_error and '"name": "reviewer"' in text, text
+
+
 def test_mcp_on_a_tile_is_checked(hub: mh.Hub) -> None:
     with pytest.raises(ValueError, match="mcp must be True"):
         hub.tile("a", agent="claude", command="claude", mcp="reviewer")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one the hub can configure yet"):
         hub.tile("b", command="bash", mcp=True)
+    with pytest.raises(ValueError, match=r"it can: claude, codex"):
+        hub.tile("b", agent="gemini", command="gemini", mcp=True)
     with pytest.raises(ValueError, match="an adopted pane"):
         hub.tile("c", pane="%0", mcp=True)
     assert hub.tiles == {}
@@ -309,3 +337,98 @@ def test_the_tile_magic_takes_mcp_and_its_names() -> None:
     assert parse_command("tile lead --cmd claude --mcp").mcp == []
     args = parse_command("tile lead --cmd claude --mcp reviewer tester --allow-shell")
     assert (args.mcp, args.allow_shell) == (["reviewer", "tester"], True)
+
+
+def test_the_dashboard_shows_each_pair_as_a_route_and_a_timeline_lane(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """Each caller → target pair gets a card (rounds of ``mcp_max_rounds``, state, last
+    status) and a lane in the timeline, where an ask's answer bar follows its question's."""
+    from madohub_nb.notebook.widgets import Dashboard
+    from madohub_nb.plot import lanes_of
+
+    dash = Dashboard(hub)
+    try:
+        token = hub.mcp.token("lead")
+        assert call(hub, token, "ask", to="reviewer", text="q1") == (False, "Done: q1")
+        hub.mcp.grant("reviewer")
+        assert call(hub, hub.mcp.token("reviewer"), "send", to="lead", text="hi")[0] is False
+        assert call(hub, token, "send", to="nobody", text="x")[0] is True
+        ids = ["mcp:lead->reviewer", "mcp:reviewer->lead", "mcp:lead->nobody"]
+        wait_until(lambda: list(dash.mcp_cards) == ids, 15, what="a card per pair")
+        cards = {i: dash.mcp_cards[i].snapshot_html() for i in ids}
+        assert "rounds <b>1/5</b>" in cards["mcp:lead->reviewer"]
+        assert "lead → reviewer" in cards["mcp:lead->reviewer"]
+        assert "rounds <b>0/5</b>" in cards["mcp:lead->nobody"]  # refused: no round used
+        assert "refused: there is no agent" in cards["mcp:lead->nobody"]
+        assert "3 MCP pairs" in dash.snapshot_html()
+        lanes = [html.escape(i) for i in ids]  # (the SVG's text: "mcp:lead-&gt;reviewer")
+        wait_until(lambda: all(i in dash.timeline.svg for i in lanes), 15, what="the live lanes")
+        df = hub.log.df
+        assert lanes_of(hub.log.plot()) == ids
+        asked, answered = df[df["route_id"] == ids[0]].to_dict("records")
+        assert answered["fired_at"] == asked["delivered_at"] < answered["delivered_at"]
+    finally:
+        dash.close()
+    later = Dashboard(hub)  # opened after the calls: the pairs are there at once
+    try:
+        assert list(later.mcp_cards) == ids
+        hub.mcp.reset()
+        wait_until(lambda: "rounds <b>0/5</b>" in later.mcp_cards[ids[0]].summary_html(), 5)
+    finally:
+        later.close()
+
+
+async def _bridge_calls(config: dict[str, Any], env: dict[str, str], calls: list[Any]) -> Any:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    entry = config["mcpServers"]["madohub"]
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**env, **entry["env"]}
+    )
+    async with Client(stdio_client(params)) as client:
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        return tools, [await _call(client, tool, args) for tool, args in calls]
+
+
+def test_the_stdio_bridge_forwards_the_tools_and_the_hubs_refusals(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """``hub.mcp.bridge_config(name)``: an agent that speaks only stdio starts the bridge
+    (a real process, the token in its env) and calls the hub through it."""
+    import os
+    import subprocess
+    import sys
+
+    _, reviewer = pair
+    config = hub.mcp.bridge_config("lead")
+    entry = config["mcpServers"]["madohub"]
+    assert hub.mcp.token("lead") not in " ".join(entry["args"])
+    env = {"PYTHONPATH": os.getcwd()}
+    calls = [
+        ("ask", {"to": "reviewer", "text": "via stdio?"}),
+        ("send", {"to": "lead", "text": "x"}),
+    ]
+    tools, results = asyncio.run(_bridge_calls(config, env, calls))
+    assert tools == ["ask", "list_agents", "send"]
+    assert results[0] == (False, "Done: via stdio?")
+    # the same words as over HTTP, not wrapped twice
+    assert results[1] == (
+        True,
+        "Error executing tool send: 'lead' is you; you may reach ['reviewer']",
+    )
+    assert user_prompts(reviewer) == ["via stdio?"]
+    assert [r["source"] for r in mcp_rows(hub)] == ["lead", "reviewer", "lead"]
+    hub.mcp.revoke("lead")  # an ended token: the hub's refusal, through the bridge
+    (_, results) = asyncio.run(_bridge_calls(config, env, [("list_agents", {})]))
+    assert results[0][0] is True and "not one this hub gave" in results[0][1], results
+    no_token = {**config["mcpServers"]["madohub"], "env": {"MADOHUB_MCP_TOKEN": ""}}
+    (_, results) = asyncio.run(
+        _bridge_calls({"mcpServers": {"madohub": no_token}}, env, [("list_agents", {})])
+    )
+    assert results[0][0] is True and "the bridge has no token" in results[0][1], results
+    bad = subprocess.run(
+        [sys.executable, "-m", "madohub_nb.io.mcp_bridge", "http://example.com/mcp"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, **env},
+    )  # fmt: skip
+    assert bad.returncode == 2 and "on this machine, http://127.0.0.1:PORT/mcp" in bad.stderr

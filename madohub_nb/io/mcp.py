@@ -31,6 +31,9 @@ MCP_PATH = "/mcp"
 SERVER_NAME = "madohub"
 """Claude Code names a tool ``mcp__<server>__<tool>``: ``mcp__madohub__ask``."""
 STOP_TIMEOUT_S = 0.5
+TOKEN_ENV = "MADOHUB_MCP_TOKEN"
+"""Where an agent's bearer token is kept in its environment (Codex's ``bearer_token_env_var``,
+the stdio bridge's): never on a command line."""
 
 
 class ToolRefused(Exception):

@@ -284,6 +284,52 @@ class RouteCard(_HubView):
         self.stop_button.disabled = state in ("stopped", "exhausted")
 
 
+MCP_PAIR_CLASS: Final = "madohub-mcp-pair"
+MCP_TRIGGER: Final = "mcp"
+"""The ``trigger`` of the rounds agents start themselves through the hub's MCP server."""
+
+
+class _PairView:
+    """What :func:`route_summary_html` reads, for one MCP pair: the hub's count, the last row."""
+
+    def __init__(self, pair: Any, last: Any) -> None:
+        self.id, self.source, self.target = pair.id, pair.source, pair.target
+        self.state, self.rounds, self.max_rounds = pair.state, pair.rounds, pair.max_rounds
+        self.trigger, self.dispatch = "mcp", str(getattr(last, "meta", {}).get("tool", ""))
+        self.last_status = getattr(last, "status", None)
+        self.last_error = getattr(last, "error", None)
+
+
+class McpPairCard(_HubView):
+    """One caller → target pair of MCP calls, shown as a route is: rounds used of
+    ``mcp_max_rounds``, its state and last status (no buttons: ``hub.mcp.reset()`` and
+    ``hub.mcp.revoke(name)`` are the hub's)."""
+
+    def __init__(self, hub: Hub, route_id: str, last: Any = None) -> None:
+        self.route_id = route_id
+        self.last = last
+        self._summary = widgets.HTML()
+        super().__init__(hub, [self._summary], MCP_PAIR_CLASS)
+        self.refresh()
+
+    def _wants(self, event: HubEvent) -> bool:
+        return event.kind == "round" and str(getattr(event.data, "route_id", "")) == self.route_id
+
+    def _on_event(self, event: HubEvent) -> None:
+        self.last = event.data
+        self.refresh()
+
+    def summary_html(self) -> str:
+        return route_summary_html(_PairView(self.hub.mcp.pair(self.route_id), self.last))
+
+    def snapshot_html(self) -> str:
+        return f'<div class="{MCP_PAIR_CLASS}">{self._summary.value}</div>'
+
+    def refresh(self) -> None:
+        """Redraw from the pair's count and its last row."""
+        self._summary.value = self.summary_html()
+
+
 ROUNDS_CLASS: Final = "madohub-round-log"
 
 
@@ -382,6 +428,16 @@ class TimelineView(_HubView):
 
 
 DASHBOARD_CLASS: Final = "madohub-dashboard"
+MCP_SEEN_ROWS: Final = 200
+"""How many of the log's last rows a new dashboard reads for the MCP pairs already calling."""
+
+
+def _is_mcp_round(hub: Hub, record: Any) -> bool:
+    """A row of this hub's MCP calls (``trigger`` mcp, this session)."""
+    return (
+        getattr(record, "trigger", None) == MCP_TRIGGER
+        and getattr(record, "session_id", None) == hub.session_id
+    )
 
 
 INBOX_CLASS: Final = "madohub-inbox"
@@ -482,18 +538,22 @@ class InboxView(_HubView):
 
 
 class Dashboard(_HubView):
-    """All tiles, all routes and the round log of a hub, kept up to date."""
+    """All tiles, all routes and the round log of a hub, kept up to date; the pairs of
+    agents calling each other through the hub's MCP server are shown as routes are."""
 
     def __init__(self, hub: Hub, rows: int = 10, *, min_interval_s: float = 0.25) -> None:
         self.min_interval_s = min_interval_s
         self.tile_views: dict[str, TileView] = {}
         self.route_cards: dict[str, RouteCard] = {}
+        self.mcp_cards: dict[str, McpPairCard] = {}
         self._title = widgets.HTML()
         self._tiles_box = widgets.Box(layout=widgets.Layout(flex_flow="row wrap"))
         self._routes_box = widgets.VBox()
+        self._mcp_box = widgets.VBox()
         self.log_table = RoundLogTable(hub, rows)
         self.timeline = TimelineView(hub)
         self.inbox = InboxView(hub)
+        mcp_rounds = [r for r in hub.log.tail(MCP_SEEN_ROWS) if _is_mcp_round(hub, r)]
         super().__init__(
             hub,
             [
@@ -501,11 +561,14 @@ class Dashboard(_HubView):
                 self.inbox,
                 self._tiles_box,
                 self._routes_box,
+                self._mcp_box,
                 self.timeline,
                 self.log_table,
             ],
             DASHBOARD_CLASS,
         )
+        for record in mcp_rounds:  # pairs that called before the dashboard opened
+            self._add_pair(record)
         self.sync()
 
     def snapshot_html(self) -> str:
@@ -519,6 +582,7 @@ class Dashboard(_HubView):
             ),
             "</div>",
             *(c.snapshot_html() for c in self.route_cards.values()),
+            *(c.snapshot_html() for c in self.mcp_cards.values()),
             self.timeline.snapshot_html(),
             self.log_table.snapshot_html(),
         ]
@@ -538,9 +602,12 @@ class Dashboard(_HubView):
             self._tiles_box.children = tuple(self.tile_views.values())
         if tuple(self._routes_box.children) != tuple(self.route_cards.values()):
             self._routes_box.children = tuple(self.route_cards.values())
+        if tuple(self._mcp_box.children) != tuple(self.mcp_cards.values()):
+            self._mcp_box.children = tuple(self.mcp_cards.values())
+        pairs = f"{len(self.mcp_cards)} MCP pairs · " if self.mcp_cards else ""
         self._title.value = (
             '<div style="font-family:sans-serif;font-size:15px"><b>madohub</b> · '
-            f"{len(self.tile_views)} tiles · {len(self.route_cards)} routes · "
+            f"{len(self.tile_views)} tiles · {len(self.route_cards)} routes · {pairs}"
             f"{len(self.hub.inbox)} waiting</div>"
         )
 
@@ -549,14 +616,29 @@ class Dashboard(_HubView):
             return event.name not in self.tile_views
         if event.kind in ("route_added", "route_state"):
             return event.name not in self.route_cards
+        if event.kind == "round":  # a pair's first MCP call
+            data = event.data
+            return _is_mcp_round(self.hub, data) and str(data.route_id) not in self.mcp_cards
         return event.kind == "ask"  # (the count in the title)
 
     def _on_event(self, event: HubEvent) -> None:
+        if event.kind == "round":
+            self._add_pair(event.data)
         self.sync()
+
+    def _add_pair(self, record: Any) -> None:
+        route_id = str(record.route_id)
+        if route_id not in self.mcp_cards:
+            self.mcp_cards[route_id] = McpPairCard(self.hub, route_id, record)
+        else:
+            self.mcp_cards[route_id].last = record
 
     def close(self) -> None:
         """Close the dashboard and every view in it."""
-        views = (*self.tile_views.values(), *self.route_cards.values(), self.log_table)
+        views = (
+            *self.tile_views.values(), *self.route_cards.values(), *self.mcp_cards.values(),
+            self.log_table,
+        )  # fmt: skip
         for view in (*views, self.timeline, self.inbox):
             view.close()
         super().close()

@@ -25,6 +25,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from ..io.log import RoundRecord
@@ -140,6 +141,11 @@ class Handoff:
     def reset(self) -> None:
         """A new conversation: every pair's round count starts again."""
         self._pairs.clear()
+
+    def rounds(self, caller: str, target: str) -> int:
+        """The calls ``caller`` made to ``target`` in this conversation (of ``mcp_max_rounds``)."""
+        pair = self._pairs.get((caller, target))
+        return pair.rounds if pair is not None else 0
 
     def _caller(self, token: str | None) -> Grant:
         if token is None:
@@ -349,9 +355,15 @@ class Handoff:
         self, grant: Grant, tile: Tile, number: int, sent: RoundRecord, turn: Turn,
         late_after_s: float | None = None,
     ) -> RoundRecord:  # fmt: skip
-        """The answer's row: the same route id, from the target back to the caller."""
+        """The answer's row: the same route id, from the target back to the caller. Its
+        ``fired_at`` is when the question reached the target (the turn that answers it began)
+        and its ``delivered_at`` when the answer went back to the caller (not for a late one),
+        so the pair's timeline lane shows the ask, then the wait for its answer."""
         found: Extraction | None = turn.found
+        now = datetime.now(timezone.utc)
         rec = RoundRecord(
+            fired_at=sent.delivered_at or now,
+            delivered_at=now if late_after_s is None else None,
             route_id=pair_id(grant.caller, tile.name), source=tile.name, target=grant.caller,
             round=number, trigger=TRIGGER, transform="none", dispatch="madoagent",
             extracted=found.text if found else None,

@@ -13,7 +13,10 @@ SSE chunks) and ``GET /v1/models``. It binds 127.0.0.1 only.
 The model is scripted like :mod:`madohub_nb.testing.fake_anthropic`: the default
 answer is ``Done: <first 40 characters of the last user input text>``, and a
 ``[[sleep N]]`` marker in the prompt makes the reply start at once and pause N
-seconds before its text (a slow model). ``fail_next`` injects HTTP errors.
+seconds before its text (a slow model). ``fail_next`` injects HTTP errors. A
+scripted reply may also be a tool call, ``{"function_call": {"name": …, "arguments":
+{…}}}`` (a Responses ``function_call`` item, ``namespace`` kept when given): the
+client runs the tool and sends its output back, which :func:`function_output` reads.
 """
 
 from __future__ import annotations
@@ -32,8 +35,9 @@ from ._http import (
 )
 from .fake_anthropic import default_answer
 
-Reply = str | Callable[[dict[str, Any]], "str | None"]
-"""A fixed answer text, or ``f(request_body) -> text | None`` (None: the default answer)."""
+Reply = str | Callable[[dict[str, Any]], "str | dict[str, Any] | None"]
+"""A fixed answer text, or ``f(request_body) -> text | {"function_call": …} | None`` (None:
+the default answer)."""
 
 DEFAULT_MODEL = "fake-model"
 """What ``GET /v1/models`` lists and responses name when the request names no model."""
@@ -92,6 +96,57 @@ def prompt_text(body: dict[str, Any]) -> str | None:
         return None
     real = [t for t in texts if not t.lstrip().startswith(("<", "# AGENTS.md"))]
     return (real or texts)[-1]
+
+
+def function_output(body: dict[str, Any]) -> str | None:
+    """The output text of the last ``function_call_output`` item of a request, if any."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    if not outputs:
+        return None
+    output = outputs[-1].get("output")
+    if isinstance(output, str):
+        return output
+    return "".join(_text_of(output)) if isinstance(output, list) else json.dumps(output)
+
+
+def function_call_item(call: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    """A Responses ``function_call`` output item for ``{"name", "arguments"[, "namespace"]}``."""
+    arguments = call.get("arguments", {})
+    item = {
+        "id": _new_id("fc_fake_"),
+        "type": "function_call",
+        "status": status,
+        "call_id": str(call.get("call_id") or _new_id("call_fake_")),
+        "name": str(call["name"]),
+        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+    }
+    if call.get("namespace"):
+        item["namespace"] = str(call["namespace"])
+    return item
+
+
+def function_call_events(
+    model: str, call: dict[str, Any], usage: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The ``/v1/responses`` stream events of one answer that is a single tool call."""
+    response = response_object(model, "", usage, status="in_progress")
+    item = function_call_item(call)
+    yield {"type": "response.created", "response": response}
+    yield {"type": "response.in_progress", "response": response}
+    yield {
+        "type": "response.output_item.added",
+        "output_index": 0,
+        "item": {**item, "status": "in_progress", "arguments": ""},
+    }
+    where = {"item_id": item["id"], "output_index": 0}
+    yield {"type": "response.function_call_arguments.delta", **where, "delta": item["arguments"]}
+    yield {"type": "response.function_call_arguments.done", **where, "arguments": item["arguments"]}
+    yield {"type": "response.output_item.done", "output_index": 0, "item": item}
+    done = {**response, "status": "completed", "output": [item], "usage": usage}
+    yield {"type": "response.completed", "response": done}
 
 
 def is_title_request(body: dict[str, Any]) -> bool:
@@ -311,12 +366,28 @@ class FakeOpenAIResponses(FakeServer):
             return
 
         model, text, _, sleep_s = self._answer(body)
+        call: dict[str, Any] | None = None
+        if isinstance(text, dict):  # a scripted tool call
+            call, text = dict(text["function_call"]), ""
         usage = usage_for(body, text)
         with self._lock:
             self.reported.append(
                 {"model": model, "usage": usage, "title": is_title_request(body), "path": path}
             )
-        if path == "/v1/responses":
+        if call is not None:
+            if path != "/v1/responses" or not body.get("stream"):
+                http.send_json(
+                    400,
+                    _error_body(
+                        400, "the fake scripts tool calls in streamed /v1/responses requests only"
+                    ),
+                )
+                return
+            http.start_stream()
+            for seq, event in enumerate(function_call_events(model, call, usage)):
+                http.send_event(json.dumps({**event, "sequence_number": seq}), event["type"])
+            http.end_stream()
+        elif path == "/v1/responses":
             if body.get("stream"):
                 self._stream_responses(http, model, text, usage, sleep_s)
             else:
@@ -354,19 +425,21 @@ class FakeOpenAIResponses(FakeServer):
         with self._lock:
             self.unknown_paths.append(path)
 
-    def _answer(self, body: dict[str, Any]) -> tuple[str, str, str, float]:
-        """``(model, reply text, prompt, pause seconds)`` for one model request."""
+    def _answer(self, body: dict[str, Any]) -> tuple[str, Any, str, float]:
+        """``(model, reply text or tool call, prompt, pause seconds)`` for one model request."""
         model = self.model or str(body.get("model") or DEFAULT_MODEL)
         if is_title_request(body):
             return model, json.dumps({"title": title_for(body)}), "", 0.0
         prompt = prompt_text(body)
         if prompt is not None:
             self._add_prompt(prompt)
-        scripted: str | None = None
+        scripted: str | dict[str, Any] | None = None
         if isinstance(self.reply, str):
             scripted = self.reply
         elif self.reply is not None:
             scripted = self.reply(body)
+        if isinstance(scripted, dict) and not isinstance(scripted.get("function_call"), dict):
+            raise ValueError(f"a scripted reply dict holds a function_call, got {scripted!r}")
         text = scripted if scripted is not None else default_answer(prompt or "")
         return model, text, prompt or "", sleep_seconds(prompt or "")
 

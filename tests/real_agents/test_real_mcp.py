@@ -2,7 +2,9 @@
 through the hub's MCP server (issue 25): the fake API tells it to call
 ``mcp__madohub__ask``; the reviewer's answer comes back as the tool result, checked in
 the lead's next API request. Both pinned versions (2.1.332 starts in ``auto``
-permission mode, which refuses MCP calls offline unless the tools are pre-allowed)."""
+permission mode, which refuses MCP calls offline unless the tools are pre-allowed).
+Then real agents on both ends: a real Claude Code lead asks a real Codex reviewer, and a
+real Codex (0.171.0, its tools in namespace ``mcp__madohub``) sends to a real Claude."""
 
 from __future__ import annotations
 
@@ -16,21 +18,35 @@ import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
-from madohub_nb.testing.fake_anthropic import FakeAnthropic, prompt_text, tool_result
+from madohub_nb.testing.fake_anthropic import (
+    FakeAnthropic,
+    default_answer,
+    prompt_text,
+    tool_result,
+)
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses, function_output
+from madohub_nb.testing.fake_openai import prompt_text as prompt_text_openai
 
 from .conftest import (
     CLAUDE_VERSIONS,
+    CODEX_VERSION,
     DEFAULT_API_KEY,
     LEAKY_ENV,
     STARTUP_TIMEOUT_S,
     claude_env,
+    codex_env,
+    end_codex_daemons,
     write_claude_config,
+    write_codex_config,
 )
 
 pytestmark = pytest.mark.real_agents
 
 ASK_TEXT = "Is slugify('A b') == 'a-b' right?"
+SEND_TEXT = "Codex here: the tests pass."
 TIMEOUT_S = 90.0
+CODEX_NAMESPACE = "mcp__madohub"
+"""Codex 0.171.0 lists an MCP server's tools as a ``namespace`` tool of this name."""
 
 
 def _command(exe: Path) -> str:
@@ -95,6 +111,130 @@ def test_real_claude_asks_a_reviewer_through_the_hub_and_gets_its_answer(
         assert not (home / ".claude" / "settings.json").exists(), "the user's settings were written"
     finally:
         hub.close()
+
+
+def _project(tmp_path: Path, name: str) -> Path:
+    cwd = tmp_path / name
+    cwd.mkdir()
+    return Path(os.path.realpath(cwd))
+
+
+def test_a_real_claude_lead_asks_a_real_codex_reviewer_and_gets_its_answer(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+    fake_openai: FakeOpenAIResponses,
+) -> None:
+    """Claude Code 2.1.332 (``auto`` mode) calls ``mcp__madohub__ask``; the hub types the
+    question into the real Codex, waits for its whole turn (its rollout) and returns the
+    answer, which the lead's next API request carries as the tool result."""
+    version = CLAUDE_VERSIONS[-1]
+    lead_cwd, codex_cwd = _project(tmp_path, "lead"), _project(tmp_path, "reviewer")
+    write_claude_config(home, lead_cwd, DEFAULT_API_KEY, version)
+    codex_home = home / ".codex"
+    write_codex_config(codex_home, [codex_cwd], fake_openai.base_url, daemon=False)
+    fake_anthropic.reply = _lead_model
+    hub = mh.Hub(socket_name=tmux_socket, idle_delay_ms=700, log_path=tmp_path / "r.sqlite3")
+    try:
+        hub.mcp_cooldown_ms = 1000
+        reviewer = hub.tile(
+            "reviewer", agent="codex", command=_command(agent_bin("codex", CODEX_VERSION)),
+            cwd=codex_cwd, env=codex_env(home, codex_home, DEFAULT_API_KEY),
+        )  # fmt: skip
+        lead = hub.tile(
+            "lead", agent="claude", command=_command(agent_bin("claude", version)),
+            cwd=lead_cwd, mcp=["reviewer"],
+            env=claude_env(home, fake_anthropic.base_url, DEFAULT_API_KEY),
+        )  # fmt: skip
+        _wait_idle(reviewer, lead)
+        hub.send("lead", "Please ask the reviewer about slugify.").result(60)
+        expected = default_answer(ASK_TEXT)  # what the fake OpenAI model answers Codex
+
+        def result_seen() -> bool:
+            return any(tool_result(r["body"]) == expected for r in _posts(fake_anthropic))
+
+        wait_until(result_seen, TIMEOUT_S, what="Codex's answer as the lead's tool result")
+        assert fake_openai.prompts == [ASK_TEXT]  # typed into Codex once, whole
+        wait_until(lambda: len(_mcp(hub)) == 2, 20, what="the ask's rows")
+        asked, answered = _mcp(hub)
+        assert (asked["route_id"], asked["prompt"]) == ("mcp:lead->reviewer", ASK_TEXT)
+        assert (answered["source"], answered["extracted"]) == ("reviewer", expected)
+        assert answered["extraction_method"] == "hook"  # Codex's notify hook, not the screen
+    finally:
+        hub.close()
+        end_codex_daemons(codex_home)
+
+
+def _codex_model(body: dict[str, Any]) -> str | dict[str, Any] | None:
+    """Codex's "model": ``send it to claude`` gets a call of the hub's ``send``; the
+    request carrying the call's output gets ``Codex got: <output>``."""
+    output = function_output(body)
+    if output is not None:
+        return f"Codex got: {output}"
+    if "send it to claude" in (prompt_text_openai(body) or ""):
+        args = {"to": "claude", "text": SEND_TEXT}
+        return {"function_call": {"name": "send", "namespace": CODEX_NAMESPACE, "arguments": args}}
+    return None
+
+
+def test_a_real_codex_sends_to_a_real_claude_through_the_hub(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+    fake_openai: FakeOpenAIResponses,
+) -> None:
+    """Codex started with ``mcp=["claude"]`` calls ``send``: the text reaches the real Claude
+    (its API request carries it), Codex gets ``delivered``, and the round is logged."""
+    version = CLAUDE_VERSIONS[-1]
+    claude_cwd, codex_cwd = _project(tmp_path, "claude"), _project(tmp_path, "codex")
+    write_claude_config(home, claude_cwd, DEFAULT_API_KEY, version)
+    codex_home = home / ".codex"
+    write_codex_config(codex_home, [codex_cwd], fake_openai.base_url, daemon=False)
+    fake_openai.reply = _codex_model
+    hub = mh.Hub(socket_name=tmux_socket, idle_delay_ms=700, log_path=tmp_path / "r.sqlite3")
+    try:
+        claude = hub.tile(
+            "claude", agent="claude", command=_command(agent_bin("claude", version)),
+            cwd=claude_cwd, env=claude_env(home, fake_anthropic.base_url, DEFAULT_API_KEY),
+        )  # fmt: skip
+        codex = hub.tile(
+            "codex", agent="codex", command=_command(agent_bin("codex", CODEX_VERSION)),
+            cwd=codex_cwd, mcp=["claude"], env=codex_env(home, codex_home, DEFAULT_API_KEY),
+        )  # fmt: skip
+        _wait_idle(claude, codex)
+        hub.send("codex", "Please send it to claude.").result(60)
+        assert fake_anthropic.wait_for_prompts(1, TIMEOUT_S) == [SEND_TEXT]  # at the target
+
+        def outputs() -> list[str]:
+            bodies = [
+                r["body"] for r in list(fake_openai.requests) if isinstance(r.get("body"), dict)
+            ]
+            return [o for o in map(function_output, bodies) if o is not None]
+
+        wait_until(lambda: outputs(), TIMEOUT_S, what="the send's result back in Codex")
+        assert "delivered" in outputs()[0], outputs()
+        (sent,) = _mcp(hub)
+        assert (sent["route_id"], sent["source"], sent["target"]) == (
+            "mcp:codex->claude", "codex", "claude",
+        )  # fmt: skip
+        assert (sent["prompt"], sent["status"], sent["meta"]["tool"]) == (
+            SEND_TEXT,
+            "delivered",
+            "send",
+        )
+        assert "MADOHUB_MCP_TOKEN" not in (codex_home / "config.toml").read_text()
+    finally:
+        hub.close()
+        end_codex_daemons(codex_home)
+
+
+def _wait_idle(*tiles: mh.Tile) -> None:
+    for tile in tiles:
+        wait_until(lambda t=tile: t.state == "idle", STARTUP_TIMEOUT_S, what=f"{tile.name} idle")
 
 
 def _posts(fake: FakeAnthropic) -> list[dict[str, Any]]:
