@@ -463,8 +463,8 @@ def test_a_remote_codex_is_read_from_a_bounded_tail_of_the_rollout_it_holds_open
     sizes: list[int] = []
     run = ssh.run
 
-    def measured(shell: str, *args: float) -> subprocess.CompletedProcess[bytes]:
-        proc = run(shell, *args)
+    def measured(shell: str, *args: float, **kwargs: float) -> subprocess.CompletedProcess[bytes]:
+        proc = run(shell, *args, **kwargs)
         sizes.append(len(proc.stdout))
         return proc
 
