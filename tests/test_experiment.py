@@ -188,3 +188,40 @@ def test_an_interrupted_experiment_ends_its_tiles_and_keeps_what_finished(
     rounds = exp.rounds  # the interrupted run's rounds so far stay in the log
     assert rounds["session_id"].nunique() == 2
     assert (rounds[rounds["session_id"] != df["session_id"][0]]["round"] > 0).any()
+
+
+def test_two_runs_at_once_keep_their_own_tiles_rounds_and_rows(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    # Two variants whose prompts tell them apart, run side by side (parallel=2) on one
+    # tmux server, the four stand-ins in one directory: no run may read another's tiles.
+    variants = {v: {"writer->reviewer": {"template": f"LGTM {v}: {{output}}"}} for v in "ab"}
+    began = time.monotonic()
+    exp = mh.experiment(
+        _workflow(project), variants, {"writer": "Write a slug function."}, repeats=1,
+        timeout_s=60, parallel=2, log_path=tmp_path / "exp.sqlite3",
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+    )  # fmt: skip
+    elapsed = time.monotonic() - began
+    df = exp.df
+    rounds = exp.rounds
+    seen = rounds[["session_id", "route_id", "round", "status", "error", "prompt"]].to_string()
+    assert df["error"].isna().all(), f"{df['error'].tolist()}\n{seen}"
+    assert list(df["variant"]) == ["a", "b"] and list(df["stopped_by"]) == ["stop keyword"] * 2
+    assert df["session_id"].nunique() == 2
+    spans = {}
+    for run in df.to_dict("records"):
+        mine = rounds[rounds["session_id"] == run["session_id"]]
+        routed = mine[mine["round"] > 0]
+        delivered = routed[routed["status"] == "delivered"]
+        v = run["variant"]
+        assert list(delivered["prompt"]) == [f"LGTM {v}: Done: Write a slug function."], seen
+        assert run["final_answer"] == f"Done: LGTM {v}: Done: Write a slug function."
+        assert set(routed["workflow"]) == {f"review[{v}]"}
+        assert run["input_tokens"] == int(routed["input_tokens"].sum()) > 0
+        spans[v] = (mine["fired_at"].min(), mine["fired_at"].max())
+    # The runs overlapped: each started before the other's last round (run one after the
+    # other, one would start after the other had ended), and took less than their sum.
+    assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1], spans
+    assert elapsed < float(df["wall_s"].sum()), (elapsed, df["wall_s"].tolist())
+    assert not [s for s in _tmux_sessions(tmux_socket) if s.startswith("madohub-")]

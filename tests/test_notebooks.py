@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 pytestmark = pytest.mark.notebooks
 
 NOTEBOOKS = REPO / "notebooks"
-NAMES = ("quickstart", "transform-tuning", "round-analysis", "inbox")
+NAMES = ("quickstart", "transform-tuning", "round-analysis", "inbox", "experiments")
 
 # Appended to each run (not saved): what the notebook used, for the checks below.
 REPORT = """
@@ -29,7 +29,10 @@ print("REPORT" + _json.dumps({
 }))
 """
 
-MIN_ROUNDS = {"quickstart": 3, "transform-tuning": 4, "round-analysis": 6, "inbox": 4}
+MIN_ROUNDS = {
+    "quickstart": 3, "transform-tuning": 4, "round-analysis": 6, "inbox": 4,
+    "experiments": 6 + 4 * 5,  # the run by hand, then 2 variants x 2 repeats of it
+}  # fmt: skip
 MIN_PRICED = {"round-analysis": 5}
 """Rounds with a cost_usd: every hand-off of round-analysis (its price table knows the demo models)."""
 
