@@ -67,6 +67,25 @@ def test_a_route_fires_on_the_stop_hook_with_its_answer(hub: mh.Hub, project: Pa
     assert not (Path(os.environ["HOME"]) / ".claude" / "settings.json").exists()
 
 
+def test_a_hook_before_its_turn_is_on_record_waits_for_the_record_and_its_usage(
+    hub: mh.Hub, project: Path
+) -> None:
+    """Real Claude Code at times runs its Stop hook before its transcript holds the turn:
+    the round waits (briefly) for the record, so it has the turn's model and tokens, and a
+    budgeted route does not stop on an "unknown" cost."""
+    start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project, hooks=False)
+    hub.idle_delay_ms = SLOW_IDLE_MS
+    route = hub.connect("writer", "reviewer", template="Review: {output}", max_tokens=10**6)
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("writer", "first draft [[hookfirst]]").result(30)
+    wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="round 1 on the hook")
+    (row,) = log_rows(hub, route.id)
+    assert (row["turn_signal"], row["status"]) == ("hook", "delivered")
+    assert row["model"] and row["input_tokens"] > 0 and row["output_tokens"] > 0, row
+    assert route.state == "active"  # the budget saw the tokens, not "unknown"
+
+
 def test_codex_notify_ends_the_turn(hub: mh.Hub, project: Path) -> None:
     writer = start_standin(hub, "writer", kind="codex", cwd=project)
     reviewer = start_standin(hub, "reviewer", cwd=project, hooks=False)

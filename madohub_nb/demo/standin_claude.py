@@ -10,7 +10,8 @@ real thing. Answers come from a persona (``personas.py``); no network.
 Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
 ``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
-end (a hook that got lost). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+end (a hook that got lost); ``[[hookfirst]]`` runs it before the transcript holds the
+turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
 ``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
@@ -111,6 +112,11 @@ def read_hooks(settings: str | None) -> dict[str, list[str]]:
                 if isinstance(hook, dict) and hook.get("type") == "command":
                     hooks.setdefault(str(event), []).append(str(hook.get("command", "")))
     return hooks
+
+
+HOOK_FIRST_LAG_S = 0.5
+"""With ``[[hookfirst]]`` in a prompt: the Stop hook runs this long before the transcript
+holds the turn."""
 
 
 def run_hooks(commands: list[str], payload: dict[str, Any], cwd: str) -> None:
@@ -698,10 +704,19 @@ class ClaudeStandin(AgentStandin[_Turn]):
             Path(self.cwd, os.path.basename(write_to)).write_text(text + "\n", encoding="utf-8")
         asked = turn.tool_output if turn.phase == "after_tool" else turn.prompt
         usage = message_usage(asked, [block], self.turns)
+        hook_first = "[[hookfirst]]" in turn.prompt
+        if hook_first:
+            # As the real one does at times: its Stop hook runs before its transcript holds
+            # the turn (and its usage).
+            self._hook(
+                "Stop", permission_mode="default", stop_hook_active=False,
+                last_assistant_message=text,
+            )  # fmt: skip
+            time.sleep(HOOK_FIRST_LAG_S)
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
         self.history.append(("answer", text, ""))
         self._finish(now)
-        if "[[nohook]]" not in turn.prompt:
+        if not hook_first and "[[nohook]]" not in turn.prompt:
             self._hook(
                 "Stop", permission_mode="default", stop_hook_active=False,
                 last_assistant_message=text,

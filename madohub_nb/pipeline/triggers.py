@@ -33,6 +33,11 @@ from ..settings import TRIGGERS, check_choice, check_regex
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""
 
+HOOK_RECORD_WAIT_MS = 1500
+HOOK_RECORD_POLL_MS = 100
+"""How long a hook's round waits for the agent's record to hold the hook's answer (its
+usage comes from there), read again this often; then it goes on without the usage."""
+
 RECORD_LAG_CHECKS = 3
 """Times an idle source whose record still shows the turn routed before is read again
 (RECHECK_MS apart) with no new output: Qwen Code 0.24.4 draws its answer and goes idle
@@ -426,7 +431,22 @@ class IdleDetector:
         record, took_ms = await _timed_answer(source)
         found = record
         if hook.answer and hook.answer.strip() and source.reads_records:
-            same = record is not None and text_key(record) == _text_key_of(hook.answer)
+            said = _text_key_of(hook.answer)
+            waited_ms = 0
+            while waited_ms < HOOK_RECORD_WAIT_MS and (
+                record is None or (record.method != "terminal" and text_key(record) != said)
+            ):
+                # The hook can come before the record holds its turn (Claude Code writes the
+                # turn's usage after running its Stop hook, at times): wait a little for it,
+                # so that the round has its model and tokens (a budget must not see "unknown").
+                # A screen is no record: nothing to wait for.
+                heard = await source.output_after(HOOK_RECORD_POLL_MS / 1000)
+                if heard:
+                    idle.output(source.now_ms(), heard)
+                waited_ms += HOOK_RECORD_POLL_MS
+                record, more_ms = await _timed_answer(source)
+                took_ms += more_ms
+            same = record is not None and text_key(record) == said
             path = Path(hook.transcript_path) if hook.transcript_path else None
             found = Extraction(
                 hook.answer,
