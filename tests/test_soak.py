@@ -362,18 +362,17 @@ class Soak:
         A gather reacts once each of its sources has a new turn: it is counted only when every
         one of its live sources is in ``sources`` (a step prompts them all; a planted answer or a
         ``/clear`` in one source makes it wait for the others)."""
-        live = set(self.sources)
         return {
             r.id: self.reactions[r.id]
             for r in self.hub.routes
-            if r.state in ("active", "paused")
-            and (
-                r.source in sources
-                if r.id not in self.gathers
-                else {s for s in r.sources if s in live} <= set(sources)
-                and any(s in live for s in r.sources)
-            )
+            if r.state in ("active", "paused") and self._reacts_to(r, sources)
         }
+
+    def _reacts_to(self, route: mh.Route, sources: list[str]) -> bool:
+        if route.id not in self.gathers:
+            return route.source in sources
+        alive = [s for s in route.sources if s in self.sources]
+        return bool(alive) and set(alive) <= set(sources)
 
     def wait_reactions(
         self, before: dict[str, int], what: str, skips: dict[str, int] | None = None
