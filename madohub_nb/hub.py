@@ -168,17 +168,18 @@ class Hub:
         branch (True: ``madohub/<name>``; a string: that branch); ``tile.worktree`` is its path,
         and ``close()`` removes it unless it holds changes (``hub.close()`` says which it kept).
         ``mcp``: start the agent with the hub's MCP tools (True: it may reach every agent tile;
-        a list: those tiles, a shell among them only with ``allow_shell=True``)."""
+        a list: those tiles, a shell among them only with ``allow_shell=True``); on a ``host``,
+        its link carries a port of the host's 127.0.0.1 back to the hub's server."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         reach = check_mcp_option(mcp)
-        if reach is not False and (pane is not None or host is not None):
+        if reach is not False and pane is not None:
             raise MadohubValueError(
-                "mcp= configures an agent the hub starts in a pane of this machine; an adopted "
-                "pane or a remote host cannot take it yet (hub.mcp.client_config(name) shows "
-                "what to give an agent by hand)"
+                "mcp= configures an agent the hub starts in a new pane; an adopted pane cannot "
+                "take it (hub.mcp.grant(name) and hub.mcp.client_config(name) give what to hand "
+                "its agent)"
             )
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
@@ -186,7 +187,7 @@ class Hub:
             if reach is not False:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
-                setup = self.mcp.agent_setup(name, kind, reach, allow_shell)
+                setup = self.mcp.agent_setup(name, kind, reach, allow_shell, host)
                 command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
             try:
                 tile = self._rt.tiles.create(
