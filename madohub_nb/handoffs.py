@@ -28,6 +28,7 @@ from .errors import MadohubError, MadohubValueError
 from .io.mcp import MCP_HOST, MCP_PATH, SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
+from .pipeline.tile import McpLimits, check_mcp_limits
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -75,7 +76,7 @@ class McpPair:
 
     @property
     def state(self) -> str:
-        """``active``, or ``exhausted`` once ``mcp_max_rounds`` calls were made."""
+        """``active``, or ``exhausted`` once the caller's ``max_rounds`` calls were made."""
         return "exhausted" if self.rounds >= self.max_rounds else "active"
 
 
@@ -127,6 +128,23 @@ class HubMcp:
         """``tile``'s bearer token (None: it has none)."""
         return self.handoff.token(tile)
 
+    def limits(self, tile: str) -> McpLimits:
+        """``tile``'s loop protection as a caller now: ``max_rounds`` calls to each target
+        within a conversation, ``cooldown_ms`` apart (its own, else the hub's
+        ``mcp_max_rounds`` / ``mcp_cooldown_ms``)."""
+        self._rt.tiles.named(tile, "MCP")
+        return self.handoff.limits(tile)
+
+    def set_limits(
+        self, tile: str, max_rounds: int | None = None, cooldown_ms: int | None = None
+    ) -> McpLimits:
+        """Give ``tile``'s calls their own loop protection, from its next call on (None: the
+        hub's setting; both are set by each call, as ``hub.tile(..., mcp_max_rounds=,
+        mcp_cooldown_ms=)`` set them); the limits now."""
+        self._rt.tiles.named(tile, "MCP")
+        self.handoff.set_limits(tile, check_mcp_limits(True, max_rounds, cooldown_ms))
+        return self.handoff.limits(tile)
+
     def client_config(self, tile: str) -> dict[str, Any]:
         """The ``mcpServers`` entry an agent of ``tile`` connects with (url and its token);
         for a tile started on a host with ``mcp=``, the URL is the host's forwarded port."""
@@ -160,7 +178,7 @@ class HubMcp:
 
     def agent_setup(
         self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool,
-        host: str | None = None,
+        host: str | None = None, limits: McpLimits | None = None,
     ) -> AgentSetup:  # fmt: skip
         """The command-line words (and pane environment) that start ``agent`` of ``tile``
         (on ``host`` if given: its URL is the host's forwarded port, its config file is
@@ -185,6 +203,7 @@ class HubMcp:
         except ToolRefused as exc:
             raise MadohubValueError(str(exc)) from None
         self._rt.log.register_secret(token)
+        self.handoff.set_limits(tile, limits or McpLimits())
         if host is not None:
             self._tile_hosts[tile] = host
         else:
@@ -249,7 +268,7 @@ class HubMcp:
                 f"an MCP pair's id is 'mcp:<caller>-><target>' (e.g. 'mcp:lead->reviewer'), "
                 f"got {route_id!r}"
             )
-        max_rounds = int(self._rt.settings["mcp_max_rounds"])
+        max_rounds = self.handoff.limits(caller).max_rounds or 0
         rounds = self.handoff.rounds(caller, target)
         return McpPair(route_id, caller, target, rounds, max_rounds)
 

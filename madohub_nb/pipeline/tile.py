@@ -802,6 +802,45 @@ def tile_options(
     )
 
 
+@dataclass(frozen=True)
+class McpLimits:
+    """One MCP caller's loop protection: calls per pair within a conversation and the least
+    ms between two (None: the hub's ``mcp_max_rounds`` / ``mcp_cooldown_ms``)."""
+
+    max_rounds: int | None = None
+    cooldown_ms: int | None = None
+
+
+def check_mcp_limits(reach: bool | list[str], max_rounds: object, cooldown_ms: object) -> McpLimits:
+    """``mcp_max_rounds=`` / ``mcp_cooldown_ms=`` of ``hub.tile``: None (the hub's setting)
+    or a value in the setting's range; only with ``mcp=``."""
+    if reach is False and (max_rounds is not None or cooldown_ms is not None):
+        raise MadohubValueError(
+            "mcp_max_rounds= and mcp_cooldown_ms= limit the MCP calls of a tile started with "
+            "mcp=; give mcp=True (or a list of names) too, or leave them out"
+        )
+    rounds = (
+        None
+        if max_rounds is None
+        else settings.check_range(
+            "mcp_max_rounds",
+            max_rounds,
+            settings.MAX_ROUNDS_RANGE,  # type: ignore[arg-type]
+        )
+    )
+    cooldown = (
+        None
+        if cooldown_ms is None
+        else settings.check_range(
+            "mcp_cooldown_ms",
+            cooldown_ms,
+            settings.COOLDOWN_MS_RANGE,
+            " ms",  # type: ignore[arg-type]
+        )
+    )
+    return McpLimits(rounds, cooldown)
+
+
 def check_mcp_option(mcp: object) -> bool | list[str]:
     """``mcp=``: False/None (off), True (every agent tile) or a list of tile names."""
     if mcp is None or mcp is False:
