@@ -20,6 +20,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -93,6 +94,8 @@ class HubMcp:
         """Private (0700) folder of the agents' MCP config files; removed by close()."""
         self._hosts: dict[str, _HostPlace] = {}
         """Each host whose tiles were started with mcp=: its forwarded port, its folder."""
+        self._hosts_lock = threading.Lock()
+        """Held while a host's forward and folder are made (two tiles never make two)."""
         self._tile_hosts: dict[str, str] = {}
         """The host of each tile started there with mcp= (its config names the host's URL)."""
 
@@ -241,6 +244,10 @@ class HubMcp:
         self.url  # noqa: B018 (the server runs: its port is what the host forwards)
         port = self._endpoint.port
         assert port is not None
+        with self._hosts_lock:
+            return self._host_place_locked(host, port, folder)
+
+    def _host_place_locked(self, host: str, port: int, folder: bool) -> _HostPlace:
         place = self._hosts.get(host)
         if place is None:
             machine = self._rt.tiles.host_link(host).machine

@@ -290,6 +290,54 @@ def test_a_real_codex_sends_to_a_real_claude_through_the_hub(
         end_codex_daemons(codex_home)
 
 
+def test_a_real_codex_on_a_host_sends_to_a_local_tile_over_the_hosts_link(
+    tmux_socket: str,
+    remote_socket: str,
+    sshd: object,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> None:
+    """Codex started by the hub on host ``box`` with ``mcp=["claude"]``: its URL is the
+    host's forwarded port, its token in its pane's environment; its ``send`` reaches the
+    local tile and its next request carries ``delivered``."""
+    codex_cwd = _project(tmp_path, "codex")
+    codex_home = home / ".codex"
+    write_codex_config(codex_home, [codex_cwd], fake_openai.base_url, daemon=False)
+    fake_openai.reply = _codex_model
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=700, log_path=tmp_path / "r.sqlite3",
+        ssh_command=sshd.ssh_command, remote_socket_name=remote_socket,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    try:
+        hub.mcp_cooldown_ms = 1000
+        claude = start_standin(hub, "claude", cwd=tmp_path)
+        codex = hub.tile(
+            "codex", agent="codex", command=_command(agent_bin("codex", CODEX_VERSION)),
+            cwd=codex_cwd, mcp=["claude"], host="box",
+            env=codex_env(home, codex_home, DEFAULT_API_KEY),
+        )  # fmt: skip
+        assert codex.machine.name == "box"
+        _wait_idle(codex)
+        hub.send("codex", "Please send it to claude.").result(60)
+        wait_until(lambda: user_prompts(claude) == [SEND_TEXT], TIMEOUT_S, what="the send")
+
+        def outputs() -> list[str]:
+            bodies = [
+                r["body"] for r in list(fake_openai.requests) if isinstance(r.get("body"), dict)
+            ]
+            return [o for o in map(function_output, bodies) if o is not None]
+
+        wait_until(lambda: outputs(), TIMEOUT_S, what="the send's result back in Codex")
+        assert "delivered" in outputs()[0], outputs()
+        (sent,) = _mcp(hub)
+        assert (sent["route_id"], sent["status"]) == ("mcp:codex->claude", "delivered")
+    finally:
+        hub.close()
+        end_codex_daemons(codex_home)
+
+
 def _wait_idle(*tiles: mh.Tile) -> None:
     for tile in tiles:
         wait_until(lambda t=tile: t.state == "idle", STARTUP_TIMEOUT_S, what=f"{tile.name} idle")
