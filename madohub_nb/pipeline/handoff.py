@@ -11,9 +11,9 @@ caught instead of typed) and returns its next whole answer; that answer is a
 second row of the same route id, source = the target, target = the caller.
 
 Loop protection holds per pair: ``mcp_max_rounds`` calls, ``mcp_cooldown_ms`` apart
-(the hub's settings, or the caller's own limits: :meth:`Handoff.set_limits`); an ``ask`` that would wait on its own caller is
-refused at once, naming the cycle; a burst of calls is refused beyond
-:data:`CALLS_PER_S` a second per caller.
+(the hub's settings, or the caller's own limits: :meth:`Handoff.set_limits`); an
+``ask`` that would wait on its own caller is refused at once, naming the cycle; a
+burst of calls is refused beyond :data:`CALLS_PER_S` a second per caller.
 """
 
 from __future__ import annotations
