@@ -31,6 +31,7 @@ from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route, route_context
 from .pipeline.tile import (
     Tile,
+    check_mcp_limits,
     check_mcp_option,
     check_new_tile,
     check_tile_name,
@@ -157,6 +158,8 @@ class Hub:
         worktree: str | bool | None = None,
         mcp: bool | list[str] = False,
         allow_shell: bool = False,
+        mcp_max_rounds: int | None = None,
+        mcp_cooldown_ms: int | None = None,
     ) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
@@ -168,17 +171,21 @@ class Hub:
         branch (True: ``madohub/<name>``; a string: that branch); ``tile.worktree`` is its path,
         and ``close()`` removes it unless it holds changes (``hub.close()`` says which it kept).
         ``mcp``: start the agent with the hub's MCP tools (True: it may reach every agent tile;
-        a list: those tiles, a shell among them only with ``allow_shell=True``)."""
+        a list: those tiles, a shell among them only with ``allow_shell=True``); on a ``host``,
+        its link carries a port of the host's 127.0.0.1 back to the hub's server.
+        ``mcp_max_rounds`` / ``mcp_cooldown_ms``: this tile's own loop protection as a caller
+        (None: the hub's settings; ``hub.mcp.set_limits(name, ...)`` changes them live)."""
         self._check_open()
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
         reach = check_mcp_option(mcp)
-        if reach is not False and (pane is not None or host is not None):
+        limits = check_mcp_limits(reach, mcp_max_rounds, mcp_cooldown_ms)
+        if reach is not False and pane is not None:
             raise MadohubValueError(
-                "mcp= configures an agent the hub starts in a pane of this machine; an adopted "
-                "pane or a remote host cannot take it yet (hub.mcp.client_config(name) shows "
-                "what to give an agent by hand)"
+                "mcp= configures an agent the hub starts in a new pane; an adopted pane cannot "
+                "take it (hub.mcp.grant(name) and hub.mcp.client_config(name) give what to hand "
+                "its agent)"
             )
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
@@ -186,7 +193,7 @@ class Hub:
             if reach is not False:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
-                setup = self.mcp.agent_setup(name, kind, reach, allow_shell)
+                setup = self.mcp.agent_setup(name, kind, reach, allow_shell, host, limits)
                 command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
             try:
                 tile = self._rt.tiles.create(

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import madohub_nb as mh
+from madohub_nb.pipeline.tile import McpLimits
 
 Call = tuple[bool, str]
 """(is_error, text) of one tool call."""
@@ -202,6 +203,84 @@ def test_loop_protection_ends_a_pair_at_max_rounds(
     wait_until(lambda: call(hub, token, "send", to="reviewer", text="four")[0] is False, 10)
 
 
+def test_a_callers_own_limits_govern_its_pairs_and_others_keep_the_hubs(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    lead, reviewer = pair
+    hub.mcp_max_rounds = 5
+    assert hub.mcp.limits("lead") == McpLimits(5, 1000)  # the hub's settings
+    assert hub.mcp.set_limits("lead", max_rounds=1, cooldown_ms=2500) == McpLimits(1, 2500)
+    token, other = hub.mcp.token("lead"), hub.mcp.grant("reviewer")
+    assert call(hub, token, "send", to="reviewer", text="one")[0] is False
+    is_error, text = call(hub, token, "send", to="reviewer", text="two")
+    assert is_error and "mcp:lead->reviewer reached mcp_max_rounds=1" in text
+    assert hub.mcp.pair("mcp:lead->reviewer").state == "exhausted"
+    started = time.monotonic()  # the reviewer follows the hub's settings: 5 rounds, 1 s apart
+    for text in ("a", "b"):
+        assert call(hub, other, "send", to="lead", text=text)[0] is False
+    assert 1.0 <= time.monotonic() - started < 2.5
+    assert hub.mcp.pair("mcp:reviewer->lead").max_rounds == 5
+    hub.mcp.reset()
+    hub.mcp.set_limits("lead", max_rounds=3)  # cooldown_ms None: the hub's again
+    assert hub.mcp.limits("lead") == McpLimits(3, 1000)
+    wait_until(lambda: call(hub, token, "send", to="reviewer", text="three")[0] is False, 10)
+    wait_until(lambda: user_prompts(reviewer) == ["one", "three"], 15, what="two prompts")
+    hub.mcp.set_limits("lead", cooldown_ms=2500)
+    started = time.monotonic()
+    assert call(hub, token, "send", to="reviewer", text="four")[0] is False
+    assert time.monotonic() - started >= 2.0  # its own cooldown, not the hub's 1 s
+    wait_until(lambda: user_prompts(lead) == ["a", "b"], 15, what="the reviewer's two sends")
+    for bad, says in [
+        (dict(max_rounds=0), "mcp_max_rounds must be from 1 to 20, got 0"),
+        (dict(max_rounds="3"), "mcp_max_rounds must be a whole number from 1 to 20"),
+        (dict(cooldown_ms=10), "mcp_cooldown_ms must be from 1000 to 30000 ms, got 10"),
+        (dict(cooldown_ms=True), "mcp_cooldown_ms must be a whole number"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            hub.mcp.set_limits("lead", **bad)  # type: ignore[arg-type]
+    assert hub.mcp.limits("lead") == McpLimits(5, 2500)  # unchanged by the refused calls
+    with pytest.raises(ValueError, match="no MCP tile named 'nobody'"):
+        hub.mcp.set_limits("nobody", max_rounds=2)
+
+
+def test_a_tiles_limits_come_from_hub_tile_and_round_trip_through_its_workflow(
+    hub: mh.Hub, project: Path
+) -> None:
+    from madohub_nb.demo import standin_command
+
+    start_standin(hub, "reviewer", cwd=project)
+    lead = hub.tile(
+        "lead", agent="claude", command=standin_command("claude"), cwd=project,
+        mcp=["reviewer"], mcp_max_rounds=2, mcp_cooldown_ms=1500,
+    )  # fmt: skip
+    wait_until(lambda: lead.state == "idle", 15, what="lead idle")
+    assert hub.mcp.limits("lead") == McpLimits(2, 1500)
+    hub.mcp_max_rounds = 9  # the hub's setting does not change a tile's own limit
+    assert hub.mcp.limits("lead").max_rounds == 2
+    tiles = hub.workflow().tiles
+    assert (tiles["lead"]["mcp_max_rounds"], tiles["lead"]["mcp_cooldown_ms"]) == (2, 1500)
+    assert "mcp_max_rounds" not in tiles["reviewer"]
+    text = hub.workflow().dumps()
+    assert "mcp_max_rounds = 2" in text and "mcp_cooldown_ms = 1500" in text
+    again = mh.Workflow.loads(text).tiles["lead"]
+    assert (again["mcp_max_rounds"], again["mcp_cooldown_ms"]) == (2, 1500)
+    with pytest.raises(ValueError, match="mcp_max_rounds"):
+        mh.Workflow.loads(text.replace("mcp_max_rounds = 2", "mcp_max_rounds = 50"))
+
+
+def test_a_tiles_mcp_limits_are_checked(hub: mh.Hub) -> None:
+    for kwargs, says in [
+        (dict(mcp=True, mcp_max_rounds=0), "mcp_max_rounds must be from 1 to 20, got 0"),
+        (dict(mcp=True, mcp_max_rounds=2.5), "mcp_max_rounds must be a whole number"),
+        (dict(mcp=True, mcp_cooldown_ms=999), "mcp_cooldown_ms must be from 1000 to 30000 ms"),
+        (dict(mcp_max_rounds=3), "limit the MCP calls of a tile started with mcp="),
+        (dict(mcp_cooldown_ms=2000), "give mcp=True"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            hub.tile("a", agent="claude", command="claude", **kwargs)  # type: ignore[arg-type]
+    assert hub.tiles == {} and hub.mcp.token("a") is None
+
+
 def test_an_ask_that_would_wait_on_its_own_caller_is_refused_at_once(
     hub: mh.Hub, project: Path
 ) -> None:
@@ -337,6 +416,12 @@ def test_the_tile_magic_takes_mcp_and_its_names() -> None:
     assert parse_command("tile lead --cmd claude --mcp").mcp == []
     args = parse_command("tile lead --cmd claude --mcp reviewer tester --allow-shell")
     assert (args.mcp, args.allow_shell) == (["reviewer", "tester"], True)
+    args = parse_command("tile lead --cmd claude --mcp --mcp-max-rounds 3 --mcp-cooldown 2.5s")
+    assert (args.mcp_max_rounds, args.mcp_cooldown) == (3, 2500)
+    assert parse_command("tile lead --cmd claude --mcp").mcp_max_rounds is None
+    for bad in ("--mcp-max-rounds 0", "--mcp-max-rounds 21", "--mcp-cooldown 10ms"):
+        with pytest.raises(ValueError, match="mcp"):
+            parse_command(f"tile lead --cmd claude --mcp {bad}")
 
 
 def test_the_dashboard_shows_each_pair_as_a_route_and_a_timeline_lane(

@@ -38,6 +38,8 @@ from .watch import OutputWatcher, PaneStream
 
 T = TypeVar("T")
 
+LOOPBACK = "127.0.0.1"
+"""Both ends of a forwarded TCP port: the host's loopback and this machine's."""
 HOST_RE = re.compile(
     r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$"
 )
@@ -128,6 +130,11 @@ class SshHost:
         master this host starts carries them (a reconnect makes a new master)."""
         self.forward_error: str | None = None
         """Why the last forward failed (ssh's last line), else None."""
+        self._asked: dict[int, int] = {}
+        """The host port each TCP forward of the master that runs now asked for (0: any)."""
+        self._ports: dict[int, int] = {}
+        """TCP ports forwarded from the host's 127.0.0.1 to this machine's (local → host
+        port): a reconnect asks the new master for the same host port again."""
 
     # one shared connection ---------------------------------------------------------------
     @property
@@ -169,6 +176,8 @@ class SshHost:
             if os.path.exists(path):
                 for remote, local in list(self._forwards.items()):
                     self._forward(remote, local)
+                for port, there in list(self._ports.items()):
+                    self._forward_tcp(port, there)
                 return True
             time.sleep(0.01)
         self.stop_master()
@@ -182,6 +191,70 @@ class SshHost:
         self._forwards[remote] = local
         self.forward_error = None if self.control_path is not None else "no ssh master runs"
         return self.control_path is not None and self._forward(remote, local)
+
+    def forward_port(self, port: int) -> int | None:
+        """Carry connections to a port of the host's 127.0.0.1 to ``port`` on this machine's
+        127.0.0.1, over our ssh master (``ssh -O forward -R 127.0.0.1:0:127.0.0.1:PORT``),
+        now and after every reconnect (on the same host port). The host's port (the same
+        one when asked again), or None: no master runs or the host refused the forward
+        (:attr:`forward_error` says why). Bound to the host's loopback only."""
+        there = self._ports.get(port)
+        if there is not None and self.control_path is not None:
+            return there
+        self.forward_error = None if self.control_path is not None else "no ssh master runs"
+        got = self._forward_tcp(port, 0) if self.control_path is not None else None
+        if got is not None:
+            self._ports[port] = got
+        return got
+
+    def cancel_port(self, port: int) -> None:
+        """End the forward of :meth:`forward_port` (best effort: the master may be gone,
+        which ended it already); it is not made again after a reconnect."""
+        there = self._ports.pop(port, None)
+        path = self.control_path
+        if there is None or path is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            subprocess.run(
+                [*self.ssh, "-S", path, "-O", "cancel", "-R", self._tcp_spec(port, there),
+                 "--", self.host],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=READ_TIMEOUT_S,
+                env=client_environment(), check=False,
+            )  # fmt: skip
+
+    def _tcp_spec(self, port: int, there: int) -> str:
+        # (A forward is cancelled by the spec it was asked with: the first one asked port 0.)
+        asked = self._asked.get(port, there)
+        return f"{LOOPBACK}:{asked}:{LOOPBACK}:{port}"
+
+    def _forward_tcp(self, port: int, there: int) -> int | None:
+        path = self.control_path
+        if path is None:
+            return None
+        spec = f"{LOOPBACK}:{there}:{LOOPBACK}:{port}"
+        try:
+            done = subprocess.run(
+                [*self.ssh, "-S", path, "-O", "forward", "-R", spec, "--", self.host],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=READ_TIMEOUT_S,
+                env=client_environment(), check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            self.forward_error = f"ssh -O forward did not answer within {READ_TIMEOUT_S:g} s"
+            return None
+        if done.returncode != 0:
+            # (ssh's first line says why; its last only that the master's request failed)
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            self.forward_error = why[0].strip() if why else f"exit status {done.returncode}"
+            return None
+        self.forward_error = None
+        self._asked[port] = there
+        if there != 0:
+            return there
+        said = done.stdout.decode(errors="replace").strip()
+        if not said.isdigit():
+            self.forward_error = f"ssh named no port for the forward (it said {said!r})"
+            return None
+        return int(said)
 
     # private files on the host (hook set-ups) ----------------------------------------------
     def make_private_folder(self, base: str, prefix: str) -> str:

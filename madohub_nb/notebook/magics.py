@@ -173,6 +173,10 @@ class MadohubMagics(Magics):
         if args.mcp is not None:
             kwargs["mcp"] = args.mcp or True
             kwargs["allow_shell"] = args.allow_shell
+        if args.mcp_max_rounds is not None:
+            kwargs["mcp_max_rounds"] = args.mcp_max_rounds
+        if args.mcp_cooldown is not None:
+            kwargs["mcp_cooldown_ms"] = args.mcp_cooldown
         if args.pane:
             kwargs["pane"] = args.pane
         elif args.demo:

@@ -463,6 +463,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --mcp NAME…: a shell among the names may be typed into (default: off)",
     )  # fmt: skip
     p.add_argument(
+        "--mcp-max-rounds", type=_max_rounds, metavar="N", default=None,
+        help=f"with --mcp: this tile's calls per target, {MAX_ROUNDS_RANGE[0]} to "
+        f"{MAX_ROUNDS_RANGE[1]} (default: the hub's mcp_max_rounds)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mcp-cooldown", type=_cooldown, metavar="DURATION", default=None,
+        help="with --mcp: the least time between two of its calls to one target, e.g. 3s "
+        "(default: the hub's mcp_cooldown_ms)",
+    )  # fmt: skip
+    p.add_argument(
         "--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
         help="environment of the new pane; repeat for more (default: none)",
     )  # fmt: skip

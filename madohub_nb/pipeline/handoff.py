@@ -10,10 +10,10 @@ same turn detector, hooks and extraction: it *is* a route, whose rounds are
 caught instead of typed) and returns its next whole answer; that answer is a
 second row of the same route id, source = the target, target = the caller.
 
-Loop protection holds per pair (:class:`~.protection.LoopGuard`: ``max_rounds``
-calls, ``cooldown_ms`` apart); an ``ask`` that would wait on its own caller is
-refused at once, naming the cycle; a burst of calls is refused beyond
-:data:`CALLS_PER_S` a second per caller.
+Loop protection holds per pair: ``mcp_max_rounds`` calls, ``mcp_cooldown_ms`` apart
+(the hub's settings, or the caller's own limits: :meth:`Handoff.set_limits`); an
+``ask`` that would wait on its own caller is refused at once, naming the cycle; a
+burst of calls is refused beyond :data:`CALLS_PER_S` a second per caller.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ..model import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
 from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
-from .tile import Tile
+from .tile import McpLimits, Tile
 from .triggers import Turn
 
 TEXT_MAX_CHARS: Final = 100_000
@@ -88,6 +88,8 @@ class Handoff:
         self._grants: dict[str, Grant] = {}
         self._by_token: dict[str, Grant] = {}
         self._pairs: dict[tuple[str, str], _Pair] = {}
+        self._limits: dict[str, McpLimits] = {}
+        """Callers whose loop protection is not the hub's settings (None in it: the setting)."""
         self._asking: dict[str, str] = {}
         """caller -> target of every ``ask`` in flight (the cycle check)."""
         self.late: set[asyncio.Task[None]] = set()
@@ -141,6 +143,25 @@ class Handoff:
     def reset(self) -> None:
         """A new conversation: every pair's round count starts again."""
         self._pairs.clear()
+
+    def set_limits(self, caller: str, limits: McpLimits) -> None:
+        """``caller``'s own loop protection from its next call on (checked by the caller)."""
+        if limits == McpLimits():
+            self._limits.pop(caller, None)
+        else:
+            self._limits[caller] = limits
+
+    def limits(self, caller: str) -> McpLimits:
+        """``caller``'s loop protection now (both values): its own, else the hub's settings."""
+        return McpLimits(*self._limits_of(caller))
+
+    def _limits_of(self, caller: str) -> tuple[int, int]:
+        own = self._limits.get(caller, McpLimits())
+        rounds = own.max_rounds if own.max_rounds is not None else self._setting("mcp_max_rounds")
+        cooldown = (
+            own.cooldown_ms if own.cooldown_ms is not None else self._setting("mcp_cooldown_ms")
+        )
+        return int(rounds), int(cooldown)
 
     def rounds(self, caller: str, target: str) -> int:
         """The calls ``caller`` made to ``target`` in this conversation (of ``mcp_max_rounds``)."""
@@ -219,7 +240,7 @@ class Handoff:
     async def _turn_of(self, caller: str, target: str) -> int:
         """Loop protection: the pair's next round number (after its cooldown), or refused."""
         pair = self._pairs.setdefault((caller, target), _Pair())
-        max_rounds = int(self._setting("mcp_max_rounds"))
+        max_rounds, cooldown_ms = self._limits_of(caller)
         if pair.rounds >= max_rounds:
             raise ToolRefused(
                 f"{pair_id(caller, target)} reached mcp_max_rounds={max_rounds}: the hub's loop "
@@ -227,7 +248,7 @@ class Handoff:
             )
         pair.rounds += 1
         if pair.last_ms is not None:
-            left = pair.last_ms + int(self._setting("mcp_cooldown_ms")) - time.monotonic() * 1000
+            left = pair.last_ms + cooldown_ms - time.monotonic() * 1000
             if left > 0:
                 await asyncio.sleep(left / 1000)
         pair.last_ms = time.monotonic() * 1000
@@ -236,7 +257,7 @@ class Handoff:
     def _plan(self, grant: Grant, tile: Tile, text: str, number: int, tool: str) -> RoundPlan:
         return RoundPlan(
             route_id=pair_id(grant.caller, tile.name), source=grant.caller, target=tile,
-            round=number, max_rounds=int(self._setting("mcp_max_rounds")), trigger=TRIGGER,
+            round=number, max_rounds=self._limits_of(grant.caller)[0], trigger=TRIGGER,
             spec=None, dispatch=DISPATCHES["madoagent"], delivery=str(self._setting("delivery")),
             extraction=None, prompt=text, allow_shell=grant.allow_shell,
             target_wait_s=float(self._setting("target_wait_s")), meta={"tool": tool},

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import settings
 from ..agents.claude import CONFIG_ENV as CLAUDE_ENV
@@ -800,6 +800,33 @@ def tile_options(
         if completion_pattern is not None
         else None,
     )
+
+
+@dataclass(frozen=True)
+class McpLimits:
+    """One MCP caller's loop protection: calls per pair within a conversation and the least
+    ms between two (None: the hub's ``mcp_max_rounds`` / ``mcp_cooldown_ms``)."""
+
+    max_rounds: int | None = None
+    cooldown_ms: int | None = None
+
+
+def check_mcp_limits(reach: bool | list[str], max_rounds: Any, cooldown_ms: Any) -> McpLimits:
+    """``mcp_max_rounds=`` / ``mcp_cooldown_ms=`` of ``hub.tile``: None (the hub's setting)
+    or a value in the setting's range; only with ``mcp=``."""
+    if reach is False and (max_rounds is not None or cooldown_ms is not None):
+        raise MadohubValueError(
+            "mcp_max_rounds= and mcp_cooldown_ms= limit the MCP calls of a tile started with "
+            "mcp=; give mcp=True (or a list of names) too, or leave them out"
+        )
+    rounds, cooldown = None, None
+    if max_rounds is not None:
+        rounds = settings.check_range("mcp_max_rounds", max_rounds, settings.MAX_ROUNDS_RANGE)
+    if cooldown_ms is not None:
+        cooldown = settings.check_range(
+            "mcp_cooldown_ms", cooldown_ms, settings.COOLDOWN_MS_RANGE, " ms"
+        )
+    return McpLimits(rounds, cooldown)
 
 
 def check_mcp_option(mcp: object) -> bool | list[str]:

@@ -122,6 +122,8 @@ TILE_OPTIONS: Final = (
     Option("worktree", (str, bool)),
     Option("mcp", (bool, list), False),
     Option("allow_shell", BOOL, False),
+    Option("mcp_max_rounds", INT, None, _range(MAX_ROUNDS_RANGE, "")),
+    Option("mcp_cooldown_ms", INT, None, _range(COOLDOWN_MS_RANGE, " ms")),
 )
 """``hub.tile``'s keywords a workflow keeps (``pane=`` is not one: a pane is not kept)."""
 

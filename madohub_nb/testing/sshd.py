@@ -7,6 +7,8 @@ and an ``ssh_config`` with these hosts:
 - ``box``: the server, host key pinned (``StrictHostKeyChecking yes``), ``BatchMode yes``;
 - ``refused``: the same server with a key it does not accept;
 - ``notmux``: the same server on a second port where ``PATH`` holds no tmux;
+- ``noforward``: the same server on a third port that refuses remote TCP forwards
+  (``AllowTcpForwarding local``; Unix socket forwards still work);
 - ``nohost``: a name that does not resolve;
 - ``hang``: a port that accepts connections and never answers.
 
@@ -56,6 +58,7 @@ class SshServer:
         self.root = Path(root)
         self.port = 0
         self.notmux_port = 0
+        self.noforward_port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self._hang: socket.socket | None = None
         self.config = self.root / "ssh_config"
@@ -75,12 +78,13 @@ class SshServer:
         _keygen(self.root / "id_other")
         (self.root / "authorized_keys").write_text(user_pub + "\n")
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation dir
-        self.port, self.notmux_port = free_port(), free_port()
+        self.port, self.notmux_port, self.noforward_port = free_port(), free_port(), free_port()
         self.home.mkdir(exist_ok=True)
         nobin = self.root / "nobin"
         nobin.mkdir(exist_ok=True)
         (self.root / "sshd_config").write_text(
-            f"Port {self.port}\nPort {self.notmux_port}\nListenAddress 127.0.0.1\n"
+            f"Port {self.port}\nPort {self.notmux_port}\nPort {self.noforward_port}\n"
+            "ListenAddress 127.0.0.1\n"
             f"HostKey {self.root / 'host_key'}\nPidFile {self.root / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}\n"
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
@@ -91,6 +95,7 @@ class SshServer:
             # (a slow ~/.bashrc would be timed as ssh), no ~/.tmux.conf of theirs.
             f"SetEnv HOME={self.home}\n"
             f"Match LocalPort {self.notmux_port}\n  SetEnv PATH={nobin} HOME={self.home}\n"
+            f"Match LocalPort {self.noforward_port}\n  AllowTcpForwarding local\n"
         )
         user = os.environ.get("USER") or psutil.Process().username()
         common = (
@@ -100,6 +105,7 @@ class SshServer:
         )
         (self.root / "known_hosts").write_text(
             f"[127.0.0.1]:{self.port} {host_pub}\n[127.0.0.1]:{self.notmux_port} {host_pub}\n"
+            f"[127.0.0.1]:{self.noforward_port} {host_pub}\n"
         )
         self._hang = socket.socket()
         self._hang.bind(("127.0.0.1", 0))
@@ -112,6 +118,8 @@ class SshServer:
             f"Host refused\n  Port {self.port}\n  IdentityFile {self.root / 'id_other'}\n{common}"
             f"Host notmux\n  Port {self.notmux_port}\n  IdentityFile {self.root / 'id_user'}\n"
             f"{common}"
+            f"Host noforward\n  Port {self.noforward_port}\n"
+            f"  IdentityFile {self.root / 'id_user'}\n{common}"
             f"Host nohost\n  HostName nohost.invalid\n{common.split(chr(10), 1)[1]}"
         )
         self.config.chmod(0o600)

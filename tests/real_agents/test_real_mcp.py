@@ -4,7 +4,9 @@ through the hub's MCP server (issue 25): the fake API tells it to call
 the lead's next API request. Both pinned versions (2.1.332 starts in ``auto``
 permission mode, which refuses MCP calls offline unless the tools are pre-allowed).
 Then real agents on both ends: a real Claude Code lead asks a real Codex reviewer, and a
-real Codex (0.171.0, its tools in namespace ``mcp__madohub``) sends to a real Claude."""
+real Codex (0.171.0, its tools in namespace ``mcp__madohub``) sends to a real Claude; and a
+real Claude Code on a remote host (a private sshd) asks a local reviewer over the host's
+link."""
 
 from __future__ import annotations
 
@@ -111,6 +113,62 @@ def test_real_claude_asks_a_reviewer_through_the_hub_and_gets_its_answer(
         assert not (home / ".claude" / "settings.json").exists(), "the user's settings were written"
     finally:
         hub.close()
+
+
+@pytest.mark.parametrize("version", CLAUDE_VERSIONS)
+def test_real_claude_on_a_host_asks_a_local_reviewer_over_the_hosts_link(
+    version: str,
+    tmux_socket: str,
+    remote_socket: str,
+    sshd: object,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    """Claude Code started by the hub on host ``box`` (a private sshd on 127.0.0.1, its own
+    tmux) with ``mcp=["reviewer"]``: its ``--mcp-config`` is a file on the host naming a port
+    of the host's 127.0.0.1 that the host's ssh master carries back to the hub. Its call of
+    ``mcp__madohub__ask`` reaches the local reviewer; the answer is its next request's tool
+    result."""
+    cwd = _project(tmp_path, "lead")
+    write_claude_config(home, cwd, DEFAULT_API_KEY, version)
+    fake_anthropic.reply = _lead_model
+    host_configs = Path(sshd.home) / ".cache" / "madohub_nb" / "mcp"  # type: ignore[attr-defined]
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=700, log_path=tmp_path / "r.sqlite3",
+        ssh_command=sshd.ssh_command, remote_socket_name=remote_socket,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    try:
+        hub.mcp_cooldown_ms = 1000
+        reviewer = start_standin(hub, "reviewer", cwd=tmp_path)
+        lead = hub.tile(
+            "lead", agent="claude", command=_command(agent_bin("claude", version)), cwd=cwd,
+            mcp=["reviewer"], host="box",
+            env=claude_env(home, fake_anthropic.base_url, DEFAULT_API_KEY),
+        )  # fmt: skip
+        assert lead.machine.name == "box"
+        url = hub.mcp.client_config("lead")["mcpServers"]["madohub"]["url"]
+        assert url.startswith("http://127.0.0.1:") and url != hub.mcp.url
+        wait_until(lambda: lead.state == "idle", STARTUP_TIMEOUT_S, what="Claude Code idle")
+        hub.send("lead", "Please ask the reviewer about slugify.").result(60)
+        expected = f"Done: {ASK_TEXT}"
+
+        def result_seen() -> bool:
+            return any(tool_result(r["body"]) == expected for r in _posts(fake_anthropic))
+
+        wait_until(result_seen, TIMEOUT_S, what="the reviewer's answer as the lead's tool result")
+        assert user_prompts(reviewer) == [ASK_TEXT]
+        wait_until(lambda: len(_mcp(hub)) == 2, 20, what="the ask's rows")
+        asked, answered = _mcp(hub)
+        assert (asked["route_id"], asked["source"], asked["prompt"]) == (
+            "mcp:lead->reviewer", "lead", ASK_TEXT,
+        )  # fmt: skip
+        assert (answered["source"], answered["extracted"]) == ("reviewer", expected)
+        assert any(host_configs.glob("*/lead.json"))
+    finally:
+        hub.close()
+    assert not any(host_configs.glob("*/lead.json"))  # gone with the hub
 
 
 def _project(tmp_path: Path, name: str) -> Path:
@@ -227,6 +285,54 @@ def test_a_real_codex_sends_to_a_real_claude_through_the_hub(
             "send",
         )
         assert "MADOHUB_MCP_TOKEN" not in (codex_home / "config.toml").read_text()
+    finally:
+        hub.close()
+        end_codex_daemons(codex_home)
+
+
+def test_a_real_codex_on_a_host_sends_to_a_local_tile_over_the_hosts_link(
+    tmux_socket: str,
+    remote_socket: str,
+    sshd: object,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> None:
+    """Codex started by the hub on host ``box`` with ``mcp=["claude"]``: its URL is the
+    host's forwarded port, its token in its pane's environment; its ``send`` reaches the
+    local tile and its next request carries ``delivered``."""
+    codex_cwd = _project(tmp_path, "codex")
+    codex_home = home / ".codex"
+    write_codex_config(codex_home, [codex_cwd], fake_openai.base_url, daemon=False)
+    fake_openai.reply = _codex_model
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=700, log_path=tmp_path / "r.sqlite3",
+        ssh_command=sshd.ssh_command, remote_socket_name=remote_socket,  # type: ignore[attr-defined]
+    )  # fmt: skip
+    try:
+        hub.mcp_cooldown_ms = 1000
+        claude = start_standin(hub, "claude", cwd=tmp_path)
+        codex = hub.tile(
+            "codex", agent="codex", command=_command(agent_bin("codex", CODEX_VERSION)),
+            cwd=codex_cwd, mcp=["claude"], host="box",
+            env=codex_env(home, codex_home, DEFAULT_API_KEY),
+        )  # fmt: skip
+        assert codex.machine.name == "box"
+        _wait_idle(codex)
+        hub.send("codex", "Please send it to claude.").result(60)
+        wait_until(lambda: user_prompts(claude) == [SEND_TEXT], TIMEOUT_S, what="the send")
+
+        def outputs() -> list[str]:
+            bodies = [
+                r["body"] for r in list(fake_openai.requests) if isinstance(r.get("body"), dict)
+            ]
+            return [o for o in map(function_output, bodies) if o is not None]
+
+        wait_until(lambda: outputs(), TIMEOUT_S, what="the send's result back in Codex")
+        assert "delivered" in outputs()[0], outputs()
+        (sent,) = _mcp(hub)
+        assert (sent["route_id"], sent["status"]) == ("mcp:codex->claude", "delivered")
     finally:
         hub.close()
         end_codex_daemons(codex_home)
