@@ -146,28 +146,27 @@ def _send_wave(socket: str, panes: list[tuple[int, str]], wave: int, kind: str) 
 
 
 def check_wave(hub: Hub, wave: int, inputs: list[Path], pairs: int) -> list[str]:
-    """What is wrong with wave ``wave``'s rounds (empty: all correct)."""
-    df = hub.log.df
-    rounds = df[(df["round"] == wave) & (df["route_id"] != "send")]
+    """What is wrong with wave ``wave``'s rounds (empty: all correct). Read as records, not
+    as ``hub.log.df``: the hub's RSS is measured after the waves, and pandas is the checker's
+    (it loads on a user's first ``df``), not the hub's."""
+    rounds = [r for r in hub.log.since(0) if r.round == wave and r.route_id != "send"]
     problems = []
     if len(rounds) != 2 * pairs:
         problems.append(f"wave {wave}: {len(rounds)} rounds, expected {2 * pairs}")
-    for _, rec in rounds.iterrows():
-        i = int(str(rec["source"])[1:])
+    for rec in rounds:
+        i = int(rec.source[1:])
         want = token(i, wave)
-        expected_status = "shadow" if rec["dispatch"] == "shadow" else "delivered"
-        if rec["status"] != expected_status:
-            problems.append(f"{rec['route_id']} wave {wave}: {rec['status']} {rec['error']}")
-        elif want not in str(rec["extracted"]) or want not in str(rec["prompt"]):
+        expected_status = "shadow" if rec.dispatch == "shadow" else "delivered"
+        if rec.status != expected_status:
+            problems.append(f"{rec.route_id} wave {wave}: {rec.status} {rec.error}")
+        elif want not in str(rec.extracted) or want not in str(rec.prompt):
             problems.append(
-                f"{rec['route_id']} wave {wave}: token {want} missing in {str(rec['extracted'])[:60]!r}"
+                f"{rec.route_id} wave {wave}: token {want} missing in {str(rec.extracted)[:60]!r}"
             )
         elif expected_status == "delivered":
             got = [m["text"] for m in read_json_lines(inputs[i])]
-            if len(got) < wave or got[wave - 1] != rec["prompt"]:
-                problems.append(
-                    f"{rec['route_id']} wave {wave}: t{i:03d} did not receive the prompt"
-                )
+            if len(got) < wave or got[wave - 1] != rec.prompt:
+                problems.append(f"{rec.route_id} wave {wave}: t{i:03d} did not receive the prompt")
     return problems
 
 
@@ -341,6 +340,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
             if spy is not None:
                 spy.wait(60)
             df = hub.log.df
+            rss_df = me.memory_info().rss
         finally:
             stop.set()
             hub.close()
@@ -380,7 +380,8 @@ def main(args: argparse.Namespace, report: Report) -> None:
     report.info(
         f"hub RSS (this process: hub, engine thread, benchmark): {rss_empty / MIB:.0f} MiB open with "
         f"no tiles, {rss_made / MIB:.0f} MiB with {2 * pairs} tiles and {len(routes)} routes, "
-        f"{rss_end / MIB:.0f} MiB after {rounds} rounds (peak {peak / MIB:.0f} MiB); "
+        f"{rss_end / MIB:.0f} MiB after {rounds} rounds, {rss_df / MIB:.0f} MiB with pandas "
+        f"loaded and the log's DataFrame made (peak {peak / MIB:.0f} MiB); "
         f"tmux server {tmux_rss / MIB:.0f} MiB"
     )
     if hosted:
