@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .agents.mcp_setup import MCP_AGENTS, McpSetup, http_server, mcp_setup
 from .errors import MadohubError, MadohubValueError
 from .io.mcp import SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .pipeline.handoff import Handoff
+from .tiles import private_folder
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
-AGENTS_WITH_MCP: Final = ("claude", "codex")
-"""The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class HubMcp:
         self._endpoint = McpEndpoint(self.handoff)
         self._folder: Path | None = None
         """Private (0700) folder of the agents' MCP config files; removed by close()."""
+        self._folder_secure = False
 
     @property
     def url(self) -> str:
@@ -104,15 +105,7 @@ class HubMcp:
         token = self.token(tile)
         if token is None:
             raise MadohubValueError(f"{tile!r} has no MCP token; hub.mcp.grant({tile!r}) makes one")
-        return {
-            "mcpServers": {
-                SERVER_NAME: {
-                    "type": "http",
-                    "url": self.url,
-                    "headers": {"Authorization": f"Bearer {token}"},
-                }
-            }
-        }
+        return {"mcpServers": {SERVER_NAME: http_server(self.url, token)}}
 
     def bridge_config(self, tile: str) -> dict[str, Any]:
         """The ``mcpServers`` entry of the stdio bridge for an agent that only speaks stdio:
@@ -131,42 +124,57 @@ class HubMcp:
         self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool
     ) -> AgentSetup:
         """The command-line words (and pane environment) that start ``agent`` of ``tile``
-        with the hub's tools and a new token, never in the user's settings files:
-
-        - Claude Code: ``--mcp-config`` a private file of the hub's (0600) holding the URL
-          and the token, and the tools pre-allowed (2.1.332's ``auto`` mode refuses MCP
-          calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md);
-        - Codex: ``-c mcp_servers.madohub.…`` with the URL, ``bearer_token_env_var`` naming
-          ``MADOHUB_MCP_TOKEN`` (the token itself is in the pane's environment, never on its
-          command line) and ``default_tools_approval_mode = "approve"`` (no prompt)."""
-        if agent not in AGENTS_WITH_MCP:
+        with the hub's tools and a new token, never in the user's settings files, and with
+        no permission prompt for the three tools (the user opted in with ``mcp=``; the hub's
+        checks apply to every call): see :func:`~madohub_nb.agents.mcp_setup.mcp_setup`,
+        agent by agent. Its files are written (0600) into a private folder of the hub's,
+        removed by ``close()``."""
+        if agent not in MCP_AGENTS:
             raise MadohubValueError(
                 f"mcp= starts an agent with the hub's tools; {agent or 'this command'!r} is not "
-                f"one the hub can configure yet (it can: {', '.join(AGENTS_WITH_MCP)}); "
-                "give agent='claude' or agent='codex'"
+                f"one the hub can configure yet (it can: {', '.join(MCP_AGENTS)}); "
+                "give one of those as agent=, or start it yourself with "
+                "hub.mcp.grant(name) and hub.mcp.client_config(name)"
             )
         try:
             token = self.handoff.grant(tile, reach, allow_shell=allow_shell, known=False)
         except ToolRefused as exc:
             raise MadohubValueError(str(exc)) from None
         self._rt.log.register_secret(token)
-        if agent == "codex":
-            server = f"mcp_servers.{SERVER_NAME}"
-            options = {
-                "url": self.url,
-                "bearer_token_env_var": TOKEN_ENV,
-                "default_tools_approval_mode": "approve",
-            }
-            words = [w for k, v in options.items() for w in ("-c", f"{server}.{k}={json.dumps(v)}")]
-            return AgentSetup(shlex.join(words), {TOKEN_ENV: token})
+        plan = self._plan(agent, token, "/")
+        if plan.files:
+            plan = self._plan(agent, token, str(self._tile_folder(tile, secure=plan.secure_dir)))
+            for path, text in plan.files.items():
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as out:
+                    out.write(text)
+        return AgentSetup(shlex.join(plan.args), dict(plan.env))
+
+    def _plan(self, agent: str, token: str, folder: str) -> McpSetup:
+        plan = mcp_setup(
+            agent, self.url, token, folder, server=SERVER_NAME, tools=TOOLS, token_env=TOKEN_ENV
+        )
+        assert plan is not None  # (agent is one of MCP_AGENTS)
+        return plan
+
+    def _tile_folder(self, tile: str, *, secure: bool) -> Path:
+        """``tile``'s 0700 folder in the hub's private one, made on first use where no
+        folder above it is writable by group or others if there is such a place (Gemini
+        CLI skips settings elsewhere: ``secure`` requires it)."""
         if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="madohub-mcp-"))
-        path = self._folder / f"{tile}.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(self.client_config(tile), out)
-        allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
-        return AgentSetup(shlex.join(["--mcp-config", str(path), "--allowedTools", allowed]))
+            made = private_folder("madohub-mcp-", secure=True)
+            self._folder_secure = made is not None
+            self._folder = Path(made or tempfile.mkdtemp(prefix="madohub-mcp-"))
+        if secure and not self._folder_secure:
+            raise MadohubValueError(
+                "mcp=: no private folder without a group- or world-writable parent was found "
+                "for the agent's MCP settings (it skips them elsewhere); set $XDG_RUNTIME_DIR "
+                "to a 0700 folder"
+            )
+        path = self._folder / tile
+        shutil.rmtree(path, ignore_errors=True)  # (a tile made again: its old files go)
+        path.mkdir(mode=0o700)
+        return path
 
     def pair(self, route_id: str) -> McpPair:
         """The pair of ``route_id`` (``mcp:<caller>-><target>``): its calls of this conversation."""

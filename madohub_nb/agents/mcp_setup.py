@@ -1,0 +1,185 @@
+"""What each agent needs so that it starts with the hub's MCP tools, and no prompt for them.
+
+Pure data and functions (no I/O), as :mod:`~madohub_nb.agents.hooks` is for hooks: the
+hub passes the result on the agent's command line, in the pane's environment, or in files
+it writes (mode 0600) into a private folder of its own, so a user's own settings files are
+never touched. Wherever the agent can read a variable into its configuration, the bearer
+token stays in the pane's environment (``token_env``) and the file holds only its name;
+the token is never on a command line. Each setup was run here with the real agent in tmux,
+offline (tests/real_agents/test_real_mcp.py, test_real_mcp_agents.py): Claude Code 2.1.197
+and 2.1.332, Codex 0.171.0, Gemini CLI 0.61.0, Qwen Code 0.24.4, Copilot CLI 1.0.102 and
+OpenCode 1.18.33.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+GEMINI_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
+QWEN_SETTINGS_ENV = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
+QWEN_SETTINGS_VERSION = 4
+"""Qwen Code 0.24.4 rewrites a settings file without this ``$version`` (it migrates it)."""
+OPENCODE_CONFIG_ENV = "OPENCODE_CONFIG"
+
+
+@dataclass(frozen=True)
+class McpSetup:
+    """How one agent kind is started with the hub's MCP server.
+
+    ``args`` go on the agent's command line; ``env`` into the pane's environment (the
+    token among it where the agent reads it from there); ``files`` maps absolute paths
+    (inside the private folder passed in) to their text, for the hub to write, mode 0600,
+    before the agent starts. ``secure_dir``: the agent skips the file unless no folder
+    above it is writable by group or others (Gemini CLI), so the folder must not be under
+    ``/tmp``. ``tool_names``: what the agent's model calls the three tools.
+    """
+
+    agent: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    secure_dir: bool = False
+    tool_names: tuple[str, ...] = ()
+    how: str = ""
+
+
+def http_server(url: str, token: str) -> dict[str, Any]:
+    """The ``mcpServers`` entry of a streamable-HTTP server with a bearer token (Claude's form)."""
+    return {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+
+
+def _gemini_like(
+    url: str, server: str, tools: Sequence[str], token_env: str, **extra: Any
+) -> dict[str, Any]:
+    """Gemini CLI's (and Qwen Code's) settings: the server, trusted (no confirmation),
+    the token read from ``token_env`` when the settings load."""
+    entry = {
+        "httpUrl": url,
+        "headers": {"Authorization": f"Bearer ${{{token_env}}}"},
+        "trust": True,
+        "includeTools": list(tools),
+    }
+    return {**extra, "mcpServers": {server: entry}}
+
+
+def mcp_setup(
+    agent: str,
+    url: str,
+    token: str,
+    private_dir: str,
+    *,
+    server: str,
+    tools: Sequence[str],
+    token_env: str,
+) -> McpSetup | None:
+    """How to start ``agent`` with the MCP server ``server`` at ``url`` (its ``tools``
+    pre-allowed), calling with ``token``; None for an agent the hub cannot configure.
+
+    ``private_dir`` is a folder the hub owns (it writes ``files`` there, one set per tile).
+    """
+    d = private_dir.rstrip("/")
+    if agent == "claude":
+        path = f"{d}/claude-mcp.json"
+        allowed = ",".join(f"mcp__{server}__{t}" for t in tools)
+        return McpSetup(
+            agent,
+            args=("--mcp-config", path, "--allowedTools", allowed),
+            files={path: json.dumps({"mcpServers": {server: http_server(url, token)}})},
+            tool_names=tuple(f"mcp__{server}__{t}" for t in tools),
+            how=(
+                "claude --mcp-config FILE (the URL and the token) and --allowedTools for the "
+                "three tools: 2.1.332's auto mode refuses MCP calls offline unless pre-allowed"
+            ),
+        )
+    if agent == "codex":
+        prefix = f"mcp_servers.{server}"
+        options = {
+            "url": url,
+            "bearer_token_env_var": token_env,
+            "default_tools_approval_mode": "approve",
+        }
+        words = [w for k, v in options.items() for w in ("-c", f"{prefix}.{k}={json.dumps(v)}")]
+        return McpSetup(
+            agent,
+            args=tuple(words),
+            env={token_env: token},
+            tool_names=tuple(f"mcp__{server}.{t}" for t in tools),
+            how=(
+                "codex -c mcp_servers.NAME.url/bearer_token_env_var/default_tools_approval_mode"
+                '="approve" (without it Codex asks before every call)'
+            ),
+        )
+    if agent == "gemini":
+        path = f"{d}/gemini-system-settings.json"
+        return McpSetup(
+            agent,
+            env={GEMINI_SETTINGS_ENV: path, token_env: token},
+            files={path: json.dumps(_gemini_like(url, server, tools, token_env), indent=2)},
+            secure_dir=True,
+            tool_names=tuple(f"mcp_{server}_{t}" for t in tools),
+            how=(
+                "Gemini CLI reads its system settings layer from GEMINI_CLI_SYSTEM_SETTINGS_PATH "
+                "(mcpServers are merged with the user's by name; the system-defaults layer "
+                "holds the hub's hooks); trust: true skips its confirmation"
+            ),
+        )
+    if agent == "qwen":
+        path = f"{d}/qwen-system-settings.json"
+        settings = _gemini_like(
+            url, server, tools, token_env, **{"$version": QWEN_SETTINGS_VERSION}
+        )
+        return McpSetup(
+            agent,
+            env={QWEN_SETTINGS_ENV: path, token_env: token},
+            files={path: json.dumps(settings, indent=2)},
+            tool_names=tuple(f"mcp__{server}__{t}" for t in tools),
+            how=(
+                "Qwen Code reads its system settings layer from QWEN_CODE_SYSTEM_SETTINGS_PATH "
+                "(mcpServers merged by name); trust: true skips its confirmation"
+            ),
+        )
+    if agent == "copilot":
+        path = f"{d}/copilot-mcp.json"
+        entry = {**http_server(url, token), "tools": list(tools)}
+        return McpSetup(
+            agent,
+            args=("--additional-mcp-config", f"@{path}", "--allow-tool", server),
+            files={path: json.dumps({"mcpServers": {server: entry}})},
+            tool_names=tuple(f"{server}-{t}" for t in tools),
+            how=(
+                "copilot --additional-mcp-config @FILE adds servers for this run (beside "
+                "~/.copilot/mcp-config.json); --allow-tool NAME allows that server's tools"
+            ),
+        )
+    if agent == "opencode":
+        path = f"{d}/opencode-mcp.json"
+        config = {
+            "mcp": {
+                server: {
+                    "type": "remote",
+                    "url": url,
+                    "headers": {"Authorization": f"Bearer {{env:{token_env}}}"},
+                    "enabled": True,
+                    "oauth": False,
+                }
+            },
+            "permission": {f"{server}_{t}": "allow" for t in tools},
+        }
+        return McpSetup(
+            agent,
+            env={OPENCODE_CONFIG_ENV: path, token_env: token},
+            files={path: json.dumps(config, indent=2)},
+            tool_names=tuple(f"{server}_{t}" for t in tools),
+            how=(
+                "OPENCODE_CONFIG names one more config file, merged over the user's (the hub's "
+                "hooks use OPENCODE_CONFIG_CONTENT); {env:NAME} reads the token"
+            ),
+        )
+    return None
+
+
+MCP_AGENTS = ("claude", "codex", "gemini", "qwen", "copilot", "opencode")
+"""Agent kinds :func:`mcp_setup` knows."""
