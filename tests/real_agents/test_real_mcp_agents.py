@@ -80,8 +80,11 @@ def _tool_name(kind: str, tool: str) -> str:
     return setup.tool_names[("list_agents", "send", "ask").index(tool)]
 
 
-def _command(exe: Path, *args: str) -> str:
-    unset = [a for var in LEAKY_ENV if var not in ("TMUX", "TMUX_PANE") for a in ("-u", var)]
+def _command(exe: Path, *args: str, keep: tuple[str, ...] = ()) -> str:
+    """``exe args`` without the test process's variables that would lead it elsewhere
+    (but ``keep``: the pane's own, given by ``env=``)."""
+    gone = [v for v in LEAKY_ENV if v not in ("TMUX", "TMUX_PANE", *keep)]
+    unset = [a for var in gone for a in ("-u", var)]
     return shlex.join(["env", *unset, str(exe), *args])
 
 
@@ -161,7 +164,7 @@ def _qwen_lead(home: Path, exe: Path, fake: FakeOpenAIResponses) -> Lead:
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_MODEL": "fake-model",
     }
-    return Lead(_command(exe), env, _openai_results(fake), (settings,))
+    return Lead(_command(exe, keep=tuple(env)), env, _openai_results(fake), (settings,))
 
 
 def _copilot_lead(home: Path, exe: Path, fake: FakeOpenAIResponses, cwd: Path) -> Lead:
@@ -251,7 +254,7 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
             "lead", agent=kind, command=lead_setup.command, cwd=_project(tmp_path, "lead"),
             env=lead_setup.env, mcp=["reviewer"],
         )  # fmt: skip
-        wait_until(lambda: lead.state == "idle", STARTUP_TIMEOUT_S, what=f"{kind} idle")
+        _wait(lead, lambda: lead.state == "idle", STARTUP_TIMEOUT_S, f"{kind} idle")
         token = hub.mcp.token("lead")
         assert token is not None
         proc = lead.agent_process()
@@ -302,3 +305,10 @@ def _tools_seen(lead: Lead) -> list[str]:
             if name and "madohub" in name:
                 names.append(name)
     return names
+
+
+def _wait(tile: mh.Tile, cond: Callable[[], object], timeout_s: float, what: str) -> None:
+    try:
+        wait_until(cond, timeout_s, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; state {tile.state}; screen:\n{tile.screen()}") from None
