@@ -285,7 +285,9 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
         wait_until(lambda: lead.state == "idle", 60, what=f"{kind} idle after its turn")
         assert "Lead got:" in lead.screen()  # its turn ended with no prompt on the way
         for path in lead_setup.user_files:
-            assert "madohub" not in path.read_text(), f"the user's {path} names the hub"
+            text = path.read_text()
+            assert hub.mcp.url not in text and token not in text, f"the user's {path} was written"
+            assert '"madohub":' not in text, f"the user's {path} names the hub's server"
     finally:
         hub.close()
 
