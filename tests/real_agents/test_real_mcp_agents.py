@@ -26,7 +26,12 @@ import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
-from madohub_nb.agents.mcp_setup import mcp_setup
+from madohub_nb.agents.mcp_setup import (
+    GEMINI_SETTINGS_ENV,
+    OPENCODE_CONFIG_ENV,
+    QWEN_SETTINGS_ENV,
+    mcp_setup,
+)
 from madohub_nb.testing import fake_gemini as gemini_api
 from madohub_nb.testing import fake_openai as openai_api
 from madohub_nb.testing.fake_gemini import FakeGemini
@@ -94,10 +99,26 @@ class Lead:
 
     command: str
     env: dict[str, str]
-    results: Callable[[], list[str]]
-    """The tool results its API requests carried, oldest first."""
+    fake: FakeGemini | FakeOpenAIResponses
+    result_of: Callable[[dict[str, Any]], str | None]
+    """The tool result an API request carries (None: none)."""
     user_files: tuple[Path, ...]
     """The user's own settings files, which must not name the hub's server."""
+
+    def results(self) -> list[str]:
+        """The tool results its API requests carried, oldest first."""
+        return [r for r in map(self.result_of, _bodies(self.fake)) if r is not None]
+
+    def tools_seen(self) -> list[str]:
+        """The names of the hub's tools in its last API request (for a failure's message)."""
+        bodies = _bodies(self.fake)
+        names: list[str] = []
+        for tool in (bodies[-1].get("tools") or []) if bodies else []:
+            for decl in tool.get("functionDeclarations", [tool]):
+                name = decl.get("name") or (decl.get("function") or {}).get("name")
+                if name and "madohub" in name:
+                    names.append(name)
+        return names
 
 
 def _gemini_model(body: dict[str, Any]) -> str | dict[str, Any] | None:
@@ -128,22 +149,13 @@ def _bodies(fake: FakeGemini | FakeOpenAIResponses) -> list[dict[str, Any]]:
     return [r["body"] for r in list(fake.requests) if isinstance(r.get("body"), dict)]
 
 
-def _openai_results(fake: FakeOpenAIResponses) -> Callable[[], list[str]]:
-    def results() -> list[str]:
-        return [r for r in map(openai_api.function_output, _bodies(fake)) if r is not None]
-
-    return results
-
-
 def _gemini_lead(home: Path, exe: Path, fake: FakeGemini) -> Lead:
     settings = write_gemini_settings(home)
     fake.reply = _gemini_model
 
-    def results() -> list[str]:
-        return [r for r in map(gemini_api.function_response, _bodies(fake)) if r is not None]
-
     command = _command(exe, "--model", GEMINI_MODEL)
-    return Lead(command, gemini_env(home, fake.base_url), results, (settings,))
+    env = gemini_env(home, fake.base_url)
+    return Lead(command, env, fake, gemini_api.function_response, (settings,))
 
 
 def _qwen_lead(home: Path, exe: Path, fake: FakeOpenAIResponses) -> Lead:
@@ -164,7 +176,8 @@ def _qwen_lead(home: Path, exe: Path, fake: FakeOpenAIResponses) -> Lead:
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_MODEL": "fake-model",
     }
-    return Lead(_command(exe, keep=tuple(env)), env, _openai_results(fake), (settings,))
+    command = _command(exe, keep=tuple(env))
+    return Lead(command, env, fake, openai_api.function_output, (settings,))
 
 
 def _copilot_lead(home: Path, exe: Path, fake: FakeOpenAIResponses, cwd: Path) -> Lead:
@@ -175,16 +188,15 @@ def _copilot_lead(home: Path, exe: Path, fake: FakeOpenAIResponses, cwd: Path) -
     fake.reply = _openai_model("copilot")
     user_mcp = home / ".copilot" / "mcp-config.json"
     user_mcp.write_text(json.dumps({"mcpServers": {}}))
-    return Lead(
-        _command(exe), copilot_env(home, fake.base_url), _openai_results(fake), (config, user_mcp)
-    )
+    env = copilot_env(home, fake.base_url)
+    return Lead(_command(exe), env, fake, openai_api.function_output, (config, user_mcp))
 
 
 def _opencode_lead(home: Path, exe: Path, fake: FakeOpenAIResponses) -> Lead:
     config = write_opencode_config(home, fake.base_url)
     fake.reply = _openai_model("opencode")
     env = {"HOME": str(home), **OPENCODE_QUIET_ENV}
-    return Lead(_command(exe), env, _openai_results(fake), (config,))
+    return Lead(_command(exe), env, fake, openai_api.function_output, (config,))
 
 
 @pytest.fixture
@@ -259,7 +271,11 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
         assert token is not None
         proc = lead.agent_process()
         assert proc is not None
-        assert token not in " ".join(psutil.Process(proc.pid).cmdline())
+        agent = psutil.Process(proc.pid)
+        assert token not in " ".join(agent.cmdline())
+        config = _config_file(kind, agent)
+        assert config.stat().st_mode & 0o777 == 0o600
+        assert config.parent.stat().st_mode & 0o777 == 0o700
         hub.send("lead", LEAD_PROMPT).result(60)
 
         def answered() -> bool:
@@ -269,7 +285,7 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
             wait_until(answered, TIMEOUT_S, what="the reviewer's answer as the lead's tool result")
         except AssertionError:
             raise AssertionError(
-                f"results {lead_setup.results()}; tools {_tools_seen(lead_setup)}; "
+                f"results {lead_setup.results()}; tools {lead_setup.tools_seen()}; "
                 f"screen:\n{lead.screen()}"
             ) from None
         assert user_prompts(reviewer) == [ASK_TEXT]
@@ -290,23 +306,20 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
             assert '"madohub":' not in text, f"the user's {path} names the hub's server"
     finally:
         hub.close()
+    assert not config.exists(), "the hub's MCP settings outlived close()"
+
+
+def _config_file(kind: str, agent: psutil.Process) -> Path:
+    """The hub's MCP settings file ``agent`` was started with (its environment or argv)."""
+    if kind == "copilot":
+        argv = agent.cmdline()
+        return Path(argv[argv.index("--additional-mcp-config") + 1].removeprefix("@"))
+    var = {"gemini": GEMINI_SETTINGS_ENV, "qwen": QWEN_SETTINGS_ENV}.get(kind, OPENCODE_CONFIG_ENV)
+    return Path(agent.environ()[var])
 
 
 def _mcp(hub: mh.Hub) -> list[dict[str, Any]]:
     return [r for r in log_rows(hub) if str(r["route_id"]).startswith("mcp:")]
-
-
-def _tools_seen(lead: Lead) -> list[str]:
-    """The tool names of the hub's server in the lead's last API request (for a failure)."""
-    fake = lead.results.__closure__[0].cell_contents if lead.results.__closure__ else None
-    bodies = _bodies(fake) if fake is not None else []
-    names: list[str] = []
-    for tool in (bodies[-1].get("tools") or []) if bodies else []:
-        for decl in tool.get("functionDeclarations", [tool]):
-            name = decl.get("name") or (decl.get("function") or {}).get("name")
-            if name and "madohub" in name:
-                names.append(name)
-    return names
 
 
 def _wait(tile: mh.Tile, cond: Callable[[], object], timeout_s: float, what: str) -> None:
