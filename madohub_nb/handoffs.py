@@ -142,12 +142,17 @@ class HubMcp:
             raise MadohubValueError(str(exc)) from None
         self._rt.log.register_secret(token)
         plan = self._plan(agent, token, "/")
-        if plan.files:
-            plan = self._plan(agent, token, str(self._tile_folder(tile, secure=plan.secure_dir)))
-            for path, text in plan.files.items():
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as out:
-                    out.write(text)
+        try:
+            if plan.files:
+                folder = self._tile_folder(tile, secure=plan.secure_dir)
+                plan = self._plan(agent, token, str(folder))
+                for path, text in plan.files.items():
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    with os.fdopen(fd, "w") as out:
+                        out.write(text)
+        except BaseException:  # no agent starts with it: the token ends here
+            self.handoff.revoke(tile)
+            raise
         return AgentSetup(shlex.join(plan.args), dict(plan.env))
 
     def _plan(self, agent: str, token: str, folder: str) -> McpSetup:
