@@ -194,6 +194,10 @@ def _copilot_lead(home: Path, exe: Path, fake: FakeOpenAIResponses, cwd: Path) -
 
 def _opencode_lead(home: Path, exe: Path, fake: FakeOpenAIResponses) -> Lead:
     config = write_opencode_config(home, fake.base_url)
+    # OpenCode runs MCP tools unasked by default: a user's config that asks before every
+    # tool shows the hub's permission entry is what lets its three through.
+    user = json.loads(config.read_text())
+    config.write_text(json.dumps({**user, "permission": {"*": "ask"}}, indent=2))
     fake.reply = _openai_model("opencode")
     env = {"HOME": str(home), **OPENCODE_QUIET_ENV}
     return Lead(_command(exe), env, fake, openai_api.function_output, (config,))
