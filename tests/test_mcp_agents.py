@@ -95,6 +95,8 @@ def test_gemini_and_qwen_get_a_trusted_server_in_their_system_settings_layer() -
 
 
 def test_copilot_gets_an_additional_mcp_config_file_and_the_servers_tools_allowed() -> None:
+    """Copilot CLI 1.0.102 reads ``${NAME}`` in a header from its environment (tested with
+    the real one: the hub took the token it sent)."""
     setup = _setup("copilot")
     assert setup.args == (
         "--additional-mcp-config", "@/private/lead/copilot-mcp.json", "--allow-tool", "madohub",
@@ -105,11 +107,12 @@ def test_copilot_gets_an_additional_mcp_config_file_and_the_servers_tools_allowe
             "madohub": {
                 "type": "http",
                 "url": "http://127.0.0.1:4321/mcp",
-                "headers": {"Authorization": "Bearer tok-123"},
+                "headers": {"Authorization": "Bearer ${MADOHUB_MCP_TOKEN}"},
                 "tools": list(TOOLS),
             }
         }
     }
+    assert setup.env == {TOKEN_ENV: "tok-123"}
     assert setup.tool_names == ("madohub-list_agents", "madohub-send", "madohub-ask")
 
 
@@ -166,10 +169,7 @@ def test_a_tile_of_each_agent_starts_with_its_settings_and_its_own_token(
     ((path, (text, mode)),) = got["files"].items()
     assert mode == 0o600 and Path(path).is_relative_to(secure_runtime_dir)
     assert hub.mcp.url in text
-    if agent == "copilot":
-        assert token in text and TOKEN_ENV not in got["env"]
-    else:
-        assert got["env"][TOKEN_ENV] == token and token not in text
+    assert got["env"][TOKEN_ENV] == token and token not in text
     is_error, listing = call(hub, token, "list_agents")  # the token is the lead's
     assert not is_error and '"name": "reviewer"' in listing, listing
     hub.close()

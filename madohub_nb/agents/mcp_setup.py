@@ -143,15 +143,17 @@ def mcp_setup(
         )
     if agent == "copilot":
         path = f"{d}/copilot-mcp.json"
-        entry = {**http_server(url, token), "tools": list(tools)}
+        entry = {**http_server(url, "${" + token_env + "}"), "tools": list(tools)}
         return McpSetup(
             agent,
+            env={token_env: token},
             args=("--additional-mcp-config", f"@{path}", "--allow-tool", server),
             files={path: json.dumps({"mcpServers": {server: entry}})},
             tool_names=tuple(f"{server}-{t}" for t in tools),
             how=(
                 "copilot --additional-mcp-config @FILE adds servers for this run (beside "
-                "~/.copilot/mcp-config.json); --allow-tool NAME allows that server's tools"
+                "~/.copilot/mcp-config.json; ${NAME} in a header is read from the environment); "
+                "--allow-tool NAME allows that server's tools"
             ),
         )
     if agent == "opencode":

@@ -279,6 +279,7 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
         assert token not in " ".join(agent.cmdline())
         config = _config_file(kind, agent)
         assert config.stat().st_mode & 0o777 == 0o600
+        assert token not in config.read_text()  # it reads the token from its environment
         assert config.parent.stat().st_mode & 0o777 == 0o700
         hub.send("lead", LEAD_PROMPT).result(60)
 
@@ -303,7 +304,8 @@ def _ask_through_the_hub(kind: str, lead_setup: Lead, tmux_socket: str, tmp_path
         )  # fmt: skip
         assert (answer["source"], answer["extracted"]) == ("reviewer", EXPECTED)
         wait_until(lambda: lead.state == "idle", 60, what=f"{kind} idle after its turn")
-        assert "Lead got:" in lead.screen()  # its turn ended with no prompt on the way
+        # Its turn ended with the model's last answer on screen (OpenCode repaints at times).
+        _wait(lead, lambda: "Lead got:" in lead.screen(), 30, "the lead's answer on screen")
         for path in lead_setup.user_files:
             text = path.read_text()
             assert hub.mcp.url not in text and token not in text, f"the user's {path} was written"
