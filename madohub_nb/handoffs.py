@@ -7,7 +7,9 @@ It joins the transport (:class:`~madohub_nb.io.mcp.McpEndpoint`, streamable HTTP
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .agents.mcp_setup import MCP_AGENTS, McpSetup, http_server, mcp_setup
+from .agents.mcp_setup import MCP_AGENTS, McpSetup, SystemLayers, http_server, mcp_setup
 from .errors import MadohubError, MadohubValueError
 from .io.mcp import SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .pipeline.handoff import Handoff
@@ -26,8 +28,37 @@ from .tiles import private_folder
 if TYPE_CHECKING:
     from .runtime import Runtime
 
+log = logging.getLogger("madohub_nb")
+
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
+MachineLayers = tuple[dict[str, Any] | None, str | None]
+"""The machine's own system settings (parsed) and system defaults (text) of an agent."""
+
+
+def _machine_layers(layers: SystemLayers | None) -> MachineLayers:
+    """What the machine's own system settings and defaults files of an agent hold (None:
+    no such file), so the hub's file for the pane, which takes their place, carries them.
+    A settings file that is not plain JSON (the agent takes comments too) is left out,
+    with a warning."""
+    if layers is None:
+        return None, None
+    settings_path, defaults_path = layers.paths(os.environ)
+    settings: dict[str, Any] | None = None
+    with contextlib.suppress(OSError):  # (none, or one it cannot read either)
+        text = Path(settings_path).read_text(encoding="utf-8")
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            settings = parsed
+        else:
+            log.warning("mcp=: %s is no JSON object; the pane does not read it", settings_path)
+    defaults = None
+    with contextlib.suppress(OSError):  # (none, or one it cannot read either)
+        defaults = Path(defaults_path).read_text(encoding="utf-8")
+    return settings, defaults
 
 
 @dataclass(frozen=True)
@@ -145,7 +176,8 @@ class HubMcp:
         try:
             if plan.files:
                 folder = self._tile_folder(tile, secure=plan.secure_dir)
-                plan = self._plan(agent, token, str(folder))
+                machine = _machine_layers(plan.system_layers)
+                plan = self._plan(agent, token, str(folder), machine)
                 for path, text in plan.files.items():
                     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                     with os.fdopen(fd, "w") as out:
@@ -155,10 +187,13 @@ class HubMcp:
             raise
         return AgentSetup(shlex.join(plan.args), dict(plan.env))
 
-    def _plan(self, agent: str, token: str, folder: str) -> McpSetup:
+    def _plan(
+        self, agent: str, token: str, folder: str, machine: MachineLayers = (None, None)
+    ) -> McpSetup:
         plan = mcp_setup(
-            agent, self.url, token, folder, server=SERVER_NAME, tools=TOOLS, token_env=TOKEN_ENV
-        )
+            agent, self.url, token, folder,
+            server=SERVER_NAME, tools=TOOLS, token_env=TOKEN_ENV, machine=machine,
+        )  # fmt: skip
         assert plan is not None  # (agent is one of MCP_AGENTS)
         return plan
 

@@ -193,3 +193,58 @@ def test_env_that_would_hide_what_mcp_sets_is_refused(hub: mh.Hub, project: Path
             env={"OPENCODE_CONFIG": "/elsewhere.json"},
         )  # fmt: skip
     assert hub.tiles == {} and hub.mcp.token("lead") is None
+
+
+def test_the_machines_own_system_settings_are_carried_over_and_its_defaults_copied() -> None:
+    machine = {"ui": {"theme": "corp"}, "mcpServers": {"corp": {"httpUrl": "http://corp"}}}
+    setup = mcp_setup(
+        "gemini", "http://127.0.0.1:4321/mcp", "tok", "/private/lead", server="madohub",
+        tools=TOOLS, token_env=TOKEN_ENV, machine=(machine, '{"general": {}}'),
+    )  # fmt: skip
+    assert setup is not None
+    settings = json.loads(setup.files[setup.env[GEMINI_SETTINGS_ENV]])
+    assert settings["ui"] == {"theme": "corp"}
+    assert set(settings["mcpServers"]) == {"corp", "madohub"}
+    # Found beside the system settings file when its own variable is unset, as the agent does:
+    assert setup.files["/private/lead/system-defaults.json"] == '{"general": {}}'
+    assert setup.system_layers is not None
+    assert setup.system_layers.paths({}) == (
+        "/etc/gemini-cli/settings.json", "/etc/gemini-cli/system-defaults.json",
+    )  # fmt: skip
+    assert setup.system_layers.paths({GEMINI_SETTINGS_ENV: "/opt/g/s.json"})[1] == (
+        "/opt/g/system-defaults.json"
+    )
+
+
+def test_a_gemini_tile_still_reads_the_machines_system_files_beside_the_hubs(
+    hub: mh.Hub,
+    project: Path,
+    seen: tuple[str, Path],
+    secure_runtime_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The machine's system settings (named by the variable in the hub's environment, as an
+    admin sets it) are merged into the hub's file; its system defaults are copied beside."""
+    system = tmp_path / "etc-gemini"
+    system.mkdir()
+    machine = {"ui": {"theme": "corp"}, "mcpServers": {"corp": {"httpUrl": "http://corp"}}}
+    (system / "settings.json").write_text(json.dumps(machine))
+    (system / "system-defaults.json").write_text('{"general": {"vimMode": true}}')
+    monkeypatch.setenv(GEMINI_SETTINGS_ENV, str(system / "settings.json"))
+    command, seen_path = seen
+    hub.tile(
+        "lead", agent="gemini", command=command, cwd=project, mcp=True, hooks=False,
+        env={"SEEN_PATH": str(seen_path)},
+    )  # fmt: skip
+    wait_until(seen_path.exists, 15, what="the stand-in's report")
+    got = json.loads(seen_path.read_text())
+    path = got["env"][GEMINI_SETTINGS_ENV]
+    assert path != str(system / "settings.json")
+    settings = json.loads(got["files"][path][0])
+    assert settings["ui"] == {"theme": "corp"} and set(settings["mcpServers"]) == {
+        "corp", "madohub",
+    }  # fmt: skip
+    copied = Path(path).parent / "system-defaults.json"
+    assert copied.read_text() == '{"general": {"vimMode": true}}'
+    assert json.loads((system / "settings.json").read_text()) == machine  # not written

@@ -14,6 +14,7 @@ OpenCode 1.18.33.
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,36 @@ QWEN_SETTINGS_ENV = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
 QWEN_SETTINGS_VERSION = 4
 """Qwen Code 0.24.4 rewrites a settings file without this ``$version`` (it migrates it)."""
 OPENCODE_CONFIG_ENV = "OPENCODE_CONFIG"
+SYSTEM_DEFAULTS_NAME = "system-defaults.json"
+
+
+@dataclass(frozen=True)
+class SystemLayers:
+    """The two system settings files of Gemini CLI or Qwen Code: the hub's MCP settings
+    take the place of the *system settings* one for the pane, so it carries the machine's
+    own over (merged); and the *system defaults* one, found beside the system settings
+    unless its variable names it, is copied beside the hub's file."""
+
+    settings_env: str
+    defaults_env: str
+    settings_path: str
+    """Where the agent looks for its system settings on Linux when the variable is unset."""
+
+    def paths(self, environ: Mapping[str, str]) -> tuple[str, str]:
+        """The machine's system settings and system defaults files the agent would read."""
+        settings = environ.get(self.settings_env) or self.settings_path
+        defaults = environ.get(self.defaults_env) or posixpath.join(
+            posixpath.dirname(settings), SYSTEM_DEFAULTS_NAME
+        )
+        return settings, defaults
+
+
+GEMINI_LAYERS = SystemLayers(
+    GEMINI_SETTINGS_ENV, "GEMINI_CLI_SYSTEM_DEFAULTS_PATH", "/etc/gemini-cli/settings.json"
+)
+QWEN_LAYERS = SystemLayers(
+    QWEN_SETTINGS_ENV, "QWEN_CODE_SYSTEM_DEFAULTS_PATH", "/etc/qwen-code/settings.json"
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +74,8 @@ class McpSetup:
     files: Mapping[str, str] = field(default_factory=dict)
     secure_dir: bool = False
     tool_names: tuple[str, ...] = ()
+    system_layers: SystemLayers | None = None
+    """Gemini CLI, Qwen Code: the machine's system files the hub's file stands in for."""
     how: str = ""
 
 
@@ -52,17 +85,32 @@ def http_server(url: str, token: str) -> dict[str, Any]:
 
 
 def _gemini_like(
-    url: str, server: str, tools: Sequence[str], token_env: str, **extra: Any
-) -> dict[str, Any]:
-    """Gemini CLI's (and Qwen Code's) settings: the server, trusted (no confirmation),
-    the token read from ``token_env`` when the settings load."""
+    d: str,
+    url: str,
+    server: str,
+    tools: Sequence[str],
+    token_env: str,
+    machine: tuple[Mapping[str, Any] | None, str | None],
+    **extra: Any,
+) -> dict[str, str]:
+    """Gemini CLI's (and Qwen Code's) files: system settings holding the server, trusted
+    (no confirmation), the token read from ``token_env`` when the settings load, over the
+    machine's own system settings; beside it, the machine's system defaults, if any."""
     entry = {
         "httpUrl": url,
         "headers": {"Authorization": f"Bearer ${{{token_env}}}"},
         "trust": True,
         "includeTools": list(tools),
     }
-    return {**extra, "mcpServers": {server: entry}}
+    own, defaults = machine
+    base = dict(own or {})
+    servers = base.get("mcpServers")
+    servers = {**servers} if isinstance(servers, dict) else {}
+    settings = {**extra, **base, "mcpServers": {**servers, server: entry}}
+    files = {f"{d}/system-settings.json": json.dumps(settings, indent=2)}
+    if defaults is not None:
+        files[f"{d}/{SYSTEM_DEFAULTS_NAME}"] = defaults
+    return files
 
 
 def mcp_setup(
@@ -74,11 +122,14 @@ def mcp_setup(
     server: str,
     tools: Sequence[str],
     token_env: str,
+    machine: tuple[Mapping[str, Any] | None, str | None] = (None, None),
 ) -> McpSetup | None:
     """How to start ``agent`` with the MCP server ``server`` at ``url`` (its ``tools``
     pre-allowed), calling with ``token``; None for an agent the hub cannot configure.
 
     ``private_dir`` is a folder the hub owns (it writes ``files`` there, one set per tile).
+    ``machine``: for an agent with ``system_layers``, the machine's own system settings
+    (parsed) and system defaults (text) that the hub's files stand in for.
     """
     d = private_dir.rstrip("/")
     if agent == "claude":
@@ -113,13 +164,14 @@ def mcp_setup(
             ),
         )
     if agent == "gemini":
-        path = f"{d}/gemini-system-settings.json"
+        files = _gemini_like(d, url, server, tools, token_env, machine)
         return McpSetup(
             agent,
-            env={GEMINI_SETTINGS_ENV: path, token_env: token},
-            files={path: json.dumps(_gemini_like(url, server, tools, token_env), indent=2)},
+            env={GEMINI_SETTINGS_ENV: next(iter(files)), token_env: token},
+            files=files,
             secure_dir=True,
             tool_names=tuple(f"mcp_{server}_{t}" for t in tools),
+            system_layers=GEMINI_LAYERS,
             how=(
                 "Gemini CLI reads its system settings layer from GEMINI_CLI_SYSTEM_SETTINGS_PATH "
                 "(mcpServers are merged with the user's by name; the system-defaults layer "
@@ -127,15 +179,14 @@ def mcp_setup(
             ),
         )
     if agent == "qwen":
-        path = f"{d}/qwen-system-settings.json"
-        settings = _gemini_like(
-            url, server, tools, token_env, **{"$version": QWEN_SETTINGS_VERSION}
-        )
+        version = {"$version": QWEN_SETTINGS_VERSION}
+        files = _gemini_like(d, url, server, tools, token_env, machine, **version)
         return McpSetup(
             agent,
-            env={QWEN_SETTINGS_ENV: path, token_env: token},
-            files={path: json.dumps(settings, indent=2)},
+            env={QWEN_SETTINGS_ENV: next(iter(files)), token_env: token},
+            files=files,
             tool_names=tuple(f"mcp__{server}__{t}" for t in tools),
+            system_layers=QWEN_LAYERS,
             how=(
                 "Qwen Code reads its system settings layer from QWEN_CODE_SYSTEM_SETTINGS_PATH "
                 "(mcpServers merged by name); trust: true skips its confirmation"
