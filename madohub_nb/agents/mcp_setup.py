@@ -174,8 +174,9 @@ def mcp_setup(
             system_layers=GEMINI_LAYERS,
             how=(
                 "Gemini CLI reads its system settings layer from GEMINI_CLI_SYSTEM_SETTINGS_PATH "
-                "(mcpServers are merged with the user's by name; the system-defaults layer "
-                "holds the hub's hooks); trust: true skips its confirmation"
+                "(mcpServers merged with the user's by name; the machine's own system files "
+                "carried over; the system-defaults layer holds the hub's hooks); trust: true "
+                "skips its confirmation"
             ),
         )
     if agent == "qwen":
@@ -189,7 +190,8 @@ def mcp_setup(
             system_layers=QWEN_LAYERS,
             how=(
                 "Qwen Code reads its system settings layer from QWEN_CODE_SYSTEM_SETTINGS_PATH "
-                "(mcpServers merged by name); trust: true skips its confirmation"
+                "(mcpServers merged by name; the machine's own system files carried over); "
+                "trust: true skips its confirmation, in its auto mode too"
             ),
         )
     if agent == "copilot":
