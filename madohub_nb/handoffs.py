@@ -14,7 +14,9 @@ hub's there. The forward and that folder end with the hub.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -25,19 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .agents.mcp_setup import MCP_AGENTS, McpSetup, SystemLayers, http_server, mcp_setup
 from .errors import MadohubError, MadohubValueError
 from .io.mcp import MCP_HOST, MCP_PATH, SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
+from .tiles import private_folder
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
+log = logging.getLogger("madohub_nb")
+
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
-AGENTS_WITH_MCP: Final = ("claude", "codex")
-"""The agents ``hub.tile(..., mcp=...)`` can start with the hub's tools today."""
+HOST_MCP_AGENTS: Final = ("claude", "codex")
+"""The agents ``hub.tile(..., host=, mcp=)`` starts with the hub's tools on a host."""
 HOST_CONFIG_DIR: Final = "~/.cache/madohub_nb/mcp"
 """Where a host keeps the private (0700) folder of this hub's agents' MCP configs."""
 
@@ -54,6 +60,35 @@ class _HostPlace:
     @property
     def url(self) -> str:
         return f"http://{MCP_HOST}:{self.port}{MCP_PATH}"
+
+
+MachineLayers = tuple[dict[str, Any] | None, str | None]
+"""The machine's own system settings (parsed) and system defaults (text) of an agent."""
+
+
+def _machine_layers(layers: SystemLayers | None) -> MachineLayers:
+    """What the machine's own system settings and defaults files of an agent hold (None:
+    no such file), so the hub's file for the pane, which takes their place, carries them.
+    A settings file that is not plain JSON (the agent takes comments too) is left out,
+    with a warning."""
+    if layers is None:
+        return None, None
+    settings_path, defaults_path = layers.paths(os.environ)
+    settings: dict[str, Any] | None = None
+    with contextlib.suppress(OSError):  # (none, or one it cannot read either)
+        text = Path(settings_path).read_text(encoding="utf-8")
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            settings = parsed
+        else:
+            log.warning("mcp=: %s is no JSON object; the pane does not read it", settings_path)
+    defaults = None
+    with contextlib.suppress(OSError):  # (none, or one it cannot read either)
+        defaults = Path(defaults_path).read_text(encoding="utf-8")
+    return settings, defaults
 
 
 @dataclass(frozen=True)
@@ -98,6 +133,7 @@ class HubMcp:
         """Held while a host's forward and folder are made (two tiles never make two)."""
         self._tile_hosts: dict[str, str] = {}
         """The host of each tile started there with mcp= (its config names the host's URL)."""
+        self._folder_secure = False
 
     @property
     def url(self) -> str:
@@ -156,15 +192,7 @@ class HubMcp:
             raise MadohubValueError(f"{tile!r} has no MCP token; hub.mcp.grant({tile!r}) makes one")
         host = self._tile_hosts.get(tile)
         url = self._hosts[host].url if host in self._hosts else self.url
-        return {
-            "mcpServers": {
-                SERVER_NAME: {
-                    "type": "http",
-                    "url": url,
-                    "headers": {"Authorization": f"Bearer {token}"},
-                }
-            }
-        }
+        return {"mcpServers": {SERVER_NAME: http_server(url, token)}}
 
     def bridge_config(self, tile: str) -> dict[str, Any]:
         """The ``mcpServers`` entry of the stdio bridge for an agent that only speaks stdio:
@@ -184,23 +212,29 @@ class HubMcp:
         host: str | None = None, limits: McpLimits | None = None,
     ) -> AgentSetup:  # fmt: skip
         """The command-line words (and pane environment) that start ``agent`` of ``tile``
-        (on ``host`` if given: its URL is the host's forwarded port, its config file is
-        written there) with the hub's tools and a new token, never in the user's settings
-        files:
-
-        - Claude Code: ``--mcp-config`` a private file of the hub's (0600) holding the URL
-          and the token, and the tools pre-allowed (2.1.332's ``auto`` mode refuses MCP
-          calls offline; a pre-allowed tool runs in every mode, REAL-AGENTS.md);
-        - Codex: ``-c mcp_servers.madohub.…`` with the URL, ``bearer_token_env_var`` naming
-          ``MADOHUB_MCP_TOKEN`` (the token itself is in the pane's environment, never on its
-          command line) and ``default_tools_approval_mode = "approve"`` (no prompt)."""
-        if agent not in AGENTS_WITH_MCP:
+        (on ``host`` if given: its URL is the host's forwarded port, its files are written
+        there) with the hub's tools and a new token, never in the user's settings files, and
+        with no permission prompt for the three tools (the user opted in with ``mcp=``; the
+        hub's checks apply to every call): see :func:`~madohub_nb.agents.mcp_setup.mcp_setup`,
+        agent by agent. Its files are written (0600) into a private folder of the hub's,
+        removed by ``close()``."""
+        if agent not in MCP_AGENTS:
             raise MadohubValueError(
                 f"mcp= starts an agent with the hub's tools; {agent or 'this command'!r} is not "
-                f"one the hub can configure yet (it can: {', '.join(AGENTS_WITH_MCP)}); "
-                "give agent='claude' or agent='codex'"
+                f"one the hub can configure yet (it can: {', '.join(MCP_AGENTS)}); "
+                "give one of those as agent=, or start it yourself with "
+                "hub.mcp.grant(name) and hub.mcp.client_config(name)"
             )
-        place = self._host_place(host, agent == "claude") if host is not None else None
+        if host is not None and agent not in HOST_MCP_AGENTS:
+            raise MadohubValueError(
+                f"mcp= on a host starts {', '.join(HOST_MCP_AGENTS)} with the hub's tools; "
+                f"{agent!r} is set up there only on this machine for now (Gemini CLI and Qwen "
+                "Code read a system settings layer of their machine that the hub stands in "
+                "for); start it here, or on the host yourself with hub.mcp.grant(name) and "
+                "hub.mcp.client_config(name)"
+            )
+        needs_folder = bool(self._plan(agent, "", "/").files)
+        place = self._host_place(host, needs_folder) if host is not None else None
         try:
             token = self.handoff.grant(tile, reach, allow_shell=allow_shell, known=False)
         except ToolRefused as exc:
@@ -211,32 +245,25 @@ class HubMcp:
             self._tile_hosts[tile] = host
         else:
             self._tile_hosts.pop(tile, None)
-        if agent == "codex":
-            server = f"mcp_servers.{SERVER_NAME}"
-            options = {
-                "url": place.url if place is not None else self.url,
-                "bearer_token_env_var": TOKEN_ENV,
-                "default_tools_approval_mode": "approve",
-            }
-            words = [w for k, v in options.items() for w in ("-c", f"{server}.{k}={json.dumps(v)}")]
-            return AgentSetup(shlex.join(words), {TOKEN_ENV: token})
-        if place is not None:
-            assert place.folder is not None
-            path = f"{place.folder}/{tile}.json"
-            place.machine.write_private({path: self.client_config_json(tile)})
-        else:
-            path = str(self._local_config(tile))
-        allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in TOOLS)
-        return AgentSetup(shlex.join(["--mcp-config", path, "--allowedTools", allowed]))
-
-    def _local_config(self, tile: str) -> Path:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="madohub-mcp-"))
-        path = self._folder / f"{tile}.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(self.client_config(tile), out)
-        return path
+        try:
+            if place is not None:  # (its files on the host, in this hub's folder there)
+                plan = self._plan(agent, token, f"{place.folder or '/'}/{tile}", url=place.url)
+                if plan.files:
+                    place.machine.write_private(dict(plan.files))
+            else:
+                plan = self._plan(agent, token, "/")
+                if plan.files:
+                    folder = self._tile_folder(tile, secure=plan.secure_dir)
+                    machine = _machine_layers(plan.system_layers)
+                    plan = self._plan(agent, token, str(folder), machine)
+                    for path, text in plan.files.items():
+                        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                        with os.fdopen(fd, "w") as out:
+                            out.write(text)
+        except BaseException:  # no agent starts with it: the token ends here
+            self.handoff.revoke(tile)
+            raise
+        return AgentSetup(shlex.join(plan.args), dict(plan.env))
 
     def _host_place(self, host: str, folder: bool) -> _HostPlace:
         """``host``'s forwarded port (made on first use), and its private folder if
@@ -266,6 +293,40 @@ class HubMcp:
             place = _HostPlace(place.machine, place.port, made)
         self._hosts[host] = place
         return place
+
+    def _plan(
+        self,
+        agent: str,
+        token: str,
+        folder: str,
+        machine: MachineLayers = (None, None),
+        url: str | None = None,
+    ) -> McpSetup:
+        plan = mcp_setup(
+            agent, url or self.url, token, folder,
+            server=SERVER_NAME, tools=TOOLS, token_env=TOKEN_ENV, machine=machine,
+        )  # fmt: skip
+        assert plan is not None  # (agent is one of MCP_AGENTS)
+        return plan
+
+    def _tile_folder(self, tile: str, *, secure: bool) -> Path:
+        """``tile``'s 0700 folder in the hub's private one, made on first use where no
+        folder above it is writable by group or others if there is such a place (Gemini
+        CLI skips settings elsewhere: ``secure`` requires it)."""
+        if self._folder is None:
+            made = private_folder("madohub-mcp-", secure=True)
+            self._folder_secure = made is not None
+            self._folder = Path(made or tempfile.mkdtemp(prefix="madohub-mcp-"))
+        if secure and not self._folder_secure:
+            raise MadohubValueError(
+                "mcp=: no private folder without a group- or world-writable parent was found "
+                "for the agent's MCP settings (it skips them elsewhere); set $XDG_RUNTIME_DIR "
+                "to a 0700 folder"
+            )
+        path = self._folder / tile
+        shutil.rmtree(path, ignore_errors=True)  # (a tile made again: its old files go)
+        path.mkdir(mode=0o700)
+        return path
 
     def pair(self, route_id: str) -> McpPair:
         """The pair of ``route_id`` (``mcp:<caller>-><target>``): its calls of this conversation."""

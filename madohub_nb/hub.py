@@ -194,6 +194,11 @@ class Hub:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
                 setup = self.mcp.agent_setup(name, kind, reach, allow_shell, host, limits)
+                if clash := sorted(set(setup.env) & set(env or {})):
+                    self.mcp.revoke(name)
+                    raise MadohubValueError(
+                        f"env= sets {', '.join(clash)}, which mcp= needs for {kind}; leave it out"
+                    )
                 command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
             try:
                 tile = self._rt.tiles.create(

@@ -358,7 +358,7 @@ class TileRegistry:
             return self._remote_hook_plan(name, agent, hooks, channel, place)  # type: ignore[arg-type]
         folder = None
         if setup.files:
-            folder = _private_folder(f"{self.session_name}-{name}-", secure=setup.secure_dir)
+            folder = private_folder(f"{self.session_name}-{name}-", secure=setup.secure_dir)
             if folder is None:
                 why = "no private folder without a group- or world-writable parent was found"
                 if hooks is True:
@@ -598,8 +598,8 @@ def _secure(path: str) -> bool:
         path = parent
 
 
-def _private_folder(prefix: str, *, secure: bool) -> str | None:
-    """A fresh 0700 folder for one tile's hook files: under ``$XDG_RUNTIME_DIR``, else
+def private_folder(prefix: str, *, secure: bool) -> str | None:
+    """A fresh 0700 folder for one tile's hook files (or the hub's MCP files): under ``$XDG_RUNTIME_DIR``, else
     ``~/.cache/madohub_nb/hooks``; with ``secure``, only where no parent is group- or
     world-writable. None: no such place."""
     bases = []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import post_json
 
-from madohub_nb.testing.fake_gemini import FakeGemini, prompt_text
+from madohub_nb.testing.fake_gemini import FakeGemini, function_response, prompt_text
 
 
 @pytest.fixture
@@ -94,3 +94,36 @@ def test_a_sleep_marker_pauses_before_the_text(fake: FakeGemini) -> None:
         c["candidates"][0]["content"]["parts"][0]["text"] for c in _sse(text)
     ).startswith("Done: slow")
     assert fake.base_url.startswith("http://127.0.0.1:")
+
+
+def test_a_scripted_tool_call_is_a_function_call_part_and_its_response_is_read_back() -> None:
+    """As Gemini CLI sees a call of the hub's ``ask``; its result comes back as a
+    ``functionResponse`` part, which is no new prompt."""
+
+    def reply(body: dict[str, Any]) -> str | dict[str, Any] | None:
+        if function_response(body) is not None:
+            return f"got {function_response(body)}"
+        return {"function_call": {"name": "mcp_madohub_ask", "args": {"to": "reviewer"}}}
+
+    with FakeGemini(reply) as fake:
+        url = f"{fake.base_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        _, text = post_json(url, _body("ask it"))
+        (chunk,) = _sse(text)
+        (part,) = chunk["candidates"][0]["content"]["parts"]
+        assert part == {"functionCall": {"name": "mcp_madohub_ask", "args": {"to": "reviewer"}}}
+        assert chunk["candidates"][0]["finishReason"] == "STOP"
+        body = _body("ask it")
+        body["contents"] += [
+            {"role": "model", "parts": [part]},
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "mcp_madohub_ask", "response": {"output": "ok"}}}
+                ],
+            },
+        ]
+        _, text = post_json(url, body)
+        assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in _sse(text)) == (
+            "got ok"
+        )
+        assert fake.prompts == ["ask it"]  # the tool's result was no new prompt

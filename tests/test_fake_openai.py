@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 from conftest import post_json
 
-from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text, title_for
+from madohub_nb.testing.fake_openai import (
+    FakeOpenAIResponses,
+    function_output,
+    prompt_text,
+    title_for,
+)
 
 ENV_CONTEXT = "<environment_context>\n  <cwd>/tmp/x</cwd>\n</environment_context>"
 
@@ -134,3 +139,33 @@ def test_models_are_listed_and_unknown_paths_are_404_and_remembered(
 def test_base_url_needs_a_started_server() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         _ = FakeOpenAIResponses().base_url
+
+
+def test_a_scripted_tool_call_streams_as_chat_tool_calls_and_its_output_is_read_back() -> None:
+    """As Qwen Code, Copilot CLI and OpenCode see a call of the hub's ``ask``: a streamed
+    ``tool_calls`` delta; the output comes back as the next request's ``tool`` message."""
+
+    def reply(body: dict[str, Any]) -> str | dict[str, Any] | None:
+        if function_output(body) is not None:
+            return f"got {function_output(body)}"
+        return {"function_call": {"name": "madohub-ask", "arguments": {"to": "reviewer"}}}
+
+    with FakeOpenAIResponses(reply) as fake:
+        url = f"{fake.base_url}/chat/completions"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "ask it"}]
+        _, text = post_json(url, {"messages": messages, "stream": True})
+        chunks = _sse(text)
+        calls = [c for ch in chunks for c in ch["choices"][0]["delta"].get("tool_calls", [])]
+        assert calls[0]["function"]["name"] == "madohub-ask" and calls[0]["id"]
+        assert json.loads("".join(c["function"]["arguments"] for c in calls)) == {"to": "reviewer"}
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+        messages += [
+            {"role": "assistant", "tool_calls": [{"id": calls[0]["id"], "type": "function"}]},
+            {"role": "tool", "tool_call_id": calls[0]["id"], "content": "Done: x"},
+        ]
+        _, text = post_json(url, {"messages": messages, "stream": True})
+        assert "".join(c["choices"][0]["delta"].get("content", "") for c in _sse(text)) == (
+            "got Done: x"
+        )
+        _, text = post_json(url, {"messages": messages[:1]})  # not streamed: refused, clearly
+        assert "streamed requests only" in text

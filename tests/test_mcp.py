@@ -402,8 +402,8 @@ def test_mcp_on_a_tile_is_checked(hub: mh.Hub) -> None:
         hub.tile("a", agent="claude", command="claude", mcp="reviewer")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one the hub can configure yet"):
         hub.tile("b", command="bash", mcp=True)
-    with pytest.raises(ValueError, match=r"it can: claude, codex"):
-        hub.tile("b", agent="gemini", command="gemini", mcp=True)
+    with pytest.raises(ValueError, match=r"it can: claude, codex, gemini, qwen, copilot, opencode"):
+        hub.tile("b", agent="pi", command="pi", mcp=True)
     with pytest.raises(ValueError, match="an adopted pane"):
         hub.tile("c", pane="%0", mcp=True)
     assert hub.tiles == {}

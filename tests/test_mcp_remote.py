@@ -168,6 +168,18 @@ def test_a_host_that_refuses_the_forward_is_a_clear_error(rhub: mh.Hub) -> None:
     assert "lead" not in rhub.tiles and rhub.mcp.token("lead") is None
 
 
+@pytest.mark.parametrize("agent", ["gemini", "qwen", "copilot", "opencode"])
+def test_mcp_on_a_host_for_an_agent_the_hub_sets_up_only_here_is_a_clear_error(
+    rhub: mh.Hub, agent: str
+) -> None:
+    with pytest.raises(mh.MadohubValueError) as caught:
+        rhub.tile("far", agent=agent, command=agent, host="box", mcp=True)
+    said = str(caught.value)
+    assert f"{agent!r}" in said and "mcp= on a host starts claude, codex" in said
+    assert "far" not in rhub.tiles and rhub.mcp.token("far") is None
+    assert not rhub.mcp._hosts  # (nothing was forwarded for it)
+
+
 def test_the_forward_goes_with_the_link_and_comes_back_on_the_same_port(
     rhub: mh.Hub, sshd: object, project: Path
 ) -> None:

@@ -12,7 +12,10 @@ Scripted like :mod:`madohub_nb.testing.fake_openai`: the default answer is
 ``Done: <first 40 characters of the prompt>`` (the prompt is the last text part
 of the last user content), ``[[sleep N]]`` pauses N seconds before the text,
 ``reply`` gives a fixed text or a function of the request body, and
-``fail_next`` injects HTTP errors.
+``fail_next`` injects HTTP errors. A scripted reply may also be a tool call,
+``{"function_call": {"name": …, "args": {…}}}`` (a ``functionCall`` part): the client
+runs the tool and sends its result back as a ``functionResponse`` part, which
+:func:`function_response` reads.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from typing import Any
 from ._http import FakeHandler, FakeServer, sleep_seconds, split_chunks
 from .fake_anthropic import default_answer
 
-Reply = str | Callable[[dict[str, Any]], "str | None"]
-"""A fixed answer text, or ``f(request_body) -> text | None`` (None: the default answer)."""
+Reply = str | Callable[[dict[str, Any]], "str | dict[str, Any] | None"]
+"""A fixed answer text, or ``f(request_body) -> text | {"function_call": …} | None`` (None:
+the default answer)."""
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 
@@ -43,10 +47,22 @@ def _parts_text(content: object) -> list[str]:
     return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
+def _function_responses(content: object) -> list[dict[str, Any]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return []
+    return [
+        p["functionResponse"]
+        for p in parts
+        if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+    ]
+
+
 def prompt_text(body: dict[str, Any]) -> str | None:
-    """The prompt of a request: the last text part of the last user content, or None."""
+    """The prompt of a request: the last text part of the last user content, or None
+    (also for a request that carries a tool's result: it is no new prompt)."""
     contents = body.get("contents")
-    if not isinstance(contents, list):
+    if not isinstance(contents, list) or (contents and _function_responses(contents[-1])):
         return None
     for content in reversed(contents):
         if isinstance(content, dict) and content.get("role", "user") == "user":
@@ -54,6 +70,35 @@ def prompt_text(body: dict[str, Any]) -> str | None:
             if texts:
                 return texts[-1]
     return None
+
+
+def function_response(body: dict[str, Any]) -> str | None:
+    """The result text of the last ``functionResponse`` part of a request's last content
+    (Gemini CLI sends an MCP tool's text as ``response.output``, an error as
+    ``response.error``), or None."""
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return None
+    responses = _function_responses(contents[-1])
+    if not responses:
+        return None
+    response = responses[-1].get("response")
+    if isinstance(response, dict):
+        for key in ("output", "error", "content"):
+            if isinstance(response.get(key), str):
+                return str(response[key])
+    return json.dumps(response)
+
+
+def call_chunk(call: dict[str, Any], usage: dict[str, int], model: str) -> dict[str, Any]:
+    """The one SSE chunk of a tool call: a ``functionCall`` part, ``STOP`` and usage."""
+    part = {"functionCall": {"name": str(call["name"]), "args": dict(call.get("args") or {})}}
+    candidate = {
+        "content": {"parts": [part], "role": "model"},
+        "index": 0,
+        "finishReason": "STOP",
+    }
+    return {"candidates": [candidate], "modelVersion": model, "usageMetadata": usage}
 
 
 def _tokens(value: object) -> int:
@@ -147,11 +192,18 @@ class FakeGemini(FakeServer):
             http.send_json(fault.status, _error_body(fault.status, f"fake error ({fault.status})"))
             return
         model = self.model or match.group(1)
-        text, sleep_s = self._answer(body)
+        answer, sleep_s = self._answer(body)
+        call = answer["function_call"] if isinstance(answer, dict) else None
+        text = "" if isinstance(answer, dict) else answer
         usage = usage_for(body, text)
         with self._lock:
             self.reported.append({"model": model, "usage": usage, "path": path})
         chunks = list(stream_chunks(text, usage, model))
+        if call is not None:
+            chunks = [call_chunk(call, usage, model)]
+            if method == "generateContent":
+                http.send_json(200, json.dumps(chunks[0]))
+                return
         if method == "generateContent":
             self._pause(sleep_s)
             whole = {**chunks[-1]}
@@ -174,16 +226,18 @@ class FakeGemini(FakeServer):
         with self._lock:
             self.unknown_paths.append(path)
 
-    def _answer(self, body: dict[str, Any]) -> tuple[str, float]:
-        """``(reply text, pause seconds)`` for one model request."""
+    def _answer(self, body: dict[str, Any]) -> tuple[str | dict[str, Any], float]:
+        """``(reply text or tool call, pause seconds)`` for one model request."""
         prompt = prompt_text(body)
         if prompt is not None:
             self._add_prompt(prompt)
-        scripted: str | None = None
+        scripted: str | dict[str, Any] | None = None
         if isinstance(self.reply, str):
             scripted = self.reply
         elif self.reply is not None:
             scripted = self.reply(body)
+        if isinstance(scripted, dict) and not isinstance(scripted.get("function_call"), dict):
+            raise ValueError(f"a scripted reply dict holds a function_call, got {scripted!r}")
         text = scripted if scripted is not None else default_answer(prompt or "")
         return text, sleep_seconds(prompt or "")
 

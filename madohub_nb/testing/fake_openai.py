@@ -16,7 +16,8 @@ answer is ``Done: <first 40 characters of the last user input text>``, and a
 seconds before its text (a slow model). ``fail_next`` injects HTTP errors. A
 scripted reply may also be a tool call, ``{"function_call": {"name": …, "arguments":
 {…}}}`` (a Responses ``function_call`` item, ``namespace`` kept when given): the
-client runs the tool and sends its output back, which :func:`function_output` reads.
+client runs the tool and sends its output back, which :func:`function_output` reads
+(in streamed Chat Completions too: a ``tool_calls`` delta, its output a ``tool`` message).
 """
 
 from __future__ import annotations
@@ -99,7 +100,15 @@ def prompt_text(body: dict[str, Any]) -> str | None:
 
 
 def function_output(body: dict[str, Any]) -> str | None:
-    """The output text of the last ``function_call_output`` item of a request, if any."""
+    """The output text of the last ``function_call_output`` item of a request (Responses), or
+    of its last message when that is a ``tool`` message (Chat Completions); else None."""
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        last = messages[-1]
+        if isinstance(last, dict) and last.get("role") == "tool":
+            content = last.get("content")
+            return content if isinstance(content, str) else "".join(_text_of(content))
+        return None
     items = body.get("input")
     if not isinstance(items, list):
         return None
@@ -304,6 +313,31 @@ def chat_chunks(model: str, text: str, usage: dict[str, Any]) -> Iterator[dict[s
     }
 
 
+def chat_call_chunks(
+    model: str, call: dict[str, Any], usage: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The ``/v1/chat/completions`` stream chunks of one tool call (before ``[DONE]``)."""
+    item = function_call_item(call)
+    base = {
+        "id": _new_id("chatcmpl-fake"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    head = {"index": 0, "id": item["call_id"], "type": "function"}
+    first = {**head, "function": {"name": item["name"], "arguments": ""}}
+    delta = {"role": "assistant", "content": None, "tool_calls": [first]}
+    yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    args = {"tool_calls": [{"index": 0, "function": {"arguments": item["arguments"]}}]}
+    yield {**base, "choices": [{"index": 0, "delta": args, "finish_reason": None}]}
+    final = chat_completion(model, "", usage)
+    yield {
+        **base,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        "usage": final["usage"],
+    }
+
+
 class FakeOpenAIResponses(FakeServer):
     """A scripted OpenAI Responses API on ``127.0.0.1``, served from a daemon thread.
 
@@ -375,15 +409,18 @@ class FakeOpenAIResponses(FakeServer):
                 {"model": model, "usage": usage, "title": is_title_request(body), "path": path}
             )
         if call is not None:
-            if path != "/v1/responses" or not body.get("stream"):
+            if not body.get("stream"):
                 http.send_json(
-                    400,
-                    _error_body(
-                        400, "the fake scripts tool calls in streamed /v1/responses requests only"
-                    ),
+                    400, _error_body(400, "the fake scripts tool calls in streamed requests only")
                 )
                 return
             http.start_stream()
+            if path == "/v1/chat/completions":
+                for chunk in chat_call_chunks(model, call, usage):
+                    http.send_event(json.dumps(chunk))
+                http.send_event("[DONE]")
+                http.end_stream()
+                return
             for seq, event in enumerate(function_call_events(model, call, usage)):
                 http.send_event(json.dumps({**event, "sequence_number": seq}), event["type"])
             http.end_stream()
