@@ -165,10 +165,10 @@ def test_real_claude_on_a_host_asks_a_local_reviewer_over_the_hosts_link(
             "mcp:lead->reviewer", "lead", ASK_TEXT,
         )  # fmt: skip
         assert (answered["source"], answered["extracted"]) == ("reviewer", expected)
-        assert any(host_configs.glob("*/lead.json"))
+        assert any(host_configs.glob("*/lead/claude-mcp.json"))
     finally:
         hub.close()
-    assert not any(host_configs.glob("*/lead.json"))  # gone with the hub
+    assert not any(host_configs.glob("*/lead/claude-mcp.json"))  # gone with the hub
 
 
 def _project(tmp_path: Path, name: str) -> Path:
