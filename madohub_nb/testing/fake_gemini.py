@@ -12,7 +12,9 @@ Scripted like :mod:`madohub_nb.testing.fake_openai`: the default answer is
 ``Done: <first 40 characters of the prompt>`` (the prompt is the last text part
 of the last user content), ``[[sleep N]]`` pauses N seconds before the text,
 ``reply`` gives a fixed text or a function of the request body, and
-``fail_next`` injects HTTP errors.
+``fail_next`` injects HTTP errors. A scripted reply may also be a tool call,
+``{"functionCall": {"name": …, "args": {…}}}``: the client runs the tool and sends
+a ``functionResponse`` part back, which :func:`function_response` reads.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import Any
 from ._http import FakeHandler, FakeServer, sleep_seconds, split_chunks
 from .fake_anthropic import default_answer
 
-Reply = str | Callable[[dict[str, Any]], "str | None"]
-"""A fixed answer text, or ``f(request_body) -> text | None`` (None: the default answer)."""
+Reply = str | Callable[[dict[str, Any]], "str | dict[str, Any] | None"]
+"""A fixed answer text, or ``f(request_body) -> text | {"functionCall": …} | None`` (None: the
+default answer)."""
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 
@@ -56,6 +59,20 @@ def prompt_text(body: dict[str, Any]) -> str | None:
     return None
 
 
+def function_response(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``response`` of the last ``functionResponse`` part of a request, if any."""
+    contents = body.get("contents")
+    found: dict[str, Any] | None = None
+    for content in contents if isinstance(contents, list) else []:
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            answer = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(answer, dict):
+                response = answer.get("response")
+                found = response if isinstance(response, dict) else {"output": response}
+    return found
+
+
 def _tokens(value: object) -> int:
     """A stand-in tokenizer: a quarter of the JSON text (at least 1)."""
     return max(1, len(json.dumps(value, sort_keys=True, ensure_ascii=False)) // 4)
@@ -76,12 +93,18 @@ def usage_for(body: dict[str, Any], text: str) -> dict[str, int]:
     }
 
 
-def stream_chunks(text: str, usage: dict[str, int], model: str) -> Iterator[dict[str, Any]]:
-    """The SSE chunks of one answer: text pieces, the last with ``STOP`` and usage."""
-    pieces = split_chunks(text) or [""]
+def stream_chunks(
+    text: str, usage: dict[str, int], model: str, call: dict[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The SSE chunks of one answer: text pieces (or one ``functionCall`` part), the last
+    with ``STOP`` and usage."""
+    pieces: list[dict[str, Any]] = (
+        [{"functionCall": call}] if call is not None
+        else [{"text": piece} for piece in split_chunks(text) or [""]]
+    )  # fmt: skip
     for i, piece in enumerate(pieces):
         candidate: dict[str, Any] = {
-            "content": {"parts": [{"text": piece}], "role": "model"},
+            "content": {"parts": [piece], "role": "model"},
             "index": 0,
         }
         chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
@@ -148,18 +171,19 @@ class FakeGemini(FakeServer):
             return
         model = self.model or match.group(1)
         text, sleep_s = self._answer(body)
+        call: dict[str, Any] | None = None
+        if isinstance(text, dict):  # a scripted tool call
+            call, text = dict(text["functionCall"]), ""
         usage = usage_for(body, text)
         with self._lock:
             self.reported.append({"model": model, "usage": usage, "path": path})
-        chunks = list(stream_chunks(text, usage, model))
+        chunks = list(stream_chunks(text, usage, model, call))
         if method == "generateContent":
             self._pause(sleep_s)
+            part = {"functionCall": call} if call is not None else {"text": text}
             whole = {**chunks[-1]}
             whole["candidates"] = [
-                {
-                    **chunks[-1]["candidates"][0],
-                    "content": {"parts": [{"text": text}], "role": "model"},
-                }
+                {**chunks[-1]["candidates"][0], "content": {"parts": [part], "role": "model"}}
             ]
             http.send_json(200, json.dumps(whole))
             return
@@ -174,16 +198,18 @@ class FakeGemini(FakeServer):
         with self._lock:
             self.unknown_paths.append(path)
 
-    def _answer(self, body: dict[str, Any]) -> tuple[str, float]:
-        """``(reply text, pause seconds)`` for one model request."""
+    def _answer(self, body: dict[str, Any]) -> tuple[str | dict[str, Any], float]:
+        """``(reply text or tool call, pause seconds)`` for one model request."""
         prompt = prompt_text(body)
         if prompt is not None:
             self._add_prompt(prompt)
-        scripted: str | None = None
+        scripted: str | dict[str, Any] | None = None
         if isinstance(self.reply, str):
             scripted = self.reply
         elif self.reply is not None:
             scripted = self.reply(body)
+        if isinstance(scripted, dict) and not isinstance(scripted.get("functionCall"), dict):
+            raise ValueError(f"a scripted reply dict holds a functionCall, got {scripted!r}")
         text = scripted if scripted is not None else default_answer(prompt or "")
         return text, sleep_seconds(prompt or "")
 
