@@ -18,6 +18,8 @@ from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
 
+SCREENS = Path(__file__).parent / "fixtures" / "screens"
+
 
 def _asking_tile(hub: Any, name: str, cwd: Path) -> Any:
     """A stand-in Claude Code (hooks on) that runs Bash tools for real once allowed."""
@@ -51,30 +53,60 @@ def test_screen_06_reads_as_question_and_choices(fixtures_dir: Path) -> None:
         assert read_permission_prompt(get_profile("claude"), (screens / idle).read_text()) is None
 
 
-# Shaped like the profiles' waiting markers (not captured from the real agents here).
-CODEX_DIALOG = (
-    "• I will run a command.\n\n  Would you like to run the following command?\n\n  $ touch x\n\n"
-    "› 1. Yes, proceed (y)\n  2. Yes, and don't ask again for this command (p)\n"
-    "  3. No, and tell Codex what to do differently (esc)\n\n  Press enter to confirm or esc"
-)
-AIDER_DIALOG = "touch x\nRun shell command? (Y)es/(N)o/(D)on't ask again [Yes]: "
+PERMISSION_SCREENS = [  # captured from the real agents (tests/fixtures/screens/permission/)
+    ("codex", "codex", ("Yes, proceed (y)", "Yes, and don't ask again for commands that start "
+     "with `touch made_by_tool` (p)", "No, and tell Codex what to do differently (esc)"),
+     ("1", "2", "3"), "Would you like to run the following command?"),
+    ("gemini", "gemini", ("Allow once", "Allow for this session", "No, suggest changes (esc)"),
+     ("1", "2", "3"), "? Shell  touch made_by_tool"),
+    ("qwen", "qwen", ("Yes, allow once", "Always allow run 'touch *' commands in this project",
+     "Always allow run 'touch *' commands for this user", "No, suggest changes (esc)"),
+     ("1", "2", "3", "4"), "? Shell touch made_by_tool (Create the file made_by_tool) ←"),
+    ("qwen", "qwen_auto", ("Yes, allow once", "Switch to Default Mode and allow once "
+     "(recommended)", "No, suggest changes (esc)"), ("1", "2", "3"),
+     "? Shell touch made_by_tool (Create the file made_by_tool) ←"),
+    ("copilot", "copilot", ("Yes", "Yes, and don't ask again for `touch` in this directory "
+     "(~/proj)", "No, and tell Copilot what to do differently (Esc to stop)"), ("1", "2", "3"),
+     "Create the file made_by_tool"),
+    ("opencode", "opencode", ("Allow once", "Allow always", "Reject"),
+     ("Left Left Enter", "Left Left Right Enter", "Left Left Right Right Enter"),
+     "Permission required"),
+    ("aider", "aider", ("Yes", "No"), ("y Enter", "n Enter"), "touch made_by_tool"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("kind", "screen", "choices", "keys", "question"),
-    [
-        ("codex", CODEX_DIALOG, ("Yes, proceed (y)", "Yes, and don't ask again for this command (p)",
-         "No, and tell Codex what to do differently (esc)"), ("1", "2", "3"), "$ touch x"),
-        ("aider", AIDER_DIALOG, ("Yes", "No"), ("y", "n"), "Run shell command?"),
-    ],
-)  # fmt: skip
-def test_other_agents_dialogs_read_as_choices_and_keys(
-    kind: str, screen: str, choices: tuple[str, ...], keys: tuple[str, ...], question: str
+@pytest.mark.parametrize(("kind", "screen", "choices", "keys", "first_line"), PERMISSION_SCREENS)
+def test_real_agents_dialogs_read_as_question_choices_and_keys(
+    kind: str,
+    screen: str,
+    choices: tuple[str, ...],
+    keys: tuple[str, ...],
+    first_line: str,
 ) -> None:
-    prompt = read_permission_prompt(get_profile(kind), screen)
+    text = (SCREENS / "permission" / f"{screen}.txt").read_text()
+    prompt = read_permission_prompt(get_profile(kind), text)
     assert prompt is not None
     assert (prompt.choices, prompt.keys) == (choices, keys)
-    assert question in prompt.question
+    lines = prompt.question.splitlines()
+    assert lines[0] == first_line, prompt.question
+    assert "touch made_by_tool" in prompt.question
+    assert "PERM please run it" not in prompt.question  # (the user's prompt above the dialog)
+    assert not any(set(ln) <= set("─╭╮╰╯│ ") for ln in lines if ln), prompt.question  # no box
+    assert "?" in prompt.question or kind == "opencode", prompt.question
+
+
+@pytest.mark.parametrize("kind", ["codex", "gemini", "qwen", "copilot", "opencode", "aider"])
+def test_an_answer_after_the_dialog_is_no_prompt(fixtures_dir: Path, kind: str) -> None:
+    """The same agents' idle or answer screens read as no permission prompt."""
+    real = fixtures_dir / "real" / "screens"
+    found = sorted(
+        [*SCREENS.glob(f"{kind}/*idle*.txt"), *SCREENS.glob(f"{kind}_*answer.txt"),
+         *real.glob(f"{kind}_*after_reply.txt")]
+    )  # fmt: skip
+    assert found, kind
+    for path in found:
+        if not path.name.endswith(".ansi.txt"):
+            assert read_permission_prompt(get_profile(kind), path.read_text()) is None, path
 
 
 def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, project: Path) -> None:

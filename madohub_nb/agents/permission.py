@@ -2,9 +2,16 @@
 
 Pure functions over a screen's text. A profile's ``waiting_markers`` say *that*
 the agent waits (Claude Code's ``Do you want to proceed?`` over a ``❯ 1. Yes``
-menu, fixtures/real/screens/06); this module says *what* it asks and which key
-answers each choice: the digit of a numbered menu (Claude, Codex, Copilot,
-Qwen, Gemini), ``y`` / ``n`` for Aider's ``(Y)es/(N)o``.
+menu, fixtures/real/screens/06); this module says *what* it asks and which keys
+answer each choice. Every dialog here was captured from the real agent
+(tests/fixtures/screens/permission/):
+
+- a numbered menu, answered by its digit: Claude Code and Copilot (``❯ 1.``),
+  Codex and Qwen Code (``› 1.``), Gemini CLI (``● 1.``), inside a box or not;
+- OpenCode's row of buttons under ``△ Permission required`` (``Allow once   Allow
+  always   Reject``), moved along with the arrow keys and confirmed with Enter;
+- Aider's ``Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]:``, a line it
+  reads: the letter, then Enter.
 """
 
 from __future__ import annotations
@@ -15,11 +22,19 @@ from typing import Final
 
 from .profiles import AgentProfile, screen_tail
 
-_MENU_LINE: Final = re.compile(r"^[ \t│┃]*(?:[❯›>▶]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
+_MENU_LINE: Final = re.compile(r"^[ \t│┃]*(?:[❯›>▶●]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
 _RULE_LINE: Final = re.compile(r"^[ \t]*[─━═╭╰┌└]{8,}")
 """The solid rule over a dialog (a dashed ``╌`` one inside 2.1.332's dialog is left out)."""
 _DIVIDER_LINE: Final = re.compile(r"^[ \t]*[╌┄┈-]{8,}[ \t]*$")
+_BOX_ONLY: Final = re.compile(r"^[─━═╌┄┈╭╮╰╯┌┐└┘├┤│┃ \t-]+$")
+"""A line of a box inside the dialog (Copilot's and Gemini's framed command): left out."""
+_BORDER: Final = " \t│┃"
+_TOOL_HEADER: Final = re.compile(r"^[ \t│┃]*\? \S")
+"""The line a Gemini or Qwen dialog starts with (``? Shell  touch x``): nothing above it is kept."""
 _YES_NO: Final = re.compile(r"\(Y\)es/\(N\)o")
+_AIDER_ABOVE_STOP: Final = re.compile(r"^(?:Tokens: |─{8,})")
+_BUTTONS_TITLE: Final = re.compile(r"^[ \t┃│]*△ (Permission required)[ \t]*$")
+_BUTTONS_HINT: Final = re.compile(r"ctrl\+|⇆|enter |esc ")
 QUESTION_MAX_LINES: Final = 12
 """Lines of the dialog kept above its choices (the tool, its command, the question)."""
 
@@ -27,11 +42,17 @@ QUESTION_MAX_LINES: Final = 12
 @dataclass(frozen=True)
 class PermissionPrompt:
     """What a waiting agent asks: ``question`` (the dialog's text above its choices),
-    ``choices`` (their labels, as shown) and ``keys`` (the key that answers each one)."""
+    ``choices`` (their labels, as shown) and ``keys`` (what answers each one: tmux key
+    names, space-separated when it takes several, e.g. ``"y Enter"``)."""
 
     question: str
     choices: tuple[str, ...]
     keys: tuple[str, ...]
+
+
+def says_no(label: str) -> bool:
+    """Whether a choice declines (``No, …``, OpenCode's ``Reject``)."""
+    return label.lower().startswith(("no", "reject", "deny"))
 
 
 def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionPrompt | None:
@@ -43,7 +64,7 @@ def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionProm
     lines = screen.rstrip().splitlines()
     if _YES_NO.search(lines[-1] if lines else ""):
         return _yes_no_prompt(lines)
-    return _menu_prompt(lines)
+    return _buttons_prompt(lines) or _menu_prompt(lines)
 
 
 def _menu_prompt(lines: list[str]) -> PermissionPrompt | None:
@@ -62,13 +83,45 @@ def _menu_prompt(lines: list[str]) -> PermissionPrompt | None:
     return PermissionPrompt(_question_above(lines, start), labels, keys)
 
 
+def _buttons_prompt(lines: list[str]) -> PermissionPrompt | None:
+    """OpenCode's ``△ Permission required`` over a row of buttons, the first one selected
+    when it opens: a choice is that many Rights from the first (Home), then Enter."""
+    title = next((i for i in range(len(lines) - 1, -1, -1) if _BUTTONS_TITLE.match(lines[i])), None)
+    if title is None:
+        return None
+    row = next((i for i in range(title + 1, len(lines)) if _BUTTONS_HINT.search(lines[i])), None)
+    if row is None:
+        return None
+    labels: list[str] = []
+    for label in re.split(r"\s{2,}", lines[row].strip(_BORDER)):
+        if _BUTTONS_HINT.search(label + " "):
+            break
+        labels.append(label.strip())
+    if not labels:
+        return None
+    body = [ln.strip(_BORDER).strip() for ln in lines[title + 1 : row]]
+    question = re.sub(r"\n{3,}", "\n\n", "\n".join(["Permission required", *body]).strip())
+    keys = tuple(" ".join([*["Left"] * (len(labels) - 1), *["Right"] * i, "Enter"])
+                 for i in range(len(labels)))  # fmt: skip
+    return PermissionPrompt(question, tuple(labels), keys)
+
+
 def _yes_no_prompt(lines: list[str]) -> PermissionPrompt:
-    """Aider's ``Run shell command? (Y)es/(N)o [Yes]:``: the question is the line itself."""
+    """Aider's ``Run shell command? (Y)es/(N)o [Yes]:``: the command(s) above it, then the
+    question; answered by the letter and Enter (it reads a line)."""
     last = lines[-1]
     question = last[: _YES_NO.search(last).start()].strip()  # type: ignore[union-attr]
-    above = _question_above(lines, len(lines) - 1)
-    text = f"{above}\n{question}".strip() if above and not question else question or above
-    return PermissionPrompt(text, ("Yes", "No"), ("y", "n"))
+    top = len(lines) - 1
+    while (
+        top > 0
+        and len(lines) - 1 - top < QUESTION_MAX_LINES
+        and lines[top - 1].strip()
+        and not _AIDER_ABOVE_STOP.match(lines[top - 1])
+    ):
+        top -= 1
+    above = "\n".join(ln.rstrip() for ln in lines[top : len(lines) - 1]).strip()
+    text = f"{above}\n{question}".strip() if above else question
+    return PermissionPrompt(text, ("Yes", "No"), ("y Enter", "n Enter"))
 
 
 def _question_above(lines: list[str], first_choice: int) -> str:
@@ -79,8 +132,12 @@ def _question_above(lines: list[str], first_choice: int) -> str:
         if _RULE_LINE.match(line):
             break
         top -= 1
+        if _TOOL_HEADER.match(line):
+            break
     body = [
-        ln.strip(" \t│┃").strip() for ln in lines[top:first_choice] if not _DIVIDER_LINE.match(ln)
+        ln.strip(_BORDER).strip()
+        for ln in lines[top:first_choice]
+        if not _DIVIDER_LINE.match(ln) and not (ln.strip() and _BOX_ONLY.match(ln))
     ]
     text = "\n".join(body).strip()
     return re.sub(r"\n{3,}", "\n\n", text)

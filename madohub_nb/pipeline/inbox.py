@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from ..agents.foreground import Reader
-from ..agents.permission import PermissionPrompt, read_permission_prompt
+from ..agents.permission import PermissionPrompt, read_permission_prompt, says_no
 from ..errors import MadohubError, MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
@@ -144,7 +144,7 @@ class Ask:
         if not isinstance(reason, str):
             raise MadohubValueError(f"reason must be a string, got {reason!r}")
         if self.kind == "permission":
-            no = [i for i, c in enumerate(self.choices) if c.lower().startswith("no")]
+            no = [i for i, c in enumerate(self.choices) if says_no(c)]
             return self.choose(no[-1]) if no else self._answer("rejected", -1)
         return self._answer("rejected", Verdict("rejected", reason))
 
@@ -157,7 +157,7 @@ class Ask:
             )
         index = self.choice_index(choice)
         label = self.choices[index]
-        return self._answer("rejected" if label.lower().startswith("no") else "approved", index)
+        return self._answer("rejected" if says_no(label) else "approved", index)
 
     def choice_index(self, choice: object) -> int:
         """The index of ``choice`` (an index, a label, or a shown number), or an error naming
@@ -174,7 +174,7 @@ class Ask:
         if isinstance(choice, str):
             wanted = choice.strip().lower()
             for i, label in enumerate(self.choices):
-                if label.lower() == wanted or (i < len(keys) and keys[i] == wanted):
+                if label.lower() == wanted or (i < len(keys) and keys[i].split()[0] == wanted):
                     return i
         raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
 
@@ -441,7 +441,9 @@ class Inbox:
                 else:
                     reader = await asyncio.to_thread(tile.reader)
                     problem = (
-                        await send_checked(tile, reader, [key_command(tile.pane_id, key)])
+                        await send_checked(
+                            tile, reader, [key_command(tile.pane_id, k) for k in key.split()]
+                        )
                         if isinstance(reader, Reader)
                         else reader
                     )

@@ -320,7 +320,11 @@ def chat_tool_chunks(
         "created": int(time.time()),
         "model": model,
     }
-    opening = {**entry, "index": 0, "function": {"name": entry["function"]["name"], "arguments": ""}}
+    opening = {
+        **entry,
+        "index": 0,
+        "function": {"name": entry["function"]["name"], "arguments": ""},
+    }
     arguments = {"index": 0, "function": {"arguments": entry["function"]["arguments"]}}
     for delta in (
         {"role": "assistant", "content": None, "tool_calls": [opening]},
