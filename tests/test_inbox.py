@@ -69,7 +69,7 @@ PERMISSION_SCREENS = [  # captured from the real agents (tests/fixtures/screens/
      "(~/proj)", "No, and tell Copilot what to do differently (Esc to stop)"), ("1", "2", "3"),
      "Create the file made_by_tool"),
     ("opencode", "opencode", ("Allow once", "Allow always", "Reject"),
-     ("Left Left Enter", "Left Left Right Enter", "Left Left Right Right Enter"),
+     ("Enter", "Right Enter", "Right Right Enter"),
      "Permission required"),
     ("aider", "aider", ("Yes", "No"), ("y Enter", "n Enter"), "touch made_by_tool"),
 ]  # fmt: skip
@@ -389,3 +389,20 @@ def test_turns_finished_while_a_prompt_waits_route_once_the_newest(
     assert "draft three" in second.text and "draft two" not in second.text, second.text
     second.reject().result(30)
     assert [r["decision"] for r in log_rows(hub, route)] == ["approved", "rejected"]
+
+
+def test_opencode_buttons_are_pressed_from_the_selected_one() -> None:
+    """OpenCode's row has no key per button: Right (it wraps round) from the one selected,
+    read from the colours (captured after Right moved it onto "Allow always"), then Enter."""
+    profile = get_profile("opencode")
+    moved = read_permission_prompt(
+        profile, (SCREENS / "permission" / "opencode_right.ansi.txt").read_text()
+    )
+    opened = read_permission_prompt(
+        profile, (SCREENS / "permission" / "opencode.ansi.txt").read_text()
+    )
+    assert moved is not None and opened is not None
+    assert (opened.selected, moved.selected) == (0, 1)
+    assert [opened.keys_for(i) for i in range(3)] == ["Enter", "Right Enter", "Right Right Enter"]
+    assert [moved.keys_for(i) for i in range(3)] == ["Right Right Enter", "Enter", "Right Enter"]
+    assert moved == opened  # the same ask: only where the selection stands differs

@@ -9,7 +9,9 @@ answer each choice. Every dialog here was captured from the real agent
 - a numbered menu, answered by its digit: Claude Code and Copilot (``❯ 1.``),
   Codex and Qwen Code (``› 1.``), Gemini CLI (``● 1.``), inside a box or not;
 - OpenCode's row of buttons under ``△ Permission required`` (``Allow once   Allow
-  always   Reject``), moved along with the arrow keys and confirmed with Enter;
+  always   Reject``), moved along with Right (it wraps round; no key picks a button
+  directly) and confirmed with Enter: the selected one is the button drawn on a
+  background of its own, so the screen is read with its colours;
 - Aider's ``Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]:``, a line it
   reads: the letter, then Enter.
 """
@@ -17,10 +19,11 @@ answer each choice. Every dialog here was captured from the real agent
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from .profiles import AgentProfile, screen_tail
+from .screen import strip_ansi
 
 _MENU_LINE: Final = re.compile(r"^[ \t│┃]*(?:[❯›>▶●]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
 _RULE_LINE: Final = re.compile(r"^[ \t]*[─━═╭╰┌└]{8,}")
@@ -35,6 +38,7 @@ _YES_NO: Final = re.compile(r"\(Y\)es/\(N\)o")
 _AIDER_ABOVE_STOP: Final = re.compile(r"^(?:Tokens: |─{8,})")
 _BUTTONS_TITLE: Final = re.compile(r"^[ \t┃│]*△ (Permission required)[ \t]*$")
 _BUTTONS_HINT: Final = re.compile(r"ctrl\+|⇆|enter |esc ")
+_SGR: Final = re.compile(r"\x1b\[([0-9;]*)m")
 QUESTION_MAX_LINES: Final = 12
 """Lines of the dialog kept above its choices (the tool, its command, the question)."""
 
@@ -48,6 +52,15 @@ class PermissionPrompt:
     question: str
     choices: tuple[str, ...]
     keys: tuple[str, ...]
+    selected: int | None = field(default=None, compare=False)
+    """A button row's selected button (its keys then move from there), else None."""
+
+    def keys_for(self, index: int) -> str:
+        """The keys that answer choice ``index`` now (from the selected button, if any)."""
+        if self.selected is None:
+            return self.keys[index]
+        steps = (index - self.selected) % len(self.choices)
+        return " ".join([*["Right"] * steps, "Enter"])
 
 
 def says_no(label: str) -> bool:
@@ -56,7 +69,12 @@ def says_no(label: str) -> bool:
 
 
 def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionPrompt | None:
-    """The permission prompt near the bottom of ``screen``, or None when it shows none."""
+    """The permission prompt near the bottom of ``screen``, or None when it shows none.
+
+    ``screen`` may keep its colours (``capture-pane -e``): a button row's selection is
+    read from them; everything else from the text."""
+    coloured = screen.splitlines() if "\x1b[" in screen else None
+    screen = strip_ansi(screen) if coloured is not None else screen
     tail = screen_tail(profile, screen)
     if not tail or not any(p.search(tail) for p in profile.waiting_markers):
         return None
@@ -64,7 +82,7 @@ def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionProm
     lines = screen.rstrip().splitlines()
     if _YES_NO.search(lines[-1] if lines else ""):
         return _yes_no_prompt(lines)
-    return _buttons_prompt(lines) or _menu_prompt(lines)
+    return _buttons_prompt(lines, coloured) or _menu_prompt(lines)
 
 
 def _menu_prompt(lines: list[str]) -> PermissionPrompt | None:
@@ -83,9 +101,9 @@ def _menu_prompt(lines: list[str]) -> PermissionPrompt | None:
     return PermissionPrompt(_question_above(lines, start), labels, keys)
 
 
-def _buttons_prompt(lines: list[str]) -> PermissionPrompt | None:
-    """OpenCode's ``△ Permission required`` over a row of buttons, the first one selected
-    when it opens: a choice is that many Rights from the first (Home), then Enter."""
+def _buttons_prompt(lines: list[str], coloured: list[str] | None) -> PermissionPrompt | None:
+    """OpenCode's ``△ Permission required`` over a row of buttons: a choice is as many
+    Rights from the selected button (the first when it opens), then Enter."""
     title = next((i for i in range(len(lines) - 1, -1, -1) if _BUTTONS_TITLE.match(lines[i])), None)
     if title is None:
         return None
@@ -101,9 +119,43 @@ def _buttons_prompt(lines: list[str]) -> PermissionPrompt | None:
         return None
     body = [ln.strip(_BORDER).strip() for ln in lines[title + 1 : row]]
     question = re.sub(r"\n{3,}", "\n\n", "\n".join(["Permission required", *body]).strip())
-    keys = tuple(" ".join([*["Left"] * (len(labels) - 1), *["Right"] * i, "Enter"])
-                 for i in range(len(labels)))  # fmt: skip
-    return PermissionPrompt(question, tuple(labels), keys)
+    keys = tuple(" ".join([*["Right"] * i, "Enter"]) for i in range(len(labels)))
+    row_coloured = _matching_line(coloured, lines[row]) if coloured is not None else None
+    selected = _selected_button(row_coloured, labels) if row_coloured is not None else None
+    return PermissionPrompt(question, tuple(labels), keys, 0 if selected is None else selected)
+
+
+def _matching_line(coloured: list[str], plain: str) -> str | None:
+    """The coloured line whose text is ``plain`` (the last such line)."""
+    found = [line for line in coloured if strip_ansi(line).rstrip() == plain.rstrip()]
+    return found[-1] if found else None
+
+
+def _selected_button(line: str, labels: list[str]) -> int | None:
+    """The one label of ``line`` drawn on a background none of the others has, if any."""
+    backgrounds: list[str] = []
+    text, bg, start = "", "", 0
+    for m in [*_SGR.finditer(line), None]:
+        end = m.start() if m is not None else len(line)
+        chunk = line[start:end]
+        for label in labels[len(backgrounds) :]:
+            if label in text + chunk and label not in text:
+                backgrounds.append(bg)
+                break
+        text += chunk
+        if m is None:
+            break
+        params = m.group(1).split(";")
+        for i, param in enumerate(params):
+            if param == "48" and i + 2 < len(params):
+                bg = ";".join(params[i : i + 3])
+            elif param in ("0", "49", ""):
+                bg = ""
+        start = m.end()
+    if len(backgrounds) != len(labels):
+        return None
+    unique = [i for i, b in enumerate(backgrounds) if backgrounds.count(b) == 1]
+    return unique[0] if len(unique) == 1 else None
 
 
 def _yes_no_prompt(lines: list[str]) -> PermissionPrompt:

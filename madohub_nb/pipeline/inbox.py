@@ -410,13 +410,14 @@ class Inbox:
     ) -> concurrent.futures.Future[RoundRecord]:
         tile = self._tiles().get(ask.tile)
         assert isinstance(how, int)
-        key = ask.prompt.keys[how] if ask.prompt is not None and how >= 0 else "Escape"
-        return self._submit(self._press_keys(ask, tile, key, state))
+        return self._submit(self._press_keys(ask, tile, how, state))
 
-    async def _press_keys(self, ask: Ask, tile: Tile | None, key: str, state: str) -> RoundRecord:
-        """Press ``key`` if the agent still shows the ask's prompt (under the pane's lock)."""
+    async def _press_keys(self, ask: Ask, tile: Tile | None, index: int, state: str) -> RoundRecord:
+        """Press the keys of choice ``index`` (Escape for -1) if the agent still shows the ask's
+        prompt (under the pane's lock); a button row's keys count from its selection now."""
         svc = self._services
         started = time.monotonic()
+        key = ask.prompt.keys[index] if ask.prompt is not None and index >= 0 else "Escape"
         rec = RoundRecord(
             route_id=INBOX_ROUTE_ID, source="", target=ask.tile, round=0, trigger="manual",
             transform="keys", dispatch="madoagent", prompt=key, status="error",
@@ -433,12 +434,13 @@ class Inbox:
                     read_permission_prompt(tile.profile, screen)
                     if state_now == "waiting" else None
                 )  # fmt: skip
-                if shown != ask.prompt:
+                if shown is None or shown != ask.prompt:
                     problem = (
                         f"the agent left its prompt (it reads {state_now} now); "
                         "it was answered elsewhere or moved on"
                     )
                 else:
+                    rec.prompt = key = shown.keys_for(index) if index >= 0 else key
                     reader = await asyncio.to_thread(tile.reader)
                     problem = (
                         await send_checked(
@@ -493,6 +495,6 @@ def _settle(fut: asyncio.Future[Verdict], verdict: Verdict) -> None:
 
 
 def _read(tile: Tile) -> tuple[str, str]:
-    """A tile's state and screen now (a thread: tmux and file reads)."""
+    """A tile's state and screen now, with its colours (a thread: tmux and file reads)."""
     state = tile.state
-    return state, tile.screen() if state == "waiting" else ""
+    return state, tile.screen(ansi=True) if state == "waiting" else ""
