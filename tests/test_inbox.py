@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
-from madohub_nb.agents.permission import read_permission_prompt
+from madohub_nb.agents.permission import read_permission_prompt, tool_request, with_tool_line
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
@@ -117,6 +117,11 @@ def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, projec
     assert ask.choices == ("Yes", "Yes, and always allow access to proj/ from this project", "No")
     assert "touch made_by_tool" in ask.text and "Do you want to proceed?" in ask.text
     assert ask.signal == "hook"  # the agent's own Notification hook told the hub at once
+    # Its PermissionRequest hook names the tool and its input.
+    wait_until(lambda: ask.tool is not None, 10, what="the PermissionRequest hook's tool")
+    assert (ask.tool, ask.tool_input["command"]) == ("Bash", "touch made_by_tool")
+    assert ask.text.count("touch made_by_tool") >= 1  # (the dialog shows it: not added twice)
+    assert not ask.text.startswith("Bash(")
     rec = ask.choose("Yes").result(30)
     assert (rec.status, rec.route_id, rec.prompt, rec.decision) == (
         "delivered",
@@ -389,6 +394,33 @@ def test_turns_finished_while_a_prompt_waits_route_once_the_newest(
     assert "draft three" in second.text and "draft two" not in second.text, second.text
     second.reject().result(30)
     assert [r["decision"] for r in log_rows(hub, route)] == ["approved", "rejected"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "line"),
+    [
+        ({"tool_name": "Bash", "tool_input": {"command": "touch x", "description": "d"}},
+         "Bash(touch x)"),
+        ({"tool_name": "Write", "tool_input": {"file_path": "/p/a.txt", "content": "hi"}},
+         "Write(/p/a.txt)"),
+        ({"tool_name": "mcp__madohub__ask", "tool_input": {"to": "b", "text": "hi"}},
+         'mcp__madohub__ask({"text": "hi", "to": "b"})'),
+        ({"tool_name": "Bash"}, "Bash"),
+    ],
+)  # fmt: skip
+def test_a_permission_request_hook_says_the_tool_in_one_line(
+    payload: dict[str, Any], line: str
+) -> None:
+    request = tool_request(payload)
+    assert request is not None and (request.tool, request.line) == (payload["tool_name"], line)
+    question = "Do you want to proceed?"
+    assert with_tool_line(question, request) == f"{line}\n{question}"  # (2.1.332's dialog)
+    shown = f"Bash command\n\ntouch x\n\n{question}"  # (2.1.197's dialog shows the command)
+    assert with_tool_line(shown, request) == (
+        shown if line == "Bash(touch x)" else f"{line}\n{shown}"
+    )
+    assert tool_request({"tool_input": {"command": "x"}}) is None  # no tool named
+    assert tool_request({"tool_name": 3}) is None
 
 
 def test_opencode_buttons_are_pressed_from_the_selected_one() -> None:

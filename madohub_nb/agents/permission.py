@@ -18,9 +18,11 @@ answer each choice. Every dialog here was captured from the real agent
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from .profiles import AgentProfile, screen_tail
 from .screen import strip_ansi
@@ -193,3 +195,45 @@ def _question_above(lines: list[str], first_choice: int) -> str:
     ]
     text = "\n".join(body).strip()
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """The tool a permission prompt is about, from the agent's own hook (Claude Code's
+    ``PermissionRequest``: ``tool_name``, ``tool_input``): ``line`` says it in one line,
+    ``Bash(touch made)``, as Claude writes a tool call."""
+
+    tool: str
+    input: Mapping[str, Any]
+    line: str
+
+
+TOOL_LINE_MAX_CHARS: Final = 200
+_TOOL_SUMMARY_KEYS: Final = ("command", "file_path", "path", "url", "pattern", "query")
+
+
+def tool_request(payload: Mapping[str, Any]) -> ToolRequest | None:
+    """The tool named in a ``PermissionRequest`` payload, or None when it names none."""
+    tool = payload.get("tool_name")
+    if not isinstance(tool, str) or not tool:
+        return None
+    given = payload.get("tool_input")
+    tool_input: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    summary = next(
+        (v for k in _TOOL_SUMMARY_KEYS if isinstance(v := tool_input.get(k), str) and v), None
+    )
+    if summary is None and tool_input:
+        summary = json.dumps(dict(tool_input), ensure_ascii=False, sort_keys=True)
+    line = f"{tool}({summary})" if summary is not None else tool
+    if len(line) > TOOL_LINE_MAX_CHARS:
+        line = line[: TOOL_LINE_MAX_CHARS - 1] + "…"
+    return ToolRequest(tool, dict(tool_input), line)
+
+
+def with_tool_line(question: str, request: ToolRequest) -> str:
+    """``question`` with the tool's line above it, unless it shows the tool's input already
+    (2.1.197 shows the command in its dialog; 2.1.332 above it, off the dialog)."""
+    summary = request.line[len(request.tool) + 1 : -1] if request.line.endswith(")") else ""
+    if summary and summary in question:
+        return question
+    return f"{request.line}\n{question}"

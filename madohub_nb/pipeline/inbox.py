@@ -28,7 +28,14 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from ..agents.foreground import Reader
-from ..agents.permission import PermissionPrompt, read_permission_prompt, says_no
+from ..agents.permission import (
+    PermissionPrompt,
+    ToolRequest,
+    read_permission_prompt,
+    says_no,
+    tool_request,
+    with_tool_line,
+)
 from ..errors import MadohubError, MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
@@ -101,6 +108,10 @@ class Ask:
         """A permission prompt's choices as the agent shows them (labels)."""
         self.signal = signal
         """How the ask was noticed: ``hook`` (the agent's own notification) or ``screen``."""
+        self.tool: str | None = None
+        """The tool it asks to run (``Bash``), from the agent's ``PermissionRequest`` hook."""
+        self.tool_input: Mapping[str, Any] | None = None
+        """That tool's input (``{"command": "touch made", ...}``), from the same hook."""
         self.opened_at = datetime.now(timezone.utc)
         self._opened_mono = time.monotonic()
         self.state: AskState = "open"
@@ -280,6 +291,8 @@ class Inbox:
         self._hooked: set[str] = set()
         self._hook_messages: dict[str, str] = {}
         """A tile's last ``notification`` hook message, until its prompt is read."""
+        self._hook_requests: dict[str, ToolRequest] = {}
+        """A tile's last ``permission_request`` hook (the tool asked for), until its prompt is read."""
 
     @property
     def asks(self) -> list[Ask]:
@@ -344,16 +357,38 @@ class Inbox:
 
     def _watch_hooks(self, tile: Tile) -> None:
         hooks = tile.hooks
-        if hooks is None or tile.name in self._hooked or "notification" not in hooks.kinds:
+        wanted = {"notification", "permission_request"}
+        if hooks is None or tile.name in self._hooked or not wanted & set(hooks.kinds):
             return
         self._hooked.add(tile.name)
 
         def on_hook(event: HookEvent, name: str = tile.name) -> None:
             if event.kind == "notification":
                 self._hook_messages[name] = event.message or ""
-                self._check_soon(name, 0.0)
+            elif event.kind == "permission_request":
+                request = tool_request(event.payload)
+                if request is None:
+                    return
+                self._hook_messages.setdefault(name, "")
+                if not self._fill(name, request):
+                    self._hook_requests[name] = request
+            else:
+                return
+            self._check_soon(name, 0.0)
 
         hooks.subscribe(on_hook)
+
+    def _fill(self, name: str, request: ToolRequest) -> bool:
+        """Give ``name``'s open permission ask the tool its hook names, if it has none yet."""
+        ask = next(
+            (a for a in self._asks if a.open and a.kind == "permission" and a.tile == name), None
+        )
+        if ask is None or ask.tool is not None:
+            return False
+        ask.tool, ask.tool_input = request.tool, request.input
+        ask.text, ask.signal = with_tool_line(ask.text, request), "hook"
+        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+        return True
 
     def _check_soon(self, name: str, delay_s: float) -> None:
         handle = self._checks.pop(name, None)
@@ -402,6 +437,9 @@ class Inbox:
                 "permission", tile.name, prompt.question, prompt=prompt,
                 on_answer=self._press, signal="hook" if message is not None else "screen",
             )  # fmt: skip
+            if (request := self._hook_requests.pop(tile.name, None)) is not None:
+                ask.tool, ask.tool_input = request.tool, request.input
+                ask.text = with_tool_line(ask.text, request)
             self._add(ask)
 
     # answering a permission ----------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""The inbox with the real Claude Code (both pinned versions), offline, against the fake API.
+"""The inbox with the real agents, offline, against the local fake APIs.
 
-A Bash call in ``default`` permission mode (2.1.332 starts in ``auto`` mode and would not
-ask: REAL-AGENTS.md "Hooks") shows its dialog: it appears in ``hub.inbox`` with the
-choices the agent draws, ``choose`` answers it, and the agent goes on (its tool result
-reaches the fake API). An approval route into a real Claude delivers the person's edit.
+Claude Code (both pinned versions): a Bash call in ``default`` permission mode (2.1.332
+starts in ``auto`` mode and would not ask: REAL-AGENTS.md "Hooks") shows its dialog: it
+appears in ``hub.inbox`` with the choices the agent draws and the tool its
+``PermissionRequest`` hook names, ``choose`` answers it, and the agent goes on (its tool
+result reaches the fake API). An approval route into a real Claude delivers the person's
+edit. Codex, Gemini CLI, Qwen Code, Copilot CLI, OpenCode and Aider, each in the mode
+where its shell tool asks first: the same, from the screen alone.
 """
 
 from __future__ import annotations
@@ -106,9 +109,14 @@ def test_real_permission_prompt_is_in_the_inbox_and_choose_lets_the_agent_go_on(
     # 2.1.197 shows 3 choices; 2.1.332 adds "Yes, and switch to auto mode · …" before "No"
     assert ask.choices[0] == "Yes" and ask.choices[-1] == "No" and len(ask.choices) >= 3, ask
     assert ask.choices[1].startswith("Yes, and always allow access to "), ask
-    assert ask.text.startswith("Bash command") and ask.text.endswith("Do you want to proceed?")
-    if version == "2.1.197":  # (2.1.332 shows the command above its dialog, not in it)
-        assert "touch made" in ask.text, ask.text
+    assert ask.text.endswith("Do you want to proceed?"), ask.text
+    # Its PermissionRequest hook names the tool and its input (the hub started it with hooks).
+    wait_until(lambda: ask.tool is not None, REPLY_TIMEOUT_S, what="the PermissionRequest hook")
+    assert (ask.tool, ask.tool_input["command"], ask.signal) == ("Bash", "touch made", "hook")
+    # Both dialogs show the command (2.1.332 at times only above the dialog: then the hook's
+    # "Bash(touch made)" line comes first); it is never said twice.
+    assert ask.text.count("touch made") == 1, ask.text
+    assert ask.text.startswith(("Bash command", "Bash(touch made)\nBash command")), ask.text
     assert not (cwd / "made").exists() and _tool_results(fake_anthropic) == []
     rec = ask.choose("Yes").result(30)
     assert rec.status == "delivered", rec.error
