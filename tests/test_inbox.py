@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
-from madohub_nb.agents.permission import read_permission_prompt, tool_request, with_tool_line
+from madohub_nb.agents.permission import (
+    needs_colours,
+    read_permission_prompt,
+    tool_request,
+    with_tool_line,
+)
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
@@ -438,3 +443,13 @@ def test_opencode_buttons_are_pressed_from_the_selected_one() -> None:
     assert [opened.keys_for(i) for i in range(3)] == ["Enter", "Right Enter", "Right Right Enter"]
     assert [moved.keys_for(i) for i in range(3)] == ["Right Right Enter", "Enter", "Right Enter"]
     assert moved == opened  # the same ask: only where the selection stands differs
+    # The hub reads the text from the plain screen, the selection from the coloured one.
+    plain = (SCREENS / "permission" / "opencode_right.txt").read_text()
+    coloured = (SCREENS / "permission" / "opencode_right.ansi.txt").read_text()
+    assert needs_colours(plain) and not needs_colours(
+        (SCREENS / "permission" / "codex.txt").read_text()
+    )
+    both = read_permission_prompt(profile, plain, coloured)
+    assert both == moved and both is not None and both.selected == 1
+    alone = read_permission_prompt(profile, plain)  # (no colours: as the dialog opens)
+    assert alone is not None and alone.selected == 0

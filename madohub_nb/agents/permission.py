@@ -70,13 +70,22 @@ def says_no(label: str) -> bool:
     return label.lower().startswith(("no", "reject", "deny"))
 
 
-def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionPrompt | None:
+def needs_colours(screen: str) -> bool:
+    """Whether ``screen``'s dialog shows its selection by colour alone (OpenCode's buttons):
+    then :func:`read_permission_prompt` wants the coloured screen as well."""
+    return any(_BUTTONS_TITLE.match(line) for line in screen.splitlines()[-40:])
+
+
+def read_permission_prompt(
+    profile: AgentProfile, screen: str, coloured: str | None = None
+) -> PermissionPrompt | None:
     """The permission prompt near the bottom of ``screen``, or None when it shows none.
 
-    ``screen`` may keep its colours (``capture-pane -e``): a button row's selection is
-    read from them; everything else from the text."""
-    coloured = screen.splitlines() if "\x1b[" in screen else None
-    screen = strip_ansi(screen) if coloured is not None else screen
+    ``coloured`` is the same screen with its colours (``capture-pane -e``), which a button
+    row's selection is read from; ``screen`` itself may keep them too (a fixture)."""
+    if "\x1b[" in screen:
+        screen, coloured = strip_ansi(screen), coloured or screen
+    colour_lines = coloured.splitlines() if coloured is not None else None
     tail = screen_tail(profile, screen)
     if not tail or not any(p.search(tail) for p in profile.waiting_markers):
         return None
@@ -84,7 +93,7 @@ def read_permission_prompt(profile: AgentProfile, screen: str) -> PermissionProm
     lines = screen.rstrip().splitlines()
     if _YES_NO.search(lines[-1] if lines else ""):
         return _yes_no_prompt(lines)
-    return _buttons_prompt(lines, coloured) or _menu_prompt(lines)
+    return _buttons_prompt(lines, colour_lines) or _menu_prompt(lines)
 
 
 def _menu_prompt(lines: list[str]) -> PermissionPrompt | None:

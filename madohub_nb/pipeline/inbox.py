@@ -31,6 +31,7 @@ from ..agents.foreground import Reader
 from ..agents.permission import (
     PermissionPrompt,
     ToolRequest,
+    needs_colours,
     read_permission_prompt,
     says_no,
     tool_request,
@@ -410,8 +411,7 @@ class Inbox:
 
     async def _check(self, tile: Tile) -> None:
         try:
-            state, screen = await asyncio.to_thread(_read, tile)
-            prompt = read_permission_prompt(tile.profile, screen) if state == "waiting" else None
+            _, prompt = await asyncio.to_thread(_read, tile)
             self._update(tile, prompt)
         finally:
             self._reading.discard(tile.name)
@@ -467,11 +467,7 @@ class Inbox:
             problem = f"tile {ask.tile!r} is no longer a tile of this hub"
         else:
             async with svc.deliverer.pane_lock(tile.pane_id):
-                state_now, screen = await asyncio.to_thread(_read, tile)
-                shown = (
-                    read_permission_prompt(tile.profile, screen)
-                    if state_now == "waiting" else None
-                )  # fmt: skip
+                state_now, shown = await asyncio.to_thread(_read, tile)
                 if shown is None or shown != ask.prompt:
                     problem = (
                         f"the agent left its prompt (it reads {state_now} now); "
@@ -532,7 +528,14 @@ def _settle(fut: asyncio.Future[Verdict], verdict: Verdict) -> None:
         fut.set_result(verdict)
 
 
-def _read(tile: Tile) -> tuple[str, str]:
-    """A tile's state and screen now, with its colours (a thread: tmux and file reads)."""
+def _read(tile: Tile) -> tuple[str, PermissionPrompt | None]:
+    """A tile's state now and the permission prompt it shows (a thread: tmux and file reads).
+
+    The text is read from the plain (redacted) screen; the coloured one only where a
+    dialog's selection is shown by colour alone."""
     state = tile.state
-    return state, tile.screen(ansi=True) if state == "waiting" else ""
+    if state != "waiting":
+        return state, None
+    screen = tile.screen()
+    coloured = tile.screen(ansi=True) if needs_colours(screen) else None
+    return state, read_permission_prompt(tile.profile, screen, coloured)
