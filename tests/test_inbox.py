@@ -335,6 +335,11 @@ def test_inbox_widget_lists_a_permission_and_its_button_answers_it(hub: Any, pro
         (row,) = view.rows.values()
         assert [b.description for b in row.buttons][0] == "1. Yes"
         assert "Do you want to proceed?" in view.snapshot_html()
+        (ask,) = hub.inbox  # a hook that names the tool late adds its line: the row is redrawn
+        ask.text = f"Bash(touch by_button)\n{ask.text}"
+        view.sync()
+        (row,) = view.rows.values()
+        assert row.shown_text == ask.text and "Bash(touch by_button)" in view.snapshot_html()
         row.buttons[0].click()
         wait_until((project / "by_button").exists, 15, what="the tool ran on the click")
         wait_until(lambda: view.count == 0, 15, what="the answered ask left the widget")
