@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import post_json
 
-from madohub_nb.testing.fake_gemini import FakeGemini, prompt_text
+from madohub_nb.testing.fake_gemini import FakeGemini, function_response, prompt_text
 
 
 @pytest.fixture
@@ -94,3 +94,29 @@ def test_a_sleep_marker_pauses_before_the_text(fake: FakeGemini) -> None:
         c["candidates"][0]["content"]["parts"][0]["text"] for c in _sse(text)
     ).startswith("Done: slow")
     assert fake.base_url.startswith("http://127.0.0.1:")
+
+
+def test_a_scripted_function_call_and_its_response_read_back() -> None:
+    """Gemini CLI runs tools from a ``functionCall`` part; it sends a ``functionResponse`` back."""
+    call = {"functionCall": {"name": "run_shell_command", "args": {"command": "touch x"}}}
+    with FakeGemini(lambda body: call if function_response(body) is None else None) as fake:
+        url = f"{fake.base_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        _, text = post_json(url, _body("run it"))
+        (chunk,) = _sse(text)
+        assert chunk["candidates"][0]["content"]["parts"] == [call]
+        assert chunk["candidates"][0]["finishReason"] == "STOP"
+        _, whole = post_json(f"{fake.base_url}/v1beta/models/m:generateContent", _body("run it"))
+        assert json.loads(whole)["candidates"][0]["content"]["parts"] == [call]
+        answered = _body("run it")
+        answered["contents"] += [
+            {"role": "model", "parts": [call]},
+            {"role": "user", "parts": [{"functionResponse": {
+                "name": "run_shell_command", "response": {"output": "ran"}}}]},
+        ]  # fmt: skip
+        assert function_response(answered) == {"output": "ran"}
+        _, text = post_json(url, answered)
+        assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in _sse(text)) == (
+            "Done: run it"
+        )
+    with pytest.raises(ValueError, match="holds a functionCall"):  # (a script's mistake)
+        FakeGemini(lambda body: {"text": "x"})._answer(_body("a"))
