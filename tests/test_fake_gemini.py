@@ -127,3 +127,36 @@ def test_a_scripted_tool_call_is_a_function_call_part_and_its_response_is_read_b
             "got ok"
         )
         assert fake.prompts == ["ask it"]  # the tool's result was no new prompt
+
+
+def test_a_scripted_function_call_in_either_method_and_its_response_read_back() -> None:
+    """Gemini CLI runs tools from a ``functionCall`` part (streamed or whole); it sends a
+    ``functionResponse`` back, whose output :func:`function_response` reads."""
+    args = {"command": "touch x"}
+    scripted = {"function_call": {"name": "run_shell_command", "args": args}}
+    part = {"functionCall": {"name": "run_shell_command", "args": args}}
+
+    def reply(body: dict[str, Any]) -> str | dict[str, Any]:
+        result = function_response(body)
+        return scripted if result is None else f"got {result}"
+
+    with FakeGemini(reply) as fake:
+        url = f"{fake.base_url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        _, text = post_json(url, _body("run it"))
+        (chunk,) = _sse(text)
+        assert chunk["candidates"][0]["content"]["parts"] == [part]
+        _, whole = post_json(f"{fake.base_url}/v1beta/models/m:generateContent", _body("run it"))
+        assert json.loads(whole)["candidates"][0]["content"]["parts"] == [part]
+        answered = _body("run it")
+        answered["contents"] += [
+            {"role": "model", "parts": [part]},
+            {"role": "user", "parts": [{"functionResponse": {
+                "name": "run_shell_command", "response": {"output": "ran"}}}]},
+        ]  # fmt: skip
+        assert function_response(answered) == "ran"
+        _, text = post_json(url, answered)
+        assert "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in _sse(text)) == (
+            "got ran"
+        )
+    with pytest.raises(ValueError, match="holds a function_call"):  # (a script's mistake)
+        FakeGemini(lambda body: {"text": "x"})._answer(_body("a"))

@@ -167,5 +167,38 @@ def test_a_scripted_tool_call_streams_as_chat_tool_calls_and_its_output_is_read_
         assert "".join(c["choices"][0]["delta"].get("content", "") for c in _sse(text)) == (
             "got Done: x"
         )
-        _, text = post_json(url, {"messages": messages[:1]})  # not streamed: refused, clearly
-        assert "streamed requests only" in text
+
+
+def test_chat_completions_script_a_tool_call_and_read_its_output_back() -> None:
+    """Qwen Code and OpenCode call tools through chat completions: a scripted call comes as one
+    ``tool_calls`` entry (its arguments streamed after its name), the tool's ``tool`` message
+    is read back by ``function_output``."""
+    call = {"function_call": {"name": "bash", "arguments": {"command": "touch x"}}}
+
+    def reply(body: dict[str, Any]) -> Any:
+        return call if function_output(body) is None else None
+
+    with FakeOpenAIResponses(reply) as fake:
+        url = f"{fake.base_url}/chat/completions"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "run it"}]
+        _, text = post_json(url, {"messages": messages, "stream": True})
+        chunks = _sse(text)
+        opening = chunks[0]["choices"][0]["delta"]["tool_calls"][0]
+        assert (opening["index"], opening["function"]) == (0, {"name": "bash", "arguments": ""})
+        args = "".join(
+            tc["function"].get("arguments", "")
+            for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])
+        )  # fmt: skip
+        assert json.loads(args) == {"command": "touch x"}
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+        _, whole = post_json(url, {"messages": messages})
+        (entry,) = json.loads(whole)["choices"][0]["message"]["tool_calls"]
+        assert (entry["type"], entry["function"]["name"]) == ("function", "bash")
+        answered = [
+            *messages,
+            {"role": "assistant", "content": None, "tool_calls": [entry]},
+            {"role": "tool", "tool_call_id": entry["id"], "content": "ran"},
+        ]
+        assert function_output({"messages": answered}) == "ran"
+        _, text = post_json(url, {"messages": answered})
+        assert json.loads(text)["choices"][0]["message"]["content"] == "Done: run it"

@@ -13,10 +13,17 @@ from typing import Any
 import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
-from madohub_nb.agents.permission import read_permission_prompt
+from madohub_nb.agents.permission import (
+    needs_colours,
+    read_permission_prompt,
+    tool_request,
+    with_tool_line,
+)
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
+
+SCREENS = Path(__file__).parent / "fixtures" / "screens"
 
 
 def _asking_tile(hub: Any, name: str, cwd: Path) -> Any:
@@ -51,30 +58,60 @@ def test_screen_06_reads_as_question_and_choices(fixtures_dir: Path) -> None:
         assert read_permission_prompt(get_profile("claude"), (screens / idle).read_text()) is None
 
 
-# Shaped like the profiles' waiting markers (not captured from the real agents here).
-CODEX_DIALOG = (
-    "• I will run a command.\n\n  Would you like to run the following command?\n\n  $ touch x\n\n"
-    "› 1. Yes, proceed (y)\n  2. Yes, and don't ask again for this command (p)\n"
-    "  3. No, and tell Codex what to do differently (esc)\n\n  Press enter to confirm or esc"
-)
-AIDER_DIALOG = "touch x\nRun shell command? (Y)es/(N)o/(D)on't ask again [Yes]: "
+PERMISSION_SCREENS = [  # captured from the real agents (tests/fixtures/screens/permission/)
+    ("codex", "codex", ("Yes, proceed (y)", "Yes, and don't ask again for commands that start "
+     "with `touch made_by_tool` (p)", "No, and tell Codex what to do differently (esc)"),
+     ("1", "2", "3"), "Would you like to run the following command?"),
+    ("gemini", "gemini", ("Allow once", "Allow for this session", "No, suggest changes (esc)"),
+     ("1", "2", "3"), "? Shell  touch made_by_tool"),
+    ("qwen", "qwen", ("Yes, allow once", "Always allow run 'touch *' commands in this project",
+     "Always allow run 'touch *' commands for this user", "No, suggest changes (esc)"),
+     ("1", "2", "3", "4"), "? Shell touch made_by_tool (Create the file made_by_tool) ←"),
+    ("qwen", "qwen_auto", ("Yes, allow once", "Switch to Default Mode and allow once "
+     "(recommended)", "No, suggest changes (esc)"), ("1", "2", "3"),
+     "? Shell touch made_by_tool (Create the file made_by_tool) ←"),
+    ("copilot", "copilot", ("Yes", "Yes, and don't ask again for `touch` in this directory "
+     "(~/proj)", "No, and tell Copilot what to do differently (Esc to stop)"), ("1", "2", "3"),
+     "Create the file made_by_tool"),
+    ("opencode", "opencode", ("Allow once", "Allow always", "Reject"),
+     ("Enter", "Right Enter", "Right Right Enter"),
+     "Permission required"),
+    ("aider", "aider", ("Yes", "No"), ("y Enter", "n Enter"), "touch made_by_tool"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("kind", "screen", "choices", "keys", "question"),
-    [
-        ("codex", CODEX_DIALOG, ("Yes, proceed (y)", "Yes, and don't ask again for this command (p)",
-         "No, and tell Codex what to do differently (esc)"), ("1", "2", "3"), "$ touch x"),
-        ("aider", AIDER_DIALOG, ("Yes", "No"), ("y", "n"), "Run shell command?"),
-    ],
-)  # fmt: skip
-def test_other_agents_dialogs_read_as_choices_and_keys(
-    kind: str, screen: str, choices: tuple[str, ...], keys: tuple[str, ...], question: str
+@pytest.mark.parametrize(("kind", "screen", "choices", "keys", "first_line"), PERMISSION_SCREENS)
+def test_real_agents_dialogs_read_as_question_choices_and_keys(
+    kind: str,
+    screen: str,
+    choices: tuple[str, ...],
+    keys: tuple[str, ...],
+    first_line: str,
 ) -> None:
-    prompt = read_permission_prompt(get_profile(kind), screen)
+    text = (SCREENS / "permission" / f"{screen}.txt").read_text()
+    prompt = read_permission_prompt(get_profile(kind), text)
     assert prompt is not None
     assert (prompt.choices, prompt.keys) == (choices, keys)
-    assert question in prompt.question
+    lines = prompt.question.splitlines()
+    assert lines[0] == first_line, prompt.question
+    assert "touch made_by_tool" in prompt.question
+    assert "PERM please run it" not in prompt.question  # (the user's prompt above the dialog)
+    assert not any(set(ln) <= set("─╭╮╰╯│ ") for ln in lines if ln), prompt.question  # no box
+    assert "?" in prompt.question or kind == "opencode", prompt.question
+
+
+@pytest.mark.parametrize("kind", ["codex", "gemini", "qwen", "copilot", "opencode", "aider"])
+def test_an_answer_after_the_dialog_is_no_prompt(fixtures_dir: Path, kind: str) -> None:
+    """The same agents' idle or answer screens read as no permission prompt."""
+    real = fixtures_dir / "real" / "screens"
+    found = sorted(
+        [*SCREENS.glob(f"{kind}/*idle*.txt"), *SCREENS.glob(f"{kind}_*answer.txt"),
+         *real.glob(f"{kind}_*after_reply.txt")]
+    )  # fmt: skip
+    assert found, kind
+    for path in found:
+        if not path.name.endswith(".ansi.txt"):
+            assert read_permission_prompt(get_profile(kind), path.read_text()) is None, path
 
 
 def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, project: Path) -> None:
@@ -85,6 +122,11 @@ def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, projec
     assert ask.choices == ("Yes", "Yes, and always allow access to proj/ from this project", "No")
     assert "touch made_by_tool" in ask.text and "Do you want to proceed?" in ask.text
     assert ask.signal == "hook"  # the agent's own Notification hook told the hub at once
+    # Its PermissionRequest hook names the tool and its input.
+    wait_until(lambda: ask.tool is not None, 10, what="the PermissionRequest hook's tool")
+    assert (ask.tool, ask.tool_input["command"]) == ("Bash", "touch made_by_tool")
+    assert ask.text.count("touch made_by_tool") >= 1  # (the dialog shows it: not added twice)
+    assert not ask.text.startswith("Bash(")
     rec = ask.choose("Yes").result(30)
     assert (rec.status, rec.route_id, rec.prompt, rec.decision) == (
         "delivered",
@@ -293,6 +335,11 @@ def test_inbox_widget_lists_a_permission_and_its_button_answers_it(hub: Any, pro
         (row,) = view.rows.values()
         assert [b.description for b in row.buttons][0] == "1. Yes"
         assert "Do you want to proceed?" in view.snapshot_html()
+        (ask,) = hub.inbox  # a hook that names the tool late adds its line: the row is redrawn
+        ask.text = f"Bash(touch by_button)\n{ask.text}"
+        view.sync()
+        (row,) = view.rows.values()
+        assert row.shown_text == ask.text and "Bash(touch by_button)" in view.snapshot_html()
         row.buttons[0].click()
         wait_until((project / "by_button").exists, 15, what="the tool ran on the click")
         wait_until(lambda: view.count == 0, 15, what="the answered ask left the widget")
@@ -357,3 +404,57 @@ def test_turns_finished_while_a_prompt_waits_route_once_the_newest(
     assert "draft three" in second.text and "draft two" not in second.text, second.text
     second.reject().result(30)
     assert [r["decision"] for r in log_rows(hub, route)] == ["approved", "rejected"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "line"),
+    [
+        ({"tool_name": "Bash", "tool_input": {"command": "touch x", "description": "d"}},
+         "Bash(touch x)"),
+        ({"tool_name": "Write", "tool_input": {"file_path": "/p/a.txt", "content": "hi"}},
+         "Write(/p/a.txt)"),
+        ({"tool_name": "mcp__madohub__ask", "tool_input": {"to": "b", "text": "hi"}},
+         'mcp__madohub__ask({"text": "hi", "to": "b"})'),
+        ({"tool_name": "Bash"}, "Bash"),
+    ],
+)  # fmt: skip
+def test_a_permission_request_hook_says_the_tool_in_one_line(
+    payload: dict[str, Any], line: str
+) -> None:
+    request = tool_request(payload)
+    assert request is not None and (request.tool, request.line) == (payload["tool_name"], line)
+    question = "Do you want to proceed?"
+    assert with_tool_line(question, request) == f"{line}\n{question}"  # (2.1.332's dialog)
+    shown = f"Bash command\n\ntouch x\n\n{question}"  # (2.1.197's dialog shows the command)
+    assert with_tool_line(shown, request) == (
+        shown if line == "Bash(touch x)" else f"{line}\n{shown}"
+    )
+    assert tool_request({"tool_input": {"command": "x"}}) is None  # no tool named
+    assert tool_request({"tool_name": 3}) is None
+
+
+def test_opencode_buttons_are_pressed_from_the_selected_one() -> None:
+    """OpenCode's row has no key per button: Right (it wraps round) from the one selected,
+    read from the colours (captured after Right moved it onto "Allow always"), then Enter."""
+    profile = get_profile("opencode")
+    moved = read_permission_prompt(
+        profile, (SCREENS / "permission" / "opencode_right.ansi.txt").read_text()
+    )
+    opened = read_permission_prompt(
+        profile, (SCREENS / "permission" / "opencode.ansi.txt").read_text()
+    )
+    assert moved is not None and opened is not None
+    assert (opened.selected, moved.selected) == (0, 1)
+    assert [opened.keys_for(i) for i in range(3)] == ["Enter", "Right Enter", "Right Right Enter"]
+    assert [moved.keys_for(i) for i in range(3)] == ["Right Right Enter", "Enter", "Right Enter"]
+    assert moved == opened  # the same ask: only where the selection stands differs
+    # The hub reads the text from the plain screen, the selection from the coloured one.
+    plain = (SCREENS / "permission" / "opencode_right.txt").read_text()
+    coloured = (SCREENS / "permission" / "opencode_right.ansi.txt").read_text()
+    assert needs_colours(plain) and not needs_colours(
+        (SCREENS / "permission" / "codex.txt").read_text()
+    )
+    both = read_permission_prompt(profile, plain, coloured)
+    assert both == moved and both is not None and both.selected == 1
+    alone = read_permission_prompt(profile, plain)  # (no colours: as the dialog opens)
+    assert alone is not None and alone.selected == 0

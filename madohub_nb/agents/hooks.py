@@ -22,9 +22,11 @@ from typing import Any
 STOP = "stop"
 NOTIFICATION = "notification"
 SESSION_START = "session_start"
-HOOK_KINDS = (STOP, NOTIFICATION, SESSION_START)
+PERMISSION_REQUEST = "permission_request"
+HOOK_KINDS = (STOP, NOTIFICATION, SESSION_START, PERMISSION_REQUEST)
 """What a hook can report: a turn ended; the agent asks for a person (a permission
-prompt); a session (re)started, with the path of its record."""
+prompt); a session (re)started, with the path of its record; the tool a permission
+prompt is about, with its input (Claude Code's ``PermissionRequest``)."""
 
 CLAUDE_HOOK_TIMEOUT_S = 10
 """Claude's ``timeout`` for a command hook, in seconds (the command ends in < 3 s)."""
@@ -87,8 +89,12 @@ def _claude_like_hooks(base: Sequence[str], timeout: int | None) -> dict[str, An
 
 
 def claude_settings(base: Sequence[str]) -> dict[str, Any]:
-    """Claude Code's ``--settings`` value: Stop, Notification and SessionStart command hooks."""
-    return {"hooks": _claude_like_hooks(base, CLAUDE_HOOK_TIMEOUT_S)}
+    """Claude Code's ``--settings`` value: Stop, Notification, SessionStart and
+    PermissionRequest command hooks (the last prints nothing, so the dialog is shown)."""
+    hooks = _claude_like_hooks(base, CLAUDE_HOOK_TIMEOUT_S)
+    command = {"type": "command", "command": shell_command(base, PERMISSION_REQUEST)}
+    hooks["PermissionRequest"] = [{"hooks": [{**command, "timeout": CLAUDE_HOOK_TIMEOUT_S}]}]
+    return {"hooks": hooks}
 
 
 def codex_notify(base: Sequence[str]) -> str:
@@ -202,7 +208,7 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
     if agent == "claude":
         return HookSetup(
             agent,
-            (STOP, NOTIFICATION, SESSION_START),
+            (STOP, NOTIFICATION, SESSION_START, PERMISSION_REQUEST),
             args=("--settings", json.dumps(claude_settings(base), separators=(",", ":"))),
             how="claude --settings JSON adds hooks for this process only (observed 2.1.197, 2.1.332)",
         )
@@ -226,7 +232,7 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
         }
         return HookSetup(
             agent,
-            HOOK_KINDS,
+            (STOP, NOTIFICATION, SESSION_START),
             env={"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": path},
             files={path: json.dumps({"hooks": hooks}, indent=2)},
             secure_dir=True,
@@ -239,7 +245,7 @@ def hook_setup(agent: str, base: Sequence[str], private_dir: str) -> HookSetup |
         path = f"{d}/qwen-system-defaults.json"
         return HookSetup(
             agent,
-            HOOK_KINDS,
+            (STOP, NOTIFICATION, SESSION_START),
             env={"QWEN_CODE_SYSTEM_DEFAULTS_PATH": path},
             files={path: json.dumps({"hooks": _claude_like_hooks(base, None)}, indent=2)},
             how=(

@@ -356,7 +356,7 @@ OPENCODE: Final = AgentProfile(
     busy_markers=(_rx(r"esc interrupt"),),
     # The box's bottom edge, which is drawn whenever the TUI takes input (busy is checked first).
     idle_markers=(_rx(rf"^{_OPENCODE_BOX_EDGE}"),),
-    waiting_markers=(_rx(r"△ Permission required"),),  # public tools; not observed
+    waiting_markers=(_rx(r"△ Permission required"),),  # screens/permission/opencode.txt
     title_busy_markers=(),
     no_marker_state="unknown",
     idle_commands=(),
@@ -397,7 +397,15 @@ QWEN: Final = AgentProfile(
     process_tokens=("qwen",),
     busy_markers=(_rx(r"esc to cancel\)"),),
     idle_markers=(_rx(_QWEN_BOX),),
-    waiting_markers=(),  # its confirmation dialog was not observed (auto mode approves or blocks)
+    # "Allow execution of: 'touch'?" over "› 1. Yes, allow once", then "Waiting for user
+    # confirmation..." (screens/permission/qwen*.txt: --approval-mode default, and auto mode
+    # when its classifier cannot decide).
+    waiting_markers=(
+        _rx(
+            r"^[ \t]*(?:Allow |Do you want |Apply this change)[^\n]*\?[ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[ \t]*› \d+\. "
+        ),
+    ),
     title_busy_markers=(),
     no_marker_state="unknown",
     idle_commands=(),
@@ -494,7 +502,14 @@ GEMINI: Final = AgentProfile(
     # The spinner line sits right above the rule (blank lines are not in the marker tail).
     busy_markers=(_rx(rf"^[^\n]*\(esc to cancel, \d[^\n]*\n{_RULE}"),),
     idle_markers=(_rx(_GEMINI_BOX),),
-    waiting_markers=(),  # its tool confirmation was not observed (the fakes call no tools)
+    # A box: "? Shell  touch x", the command framed, "Allow execution of [Shell]?" over
+    # "● 1. Allow once" (screens/permission/gemini.txt).
+    waiting_markers=(
+        _rx(
+            r"^[│ \t]*(?:Allow |Do you want |Apply this change)[^\n]*\?[│ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[│ \t]*● \d+\. "
+        ),
+    ),
     title_busy_markers=(re.compile(r"Working…"),),
     no_marker_state="unknown",
     idle_commands=(),

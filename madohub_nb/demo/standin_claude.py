@@ -20,8 +20,9 @@ server with ``to=NAME, text=TEXT`` and answers with the tool's result (the turn 
 for the call; the screen shows the turn busy meanwhile).
 
 ``--settings JSON|FILE`` takes command hooks as the real one does (``Stop``,
-``SessionStart``, ``Notification``): each runs with ``/bin/sh -c`` and gets the real
-payload shape on stdin (``last_assistant_message`` for ``Stop``).
+``SessionStart``, ``Notification``, ``PermissionRequest``): each runs with ``/bin/sh -c``
+and gets the real payload shape on stdin (``last_assistant_message`` for ``Stop``,
+``tool_name`` and ``tool_input`` for ``PermissionRequest``).
 """
 
 from __future__ import annotations
@@ -687,6 +688,10 @@ class ClaudeStandin(AgentStandin[_Turn]):
                 self.state = "waiting"
                 self.choice = 0
                 self.files.set_status("waiting", "permission prompt")
+                self._hook(
+                    "PermissionRequest", tool_name="Bash", tool_input=call["input"],
+                    permission_suggestions=[],
+                )  # fmt: skip
                 self._hook(
                     "Notification", message="Claude needs your permission to use Bash",
                     notification_type="permission_prompt",

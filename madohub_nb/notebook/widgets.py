@@ -448,6 +448,8 @@ class AskRow(widgets.VBox):
 
     def __init__(self, ask: Any, on_answer: Callable[[Any, Callable[[], object]], None]) -> None:
         self.ask = ask
+        self.shown_text = ask.text
+        """The permission text drawn (a hook may add the tool's line after the row was made)."""
         self.header = widgets.HTML(self._header_html())
         self.buttons: list[widgets.Button] = []
         self.prompt: widgets.Textarea | None = None
@@ -518,7 +520,11 @@ class InboxView(_HubView):
         for key in [k for k in self.rows if k not in open_asks]:
             self.rows.pop(key).close()
         for key, ask in open_asks.items():
-            if key not in self.rows:
+            row = self.rows.get(key)
+            if row is not None and ask.kind == "permission" and row.shown_text != ask.text:
+                row.close()  # (its hook named the tool after the row was drawn)
+                row = None
+            if row is None:
                 self.rows[key] = AskRow(ask, self._answer)
         if tuple(self._list.children) != tuple(self.rows.values()):
             self._list.children = tuple(self.rows.values())

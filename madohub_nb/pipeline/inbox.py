@@ -28,7 +28,15 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from ..agents.foreground import Reader
-from ..agents.permission import PermissionPrompt, read_permission_prompt
+from ..agents.permission import (
+    PermissionPrompt,
+    ToolRequest,
+    needs_colours,
+    read_permission_prompt,
+    says_no,
+    tool_request,
+    with_tool_line,
+)
 from ..errors import MadohubError, MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
@@ -101,6 +109,10 @@ class Ask:
         """A permission prompt's choices as the agent shows them (labels)."""
         self.signal = signal
         """How the ask was noticed: ``hook`` (the agent's own notification) or ``screen``."""
+        self.tool: str | None = None
+        """The tool it asks to run (``Bash``), from the agent's ``PermissionRequest`` hook."""
+        self.tool_input: Mapping[str, Any] | None = None
+        """That tool's input (``{"command": "touch made", ...}``), from the same hook."""
         self.opened_at = datetime.now(timezone.utc)
         self._opened_mono = time.monotonic()
         self.state: AskState = "open"
@@ -144,7 +156,7 @@ class Ask:
         if not isinstance(reason, str):
             raise MadohubValueError(f"reason must be a string, got {reason!r}")
         if self.kind == "permission":
-            no = [i for i, c in enumerate(self.choices) if c.lower().startswith("no")]
+            no = [i for i, c in enumerate(self.choices) if says_no(c)]
             return self.choose(no[-1]) if no else self._answer("rejected", -1)
         return self._answer("rejected", Verdict("rejected", reason))
 
@@ -157,7 +169,7 @@ class Ask:
             )
         index = self.choice_index(choice)
         label = self.choices[index]
-        return self._answer("rejected" if label.lower().startswith("no") else "approved", index)
+        return self._answer("rejected" if says_no(label) else "approved", index)
 
     def choice_index(self, choice: object) -> int:
         """The index of ``choice`` (an index, a label, or a shown number), or an error naming
@@ -174,7 +186,7 @@ class Ask:
         if isinstance(choice, str):
             wanted = choice.strip().lower()
             for i, label in enumerate(self.choices):
-                if label.lower() == wanted or (i < len(keys) and keys[i] == wanted):
+                if label.lower() == wanted or (i < len(keys) and keys[i].split()[0] == wanted):
                     return i
         raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
 
@@ -280,6 +292,8 @@ class Inbox:
         self._hooked: set[str] = set()
         self._hook_messages: dict[str, str] = {}
         """A tile's last ``notification`` hook message, until its prompt is read."""
+        self._hook_requests: dict[str, ToolRequest] = {}
+        """A tile's last ``permission_request`` hook (the tool asked for), until its prompt is read."""
 
     @property
     def asks(self) -> list[Ask]:
@@ -344,16 +358,38 @@ class Inbox:
 
     def _watch_hooks(self, tile: Tile) -> None:
         hooks = tile.hooks
-        if hooks is None or tile.name in self._hooked or "notification" not in hooks.kinds:
+        wanted = {"notification", "permission_request"}
+        if hooks is None or tile.name in self._hooked or not wanted & set(hooks.kinds):
             return
         self._hooked.add(tile.name)
 
         def on_hook(event: HookEvent, name: str = tile.name) -> None:
             if event.kind == "notification":
                 self._hook_messages[name] = event.message or ""
-                self._check_soon(name, 0.0)
+            elif event.kind == "permission_request":
+                request = tool_request(event.payload)
+                if request is None:
+                    return
+                self._hook_messages.setdefault(name, "")
+                if not self._fill(name, request):
+                    self._hook_requests[name] = request
+            else:
+                return
+            self._check_soon(name, 0.0)
 
         hooks.subscribe(on_hook)
+
+    def _fill(self, name: str, request: ToolRequest) -> bool:
+        """Give ``name``'s open permission ask the tool its hook names, if it has none yet."""
+        ask = next(
+            (a for a in self._asks if a.open and a.kind == "permission" and a.tile == name), None
+        )
+        if ask is None or ask.tool is not None:
+            return False
+        ask.tool, ask.tool_input = request.tool, request.input
+        ask.text, ask.signal = with_tool_line(ask.text, request), "hook"
+        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+        return True
 
     def _check_soon(self, name: str, delay_s: float) -> None:
         handle = self._checks.pop(name, None)
@@ -375,8 +411,7 @@ class Inbox:
 
     async def _check(self, tile: Tile) -> None:
         try:
-            state, screen = await asyncio.to_thread(_read, tile)
-            prompt = read_permission_prompt(tile.profile, screen) if state == "waiting" else None
+            _, prompt = await asyncio.to_thread(_read, tile)
             self._update(tile, prompt)
         finally:
             self._reading.discard(tile.name)
@@ -402,6 +437,9 @@ class Inbox:
                 "permission", tile.name, prompt.question, prompt=prompt,
                 on_answer=self._press, signal="hook" if message is not None else "screen",
             )  # fmt: skip
+            if (request := self._hook_requests.pop(tile.name, None)) is not None:
+                ask.tool, ask.tool_input = request.tool, request.input
+                ask.text = with_tool_line(ask.text, request)
             self._add(ask)
 
     # answering a permission ----------------------------------------------------------------
@@ -410,13 +448,14 @@ class Inbox:
     ) -> concurrent.futures.Future[RoundRecord]:
         tile = self._tiles().get(ask.tile)
         assert isinstance(how, int)
-        key = ask.prompt.keys[how] if ask.prompt is not None and how >= 0 else "Escape"
-        return self._submit(self._press_keys(ask, tile, key, state))
+        return self._submit(self._press_keys(ask, tile, how, state))
 
-    async def _press_keys(self, ask: Ask, tile: Tile | None, key: str, state: str) -> RoundRecord:
-        """Press ``key`` if the agent still shows the ask's prompt (under the pane's lock)."""
+    async def _press_keys(self, ask: Ask, tile: Tile | None, index: int, state: str) -> RoundRecord:
+        """Press the keys of choice ``index`` (Escape for -1) if the agent still shows the ask's
+        prompt (under the pane's lock); a button row's keys count from its selection now."""
         svc = self._services
         started = time.monotonic()
+        key = ask.prompt.keys[index] if ask.prompt is not None and index >= 0 else "Escape"
         rec = RoundRecord(
             route_id=INBOX_ROUTE_ID, source="", target=ask.tile, round=0, trigger="manual",
             transform="keys", dispatch="madoagent", prompt=key, status="error",
@@ -428,20 +467,19 @@ class Inbox:
             problem = f"tile {ask.tile!r} is no longer a tile of this hub"
         else:
             async with svc.deliverer.pane_lock(tile.pane_id):
-                state_now, screen = await asyncio.to_thread(_read, tile)
-                shown = (
-                    read_permission_prompt(tile.profile, screen)
-                    if state_now == "waiting" else None
-                )  # fmt: skip
-                if shown != ask.prompt:
+                state_now, shown = await asyncio.to_thread(_read, tile)
+                if shown is None or shown != ask.prompt:
                     problem = (
                         f"the agent left its prompt (it reads {state_now} now); "
                         "it was answered elsewhere or moved on"
                     )
                 else:
+                    rec.prompt = key = shown.keys_for(index) if index >= 0 else key
                     reader = await asyncio.to_thread(tile.reader)
                     problem = (
-                        await send_checked(tile, reader, [key_command(tile.pane_id, key)])
+                        await send_checked(
+                            tile, reader, [key_command(tile.pane_id, k) for k in key.split()]
+                        )
                         if isinstance(reader, Reader)
                         else reader
                     )
@@ -490,7 +528,14 @@ def _settle(fut: asyncio.Future[Verdict], verdict: Verdict) -> None:
         fut.set_result(verdict)
 
 
-def _read(tile: Tile) -> tuple[str, str]:
-    """A tile's state and screen now (a thread: tmux and file reads)."""
+def _read(tile: Tile) -> tuple[str, PermissionPrompt | None]:
+    """A tile's state now and the permission prompt it shows (a thread: tmux and file reads).
+
+    The text is read from the plain (redacted) screen; the coloured one only where a
+    dialog's selection is shown by colour alone."""
     state = tile.state
-    return state, tile.screen() if state == "waiting" else ""
+    if state != "waiting":
+        return state, None
+    screen = tile.screen()
+    coloured = tile.screen(ansi=True) if needs_colours(screen) else None
+    return state, read_permission_prompt(tile.profile, screen, coloured)

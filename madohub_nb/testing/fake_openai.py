@@ -15,9 +15,9 @@ answer is ``Done: <first 40 characters of the last user input text>``, and a
 ``[[sleep N]]`` marker in the prompt makes the reply start at once and pause N
 seconds before its text (a slow model). ``fail_next`` injects HTTP errors. A
 scripted reply may also be a tool call, ``{"function_call": {"name": …, "arguments":
-{…}}}`` (a Responses ``function_call`` item, ``namespace`` kept when given): the
-client runs the tool and sends its output back, which :func:`function_output` reads
-(in streamed Chat Completions too: a ``tool_calls`` delta, its output a ``tool`` message).
+{…}}}`` (a Responses ``function_call`` item, ``namespace`` kept when given; in
+``/v1/chat/completions`` a ``tool_calls`` entry): the client runs the tool and sends its
+output back, which :func:`function_output` reads.
 """
 
 from __future__ import annotations
@@ -100,18 +100,18 @@ def prompt_text(body: dict[str, Any]) -> str | None:
 
 
 def function_output(body: dict[str, Any]) -> str | None:
-    """The output text of the last ``function_call_output`` item of a request (Responses), or
-    of its last message when that is a ``tool`` message (Chat Completions); else None."""
-    messages = body.get("messages")
-    if isinstance(messages, list) and messages:
-        last = messages[-1]
-        if isinstance(last, dict) and last.get("role") == "tool":
-            content = last.get("content")
-            return content if isinstance(content, str) else "".join(_text_of(content))
-        return None
+    """The output text of the last ``function_call_output`` item (Responses) or ``tool``
+    message (Chat Completions) of a request, if any."""
     items = body.get("input")
     if not isinstance(items, list):
-        return None
+        messages = body.get("messages")
+        answers = [
+            m for m in messages if isinstance(m, dict) and m.get("role") == "tool"
+        ] if isinstance(messages, list) else []  # fmt: skip
+        if not answers:
+            return None
+        content = answers[-1].get("content")
+        return content if isinstance(content, str) else "".join(_text_of(content))
     outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
     if not outputs:
         return None
@@ -286,6 +286,58 @@ def chat_completion(model: str, text: str, usage: dict[str, Any]) -> dict[str, A
     }
 
 
+def chat_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions ``tool_calls`` entry for ``{"name", "arguments"}``."""
+    arguments = call.get("arguments", {})
+    return {
+        "id": str(call.get("call_id") or _new_id("call_fake_")),
+        "type": "function",
+        "function": {
+            "name": str(call["name"]),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+def chat_tool_completion(model: str, call: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """A non-streaming ``/v1/chat/completions`` answer that is a single tool call."""
+    done = chat_completion(model, "", usage)
+    done["choices"][0]["message"] = {
+        "role": "assistant", "content": None, "tool_calls": [chat_tool_call(call)],
+    }  # fmt: skip
+    done["choices"][0]["finish_reason"] = "tool_calls"
+    return done
+
+
+def chat_tool_chunks(
+    model: str, call: dict[str, Any], usage: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The ``/v1/chat/completions`` stream chunks of a single tool call (before ``[DONE]``)."""
+    entry = chat_tool_call(call)
+    base = {
+        "id": _new_id("chatcmpl-fake"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    opening = {
+        **entry,
+        "index": 0,
+        "function": {"name": entry["function"]["name"], "arguments": ""},
+    }
+    arguments = {"index": 0, "function": {"arguments": entry["function"]["arguments"]}}
+    for delta in (
+        {"role": "assistant", "content": None, "tool_calls": [opening]},
+        {"tool_calls": [arguments]},
+    ):
+        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    yield {
+        **base,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        "usage": chat_completion(model, "", usage)["usage"],
+    }
+
+
 def chat_chunks(model: str, text: str, usage: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The ``/v1/chat/completions`` stream chunks for one answer (before ``[DONE]``)."""
     base = {
@@ -309,31 +361,6 @@ def chat_chunks(model: str, text: str, usage: dict[str, Any]) -> Iterator[dict[s
     yield {
         **base,
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-        "usage": final["usage"],
-    }
-
-
-def chat_call_chunks(
-    model: str, call: dict[str, Any], usage: dict[str, Any]
-) -> Iterator[dict[str, Any]]:
-    """The ``/v1/chat/completions`` stream chunks of one tool call (before ``[DONE]``)."""
-    item = function_call_item(call)
-    base = {
-        "id": _new_id("chatcmpl-fake"),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-    head = {"index": 0, "id": item["call_id"], "type": "function"}
-    first = {**head, "function": {"name": item["name"], "arguments": ""}}
-    delta = {"role": "assistant", "content": None, "tool_calls": [first]}
-    yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-    args = {"tool_calls": [{"index": 0, "function": {"arguments": item["arguments"]}}]}
-    yield {**base, "choices": [{"index": 0, "delta": args, "finish_reason": None}]}
-    final = chat_completion(model, "", usage)
-    yield {
-        **base,
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
         "usage": final["usage"],
     }
 
@@ -408,19 +435,23 @@ class FakeOpenAIResponses(FakeServer):
             self.reported.append(
                 {"model": model, "usage": usage, "title": is_title_request(body), "path": path}
             )
-        if call is not None:
+        if call is not None and path == "/v1/chat/completions":
+            if not body.get("stream"):
+                http.send_json(200, json.dumps(chat_tool_completion(model, call, usage)))
+                return
+            http.start_stream()
+            for chunk in chat_tool_chunks(model, call, usage):
+                http.send_event(json.dumps(chunk))
+            http.send_event("[DONE]")
+            http.end_stream()
+        elif call is not None:
             if not body.get("stream"):
                 http.send_json(
-                    400, _error_body(400, "the fake scripts tool calls in streamed requests only")
+                    400,
+                    _error_body(400, "the fake scripts tool calls in streamed /v1/responses only"),
                 )
                 return
             http.start_stream()
-            if path == "/v1/chat/completions":
-                for chunk in chat_call_chunks(model, call, usage):
-                    http.send_event(json.dumps(chunk))
-                http.send_event("[DONE]")
-                http.end_stream()
-                return
             for seq, event in enumerate(function_call_events(model, call, usage)):
                 http.send_event(json.dumps({**event, "sequence_number": seq}), event["type"])
             http.end_stream()
