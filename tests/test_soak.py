@@ -27,6 +27,11 @@ Invariants, checked on the durable log and at every receiving end:
 - the prompt of each templated row is its template filled (by the test) with
   the row's extracted answer;
 - no control byte reaches a target (recorders see only text, LF, tab, submit);
+- approval routes (two live at a time) carry the person's verdicts in order: approved
+  and edited prompts are typed (an edit: the person's text, found at the target, the
+  template's text in ``proposed_prompt``), rejected and expired ones are not;
+- each permission ask answered from ``hub.inbox`` has one ``inbox`` row, and its key's
+  effect (the tool ran, or was rejected) is in the sink's transcript, in order;
 - each fault kind fired at least its minimum number of times.
 
 ``MADOHUB_SOAK_SEED`` picks the seed, ``MADOHUB_SOAK_STEPS`` the length (the
@@ -99,9 +104,26 @@ FAULT_QUOTAS = {
     "hook late": 2,  # a Stop hook carrying an older turn's answer, after newer turns
     # Fan-in (issue 26): a gathered source dies; its gather goes on with the others and names it.
     "gather source killed": 2,
+    # The person in the loop (issue 24). Approval routes' prompts wait in the inbox; the
+    # soak's person answers each at once, drawn from the seed (approved, edited, rejected,
+    # or left to expire); each fault forces the next verdict of one approval route.
+    "approval approved": 2,
+    "approval edited": 2,
+    "approval rejected": 2,
+    "approval expired": 2,
+    # A sink asks permission for a Bash tool; the ask is answered from ``hub.inbox``.
+    "permission answered": 3,
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
+APPROVAL_ROUTES = 2
+"""Approval routes live at a time (replaced by approval routes when spent)."""
+APPROVE_TIMEOUT_S = 1.0
+"""An approval route's timeout: a prompt the person leaves alone expires after it."""
+VERDICTS = {"approved": 4, "edited": 3, "rejected": 2, "expired": 1}
+"""The person's verdicts and their weights (an expired one costs a step the timeout)."""
+PERMISSION_ANSWERS = ("Yes", 0, "1", "approve", "No", 2, "3", "reject")
+"""How the person answers a permission ask: a label, an index, a shown number, or a method."""
 
 HOSTILE_BITS = (
     "\x1b[31m",
@@ -262,17 +284,55 @@ class Soak:
     """Every gather made, by id (two live at a time, replaced when spent)."""
     gather_kills: list[tuple[str, str, int]] = field(default_factory=list)
     """(gather id, the source killed, the gather's rounds then): its next round names it."""
+    approval_routes: list[str] = field(default_factory=list)
+    """Every approval route made, by id, in the order made."""
+    verdicts: dict[str, list[str]] = field(default_factory=dict)
+    """The person's verdict on each prompt of each approval route, in the order asked."""
+    forced: dict[str, list[str]] = field(default_factory=dict)
+    """Verdicts an ``approval ...`` fault set for a route's next prompts."""
+    edits: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(route id, the proposed prompt): the text the person edited it into."""
+    person_errors: list[str] = field(default_factory=list)
+    permissions: list[tuple[str, bool]] = field(default_factory=list)
+    """Permission asks answered from the inbox: (sink, whether the tool was allowed)."""
 
     def __post_init__(self) -> None:
         self.hub.events.subscribe(self._on_event)
 
     def _on_event(self, event: Any) -> None:
+        if event.kind == "ask" and event.state == "open" and event.data.kind == "approval":
+            self.person(event.data)
         # A route reacted to a turn: it logged a round, or it saw the turn while paused.
         if event.kind == "round" or (event.kind == "turn_skipped" and event.state == "paused"):
             self.reactions[event.name] += 1
         if event.kind == "turn_skipped":
             self.skips[event.name] += 1
             self.last_skip[event.name] = event.state
+
+    def person(self, ask: Any) -> None:
+        """The person answers an approval the moment it opens (on the engine thread, so no
+        timeout can overtake them), with a verdict drawn from the seed; ``expired``: they
+        leave it, and the route's timeout closes it."""
+        route = str(ask.route)
+        done = self.verdicts.setdefault(route, [])
+        n = len(done)
+        rng = _rng("verdict", route, n)
+        forced = self.forced.get(route)
+        verdict = (
+            forced.pop(0) if forced else rng.choices(list(VERDICTS), list(VERDICTS.values()))[0]
+        )
+        done.append(verdict)
+        try:
+            if verdict == "approved":
+                ask.approve()
+            elif verdict == "edited":
+                text = f"edited {route}.{n} " + _hostile(rng, rng.randint(0, 2)) + " by the soak"
+                self.edits[(route, ask.text)] = text
+                ask.approve(text)
+            elif verdict == "rejected":
+                ask.reject(f"the soak rejects {route}.{n}")
+        except Exception as exc:  # (the event bus would only log it)
+            self.person_errors.append(f"{route}.{n} {verdict}: {exc!r}")
 
     def name(self, prefix: str) -> str:
         self.names += 1
@@ -298,10 +358,14 @@ class Soak:
         self.received[name] = Received()
         return name
 
-    def add_route(self, source: str) -> mh.Route:
+    def add_route(self, source: str, approve: bool = False) -> mh.Route:
+        """A route of a kind drawn from the seed; ``approve``: an approval route (typed into a
+        sink or a recorder, each prompt held for the person)."""
         self.routes_made += 1
         rng = _rng("route", self.routes_made)
         kind = rng.choices(["shadow", "sink", "recorder", "ai"], weights=[5, 3, 2, 1])[0]
+        if approve:
+            kind = rng.choice(["sink", "recorder"])
         targets = [*self.sinks, *self.recorders]
         target = rng.choice(self.sinks if kind == "sink" else targets)
         if kind == "recorder":
@@ -322,7 +386,11 @@ class Soak:
             kwargs["template"] = template
         if kind == "recorder" and self.recorders[target][1]:
             kwargs["delivery"] = "paste"
+        if approve:
+            kwargs.update(approve=True, approve_timeout_s=APPROVE_TIMEOUT_S)
         route = self.hub.connect(source, target, **kwargs)
+        if approve:
+            self.approval_routes.append(route.id)
         wait_until(lambda: route.ready.is_set(), 15, what=f"route {route.id} listening")
         return route
 
@@ -353,6 +421,12 @@ class Soak:
                 self.replaced.add(route.id)
                 if route.id in self.gathers:
                     self.add_gather()
+                elif route.id in self.approval_routes:  # (its source may be dead: another)
+                    live = route.source in self.sources
+                    source = (
+                        route.source if live else _rng("approval of", route.id).choice(self.sources)
+                    )
+                    self.add_route(source, approve=True)
                 elif route.source in self.sources:
                     self.add_route(route.source)
 
@@ -550,10 +624,56 @@ class Soak:
             target = name
         elif fault.kind == "gather source killed":
             target = self.kill_gathered_source(pick)
+        elif fault.kind.startswith("approval "):
+            # The next prompt of one listening approval route gets this verdict.
+            listening = [
+                rid for rid in self.approval_routes
+                if (r := self.route(rid)).state in ("active", "paused") and r.rounds < r.max_rounds
+            ]  # fmt: skip
+            if listening:
+                target = pick(listening)
+                self.forced.setdefault(target, []).append(fault.kind.removeprefix("approval "))
+        elif fault.kind == "permission answered" and self.sinks:
+            target = self.answer_permission(pick(self.sinks), len(self.applied))
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
             self.applied.append((fault.step, fault.kind, target))
+
+    def route(self, rid: str) -> mh.Route:
+        return next(r for r in self.hub.routes if r.id == rid)
+
+    def answer_permission(self, name: str, n: int) -> str:
+        """A hand send makes sink ``name`` ask permission for a Bash tool; the ask is answered
+        from ``hub.inbox`` as the seed draws it; the sink goes on (its transcript is checked)."""
+        tile = self.hub.tiles[name]
+        text = f"p{n} please [[bash touch perm-{n}]]"
+        self.sends.append((name, text))
+        self.send_records.append(self.hub.send(name, text).result(60))
+
+        def asked() -> Any:
+            return next(
+                (a for a in self.hub.inbox if a.kind == "permission" and a.tile == name), None
+            )
+
+        ask = wait_until(asked, 60, what=f"{name}'s permission ask in the inbox")
+        assert ask.choices[0] == "Yes" and ask.choices[-1] == "No", ask.choices
+        assert f"touch perm-{n}" in ask.text, ask.text
+        how = _rng("permission", n).choice(PERMISSION_ANSWERS)
+        if how == "approve":
+            future = ask.approve()
+        elif how == "reject":
+            future = ask.reject("the soak says no")
+        else:
+            future = ask.choose(how)
+        rec = future.result(60)
+        assert (rec.status, rec.route_id, rec.target) == ("delivered", "inbox", name), rec.error
+        allowed = how in ("Yes", 0, "1", "approve")
+        assert rec.decision == ("approved" if allowed else "rejected"), (how, rec.decision)
+        self.permissions.append((name, allowed))
+        wait_until(lambda: tile.state == "idle", 30, what=f"{name} idle after its answer")
+        assert self.hub.inbox == [], self.hub.inbox
+        return f"{name} ({how!r})"
 
     def kill_gathered_source(self, pick: Any) -> str:
         """Kill one live source of a listening gather (as "kill source" does; a new source
@@ -719,6 +839,44 @@ def _prompts_in(data: bytes) -> list[str]:
     return out
 
 
+def _tool_results(data: bytes) -> list[bool]:
+    """Each Bash tool's result in transcript bytes: True if it ran, False if rejected."""
+    return [
+        not block.get("is_error")
+        for rec in _records(data)
+        if rec.get("type") == "user" and isinstance(rec.get("message", {}).get("content"), list)
+        for block in rec["message"]["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+
+
+def _check_approvals(soak: Soak, by_route: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each approval route's rows carry the person's verdicts in order: approved and edited
+    ones typed (an edit: the edited text, the template's in ``proposed_prompt``), rejected and
+    expired ones not; every verdict an ``approval ...`` fault forced was given."""
+    out = [f"the person: {e}" for e in soak.person_errors]
+    for rid in soak.approval_routes:
+        mine = [r for r in by_route.get(rid, []) if r["status"] != "exhausted"]
+        given = soak.verdicts.get(rid, [])
+        if [r["decision"] for r in mine] != given:
+            out.append(f"{rid}: decisions {[r['decision'] for r in mine]}, person gave {given}")
+            continue
+        for r in mine:
+            typed = r["status"] in ("delivered", "error")
+            if typed != (r["decision"] in ("approved", "edited")):
+                out.append(f"{rid} round {r['round']}: {r['decision']} but {r['status']}")
+            if r["decision"] == "edited" and (
+                r["prompt"] != soak.edits.get((rid, r["proposed_prompt"]))
+            ):
+                out.append(f"{rid} round {r['round']}: edited prompt is not the person's text")
+            if r["decision"] != "edited" and r["proposed_prompt"] is not None:
+                out.append(f"{rid} round {r['round']}: proposed_prompt on a {r['decision']} row")
+    left = {rid: v for rid, v in soak.forced.items() if v}
+    if left:
+        out.append(f"forced verdicts never asked: {left}")
+    return out
+
+
 def _control_chars(text: str) -> list[str]:
     return [
         f"U+{ord(c):04X}"
@@ -795,13 +953,16 @@ def check(
             violations.append(f"{route.id}: one answer routed twice")
         for r in mine:
             if r["transform"] == "prompt-wrap" and r["status"] in ("delivered", "shadow"):
-                if r["prompt"] != _filled(r, route.max_rounds):
+                proposed = r["proposed_prompt"] if r["decision"] == "edited" else r["prompt"]
+                if proposed != _filled(r, route.max_rounds):
                     violations.append(f"{route.id} round {r['round']}: prompt is not its template")
+    violations += _check_approvals(soak, by_route)
 
     # Every delivered row at its target, in order (routed rounds and hand sends alike).
     delivered: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(
-        (r for r in rows if r["status"] == "delivered"), key=lambda r: r["delivered_at"]
+        (r for r in rows if r["status"] == "delivered" and r["route_id"] != "inbox"),
+        key=lambda r: r["delivered_at"],
     ):
         delivered.setdefault(row["target"], []).append(row)
     received: dict[str, list[Any]] = {}
@@ -848,7 +1009,20 @@ def check(
         stray = [line for line in ran if line != "fg" and "MADOHUB_STANDIN_THINK_S=" not in line]
         if stray:
             violations.append(f"{name}: its bash ran {stray[:3]}")
-    n_delivered = sum(len(v) for v in delivered.values())
+    # Permission asks answered from the inbox: one row each, its key's effect in the sink's
+    # transcript (the tool ran, or was rejected), in order.
+    inbox_rows = by_route.get("inbox", [])
+    want_rows = [("delivered", "approved" if ok else "rejected") for _, ok in soak.permissions]
+    if [(r["status"], r["decision"]) for r in inbox_rows] != want_rows:
+        violations.append(f"inbox rows {len(inbox_rows)} for {len(soak.permissions)} answers")
+    for name in {name for name, _ in soak.permissions}:
+        ran = [ok for path in soak.received[name].paths for ok in _tool_results(path.read_bytes())]
+        want = [ok for n, ok in soak.permissions if n == name]
+        if ran != want:
+            violations.append(f"{name}: tools allowed {ran}, answered {want}")
+        else:
+            checked += len(want)
+    n_delivered = sum(len(v) for v in delivered.values()) + len(inbox_rows)
     if checked != n_delivered:
         violations.append(f"{checked} of {n_delivered} delivered rows found at their targets")
 
@@ -881,7 +1055,7 @@ def check(
             named = name in meta.get("gather_missing", {})
             if not named and (k > 0 or name not in meta.get("gathered", [])):
                 violations.append(f"{gid} round {row['round']}: killed source {name} not named")
-    unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
+    unknown = [rid for rid in by_route if rid not in ("send", "inbox") and rid not in routes]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")
 
@@ -897,6 +1071,9 @@ def check(
         "delivered rows checked at targets": checked,
         "gathers": len(soak.gathers),
         "gather rounds": int(df["route_id"].isin(soak.gathers).sum()),
+        "approval routes": len(soak.approval_routes),
+        "approvals": dict(Counter(v for vs in soak.verdicts.values() for v in vs)),
+        "permissions answered": len(soak.permissions),
         "faults applied": len(soak.applied),
         "faults": dict(applied),
         "hostile prompts": soak.hostile_sends,
@@ -936,6 +1113,8 @@ def run_soak(
                 soak.add_source()
             for _ in range(2):
                 soak.add_gather()
+            for source in soak.sources[:APPROVAL_ROUTES]:
+                soak.add_route(source, approve=True)
             for number in range(steps):
                 soak.step(number)
                 for fault in (f for f in schedule if f.step == number):
