@@ -327,7 +327,7 @@ class Soak:
                 ask.approve()
             elif verdict == "edited":
                 text = f"edited {route}.{n} " + _hostile(rng, rng.randint(0, 2)) + " by the soak"
-                self.edits[(route, ask.text)] = text
+                self.edits[(route, _as_logged(ask.text))] = _as_logged(text)
                 ask.approve(text)
             elif verdict == "rejected":
                 ask.reject(f"the soak rejects {route}.{n}")
@@ -766,7 +766,15 @@ class Soak:
         it). A route that looks and skips it as already routed gets another repaint,
         up to three; one still skipping is counted in ``planted_unrouted``.
         """
-        found = wait_until(lambda: _transcript(self.hub, source), 15, what=f"{source}'s transcript")
+        tile = self.hub.tiles[source]
+        try:
+            found = wait_until(lambda: _transcript(self.hub, source), 15)
+        except AssertionError:
+            proc = tile.agent_process()
+            raise AssertionError(
+                f"no transcript for {source}: state {tile.state}, agent {proc}, screen "
+                f"{tile.screen()[-400:]!r}, applied {self.applied[-6:]}"
+            ) from None
         assert isinstance(found, Path)
         path = found
         rng = _rng("planted", n)
@@ -785,7 +793,6 @@ class Soak:
         starts_line = path.read_bytes().endswith(b"\n")  # a cut may have left half a line
         with path.open("a", encoding="utf-8") as f:
             f.write(("" if starts_line else "\n") + json.dumps(record) + "\n")
-        tile = self.hub.tiles[source]
         for _ in range(3):
             skips = {rid: self.skips[rid] for rid in before}
             self.repaint(tile)
@@ -837,6 +844,11 @@ def _prompts_in(data: bytes) -> list[str]:
             continue
         out.append("/clear" if content.startswith("<command-name>/clear") else content)
     return out
+
+
+def _as_logged(text: str) -> str:
+    """Text as the round log keeps it: lone surrogates become U+FFFD."""
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
 def _tool_results(data: bytes) -> list[bool]:
