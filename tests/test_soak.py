@@ -47,7 +47,7 @@ import random
 import re
 import signal
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,6 +273,9 @@ class Soak:
     reactions: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)
+    """Each route's and tile's last events (for a failure's message: what it did last)."""
+    started: float = field(default_factory=time.monotonic)
     planted_unrouted: int = 0
     moved_socket: tuple[str, str] | None = None
     """The hook channel's socket while a "hook lost" fault has it moved away: (path, away)."""
@@ -308,6 +311,9 @@ class Soak:
         if event.kind == "turn_skipped":
             self.skips[event.name] += 1
             self.last_skip[event.name] = event.state
+        if event.kind in ("round", "turn_skipped", "tile_state", "route_state"):
+            seen = self.recent.setdefault(event.name, deque(maxlen=6))
+            seen.append(f"{time.monotonic() - self.started:.1f}s {event.kind} {event.state}")
 
     def person(self, ask: Any) -> None:
         """The person answers an approval the moment it opens (on the engine thread, so no
@@ -466,11 +472,44 @@ class Soak:
             wait_until(reacted, REACT_TIMEOUT_S, interval_s=0.02, what=what)
         except AssertionError as exc:
             late = {
-                rid: (routes[rid].state, self.last_skip.get(rid))
+                rid: (routes[rid].state, list(self.recent.get(rid, [])))
                 for rid, n in before.items()
                 if self.reactions[rid] <= n
             }
-            raise AssertionError(f"{exc}; not reacted (state, last skip): {late}") from None
+            seen = {s for rid in late for s in routes[rid].sources}
+            tiles = "; ".join(self.whereabouts(name) for name in sorted(seen))
+            raise AssertionError(
+                f"{exc} at {time.monotonic() - self.started:.1f}s; not reacted (state, last "
+                f"events): {late}; their sources: {tiles}"
+            ) from None
+
+    def whereabouts(self, name: str) -> str:
+        """What the hub sees of tile ``name`` now, for a failure's message: its state, agent
+        process, sessions file, transcript, output stream and screen."""
+        tile = self.hub.tiles.get(name)
+        if tile is None:
+            return f"{name}: no tile"
+        proc = tile.agent_process()
+        facts = [f"{name}: {tile.state} by {tile.last_signal}", f"agent {proc}"]
+        if proc is not None:
+            config = tile.claude_config(proc)
+            session, stale = tile.read_claude_session(proc)
+            facts.append(f"sessions file {session.session_id if session else None} stale {stale}")
+            raw = config / "sessions" / f"{proc.pid}.json" if config is not None else None
+            if raw is not None and raw.is_file():
+                facts.append(raw.read_text(errors="replace")[:240])
+        facts.append(f"transcript {_transcript(self.hub, name)}")
+        watcher = getattr(tile.machine, "watcher", None)
+        stream = watcher.streams.get(tile.pane_id) if watcher is not None else None
+        if stream is not None:
+            ago = time.monotonic() - (stream.last_output_mono or self.started)
+            facts.append(
+                f"output {stream.mode} (wanted {stream.wanted()}, {len(stream.listeners)} "
+                f"listeners, {stream.bytes_total} bytes, last {ago:.1f}s ago)"
+            )
+        facts.append(f"events {list(self.recent.get(name, []))}")
+        facts.append(f"screen {tile.screen()[-300:]!r}")
+        return ", ".join(facts)
 
     # driving ------------------------------------------------------------------------------
     def step(self, number: int) -> None:
@@ -770,10 +809,9 @@ class Soak:
         try:
             found = wait_until(lambda: _transcript(self.hub, source), 15)
         except AssertionError:
-            proc = tile.agent_process()
             raise AssertionError(
-                f"no transcript for {source}: state {tile.state}, agent {proc}, screen "
-                f"{tile.screen()[-400:]!r}, applied {self.applied[-6:]}"
+                f"no transcript for {source} for 15 s: {self.whereabouts(source)}; "
+                f"applied {self.applied[-6:]}"
             ) from None
         assert isinstance(found, Path)
         path = found
