@@ -32,6 +32,10 @@ Invariants, checked on the durable log and at every receiving end:
   template's text in ``proposed_prompt``), rejected and expired ones are not;
 - each permission ask answered from ``hub.inbox`` has one ``inbox`` row, and its key's
   effect (the tool ran, or was rejected) is in the sink's transcript, in order;
+- MCP calls made with a source's token through the SDK's client: bad tokens, an ask back
+  that would close a cycle and calls beyond 20 a second are refused with their reason (a
+  known caller's refusal is one ``error`` row, nothing typed); good sends and asks are
+  delivered rows found at their targets, and each ask's answer row holds what it returned;
 - each fault kind fired at least its minimum number of times.
 
 ``MADOHUB_SOAK_SEED`` picks the seed, ``MADOHUB_SOAK_STEPS`` the length (the
@@ -41,6 +45,7 @@ figures are printed; the time a run takes is a benchmark figure,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -52,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from conftest import (
     repaint,
@@ -62,6 +68,8 @@ from conftest import (
     type_at_prompt,
     wait_until,
 )
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
@@ -113,6 +121,13 @@ FAULT_QUOTAS = {
     "approval expired": 2,
     # A sink asks permission for a Bash tool; the ask is answered from ``hub.inbox``.
     "permission answered": 3,
+    # MCP calls (issue 25), made through the SDK's own client with a source's token as its
+    # agent would: refusals type nothing; good calls are delivered rows like any other.
+    "mcp bad token": 2,  # none, junk, a revoked one, one that may not reach the target: refused
+    "mcp cycle": 2,  # the target asks back while its caller's ask waits on it: refused, named
+    "mcp burst": 2,  # 40 calls at once: those beyond 20 a second refused
+    "mcp send": 3,  # typed into a sink or a typed recorder, found there
+    "mcp ask": 3,  # typed into a sink; its answer (the echo of the question) comes back
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -124,6 +139,16 @@ VERDICTS = {"approved": 4, "edited": 3, "rejected": 2, "expired": 1}
 """The person's verdicts and their weights (an expired one costs a step the timeout)."""
 PERMISSION_ANSWERS = ("Yes", 0, "1", "approve", "No", 2, "3", "reject")
 """How the person answers a permission ask: a label, an index, a shown number, or a method."""
+MCP_BURST = 40
+MCP_CALLS_PER_S = 20
+"""The hub's refusal threshold for one caller's calls (madohub_nb/pipeline/handoff.py)."""
+BAD_TOKENS = {
+    "none": "carries no bearer token",
+    "junk": "not one this hub gave",
+    "revoked": "not one this hub gave",
+    "out of reach": "you may not reach",
+}
+"""The bad calls of an ``mcp bad token`` fault, each with what its refusal must say."""
 
 HOSTILE_BITS = (
     "\x1b[31m",
@@ -298,6 +323,12 @@ class Soak:
     person_errors: list[str] = field(default_factory=list)
     permissions: list[tuple[str, bool]] = field(default_factory=list)
     """Permission asks answered from the inbox: (sink, whether the tool was allowed)."""
+    mcp_answers: list[tuple[str, str]] = field(default_factory=list)
+    """Each MCP ask's pair id and the answer the tool returned (its row must hold it)."""
+    mcp_refused_rows: Counter[str] = field(default_factory=Counter)
+    """Refusals of known callers, by pair id: each must be an ``error`` row of that pair."""
+    mcp_errors: list[str] = field(default_factory=list)
+    """MCP calls whose outcome was not the one promised (violations)."""
 
     def __post_init__(self) -> None:
         self.hub.events.subscribe(self._on_event)
@@ -672,12 +703,19 @@ class Soak:
             if listening:
                 target = pick(listening)
                 self.forced.setdefault(target, []).append(fault.kind.removeprefix("approval "))
-        elif fault.kind == "permission answered" and self.sinks:
-            target = self.answer_permission(pick(self.sinks), len(self.applied))
+        elif fault.kind == "permission answered" and self.awake_sinks():
+            target = self.answer_permission(pick(self.awake_sinks()), len(self.applied))
+        elif fault.kind.startswith("mcp ") and self.awake_sinks() and self.sources:
+            target = self.mcp_fault(fault.kind, pick, len(self.applied))
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
             self.applied.append((fault.step, fault.kind, target))
+
+    def awake_sinks(self) -> list[str]:
+        """Sinks not suspended by an ``agent suspended`` fault of this step."""
+        stopped = {name for name, _, _ in self.suspended}
+        return [name for name in self.sinks if name not in stopped]
 
     def route(self, rid: str) -> mh.Route:
         return next(r for r in self.hub.routes if r.id == rid)
@@ -713,6 +751,103 @@ class Soak:
         wait_until(lambda: tile.state == "idle", 30, what=f"{name} idle after its answer")
         assert self.hub.inbox == [], self.hub.inbox
         return f"{name} ({how!r})"
+
+    # MCP calls ---------------------------------------------------------------------------------
+    def mcp_call(self, token: str | None, tool: str, **args: Any) -> tuple[bool, str]:
+        """One tool call in a new MCP session carrying ``token``: (is_error, its text)."""
+
+        async def one(client: Any) -> tuple[bool, str]:
+            return await _mcp_call(client, tool, args)
+
+        return asyncio.run(_mcp_session(self.hub.mcp.url, token, one))
+
+    def mcp_expect(self, what: str, got: tuple[bool, str], error: bool, says: str) -> None:
+        if got[0] != error or says not in got[1]:
+            self.mcp_errors.append(f"{what}: got {got!r}, expected error={error} with {says!r}")
+
+    def mcp_fault(self, kind: str, pick: Any, n: int) -> str:
+        """One MCP fault: a source calls the hub's tools as its agent would, to an idle target."""
+        hub = self.hub
+        caller = pick(self.sources)
+        typed = [name for name, (_, paste) in self.recorders.items() if not paste]
+        sinks = self.awake_sinks()
+        target = pick(sinks if kind in ("mcp ask", "mcp cycle") else [*sinks, *typed])
+        pair = f"mcp:{caller}->{target}"
+        if target in self.sinks:
+            tile = hub.tiles[target]
+            wait_until(lambda: tile.state == "idle", 30, what=f"{target} idle before MCP calls")
+        if kind == "mcp send":
+            # (JSON over HTTP carries no lone surrogate: an agent's text never holds one)
+            text = f"m{n} {caller} sends " + _as_logged(_hostile(_rng("mcp", n), 2))
+            got = self.mcp_call(hub.mcp.grant(caller), "send", to=target, text=text)
+            self.mcp_expect(f"{pair} send", got, False, "delivered")
+        elif kind == "mcp ask":
+            text = f"m{n} {caller} asks {target}"
+            got = self.mcp_call(hub.mcp.grant(caller), "ask", to=target, text=text, timeout_s=60)
+            self.mcp_expect(f"{pair} ask", got, False, _echo(text))
+            self.mcp_answers.append((pair, got[1]))
+        elif kind == "mcp bad token":
+            old = hub.mcp.grant(caller)
+            tokens = {"none": None, "junk": "x" * 32, "revoked": old}
+            hub.mcp.grant(caller)  # the old token ends
+            other = next((k for k in sinks if k != target), None)
+            tokens["out of reach"] = hub.mcp.grant(caller, [other] if other else [])
+            for bad, says in BAD_TOKENS.items():
+                got = self.mcp_call(tokens[bad], "send", to=target, text=f"m{n} {bad} token")
+                self.mcp_expect(f"{pair} send with a {bad} token", got, True, says)
+            self.mcp_refused_rows[pair] += 1  # (only a known caller's refusal is a row)
+        elif kind == "mcp cycle":
+            self.mcp_cycle(caller, target, n)
+        elif kind == "mcp burst":
+            self.mcp_burst(caller)
+        return f"{caller}->{target}"
+
+    def mcp_cycle(self, caller: str, target: str, n: int) -> None:
+        """``caller`` asks ``target`` (who thinks 2 s); meanwhile ``target`` asks ``caller``
+        back: refused at once, naming the cycle; the first ask is answered."""
+        hub, tile = self.hub, self.hub.tiles[target]
+        first_token, back_token = hub.mcp.grant(caller), hub.mcp.grant(target)
+        text = f"m{n} {caller} asks {target} [[sleep 2]]"
+        url = hub.mcp.url
+
+        async def both() -> tuple[tuple[bool, str], tuple[bool, str]]:
+            async def ask(client: Any) -> tuple[bool, str]:
+                return await _mcp_call(client, "ask", {"to": target, "text": text, "timeout_s": 60})
+
+            async def ask_back(client: Any) -> tuple[bool, str]:
+                back = {"to": caller, "text": f"m{n} back", "timeout_s": 60}
+                return await _mcp_call(client, "ask", back)
+
+            first = asyncio.ensure_future(_mcp_session(url, first_token, ask))
+            for _ in range(200):  # until the question is typed: the target thinks on it
+                if first.done() or await asyncio.to_thread(lambda: tile.state) == "busy":
+                    break
+                await asyncio.sleep(0.02)
+            back = await _mcp_session(url, back_token, ask_back)
+            return await first, back
+
+        first, back = asyncio.run(both())
+        self.mcp_expect(f"mcp:{caller}->{target} ask", first, False, _echo(text))
+        self.mcp_answers.append((f"mcp:{caller}->{target}", first[1]))
+        chain = f"would wait on you: {target} -> {caller} -> {target}"
+        self.mcp_expect(f"mcp:{target}->{caller} ask back", back, True, chain)
+        self.mcp_refused_rows[f"mcp:{target}->{caller}"] += 1
+
+    def mcp_burst(self, caller: str) -> None:
+        """``MCP_BURST`` calls at once from one caller: those beyond 20 a second are refused."""
+        token = self.hub.mcp.grant(caller)
+
+        async def burst(client: Any) -> list[tuple[bool, str]]:
+            calls = (_mcp_call(client, "list_agents", {}) for _ in range(MCP_BURST))
+            return list(await asyncio.gather(*calls))
+
+        results = asyncio.run(_mcp_session(self.hub.mcp.url, token, burst))
+        refused = [text for is_error, text in results if is_error]
+        says = f"more than {MCP_CALLS_PER_S} calls within a second"
+        if not refused or len(results) - len(refused) < MCP_CALLS_PER_S:
+            self.mcp_errors.append(f"burst of {MCP_BURST}: {len(refused)} refused")
+        if any(says not in text for text in refused):
+            self.mcp_errors.append(f"burst refusals: {refused[:2]}")
 
     def kill_gathered_source(self, pick: Any) -> str:
         """Kill one live source of a listening gather (as "kill source" does; a new source
@@ -853,6 +988,24 @@ class Soak:
             self.received[name].note(_transcript(self.hub, name))
 
 
+async def _mcp_session(url: str, token: str | None, work: Any) -> Any:
+    """``work(client)`` in one MCP session of the SDK's own client, carrying ``token``."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await work(client)
+
+
+async def _mcp_call(client: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
+    result = await client.call_tool(tool, args)
+    return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+
+def _echo(text: str) -> str:
+    """The echo stand-in's answer to ``text`` (its persona, written here: the fixtures' API)."""
+    return "Done: " + text[:40].replace("\n", "\\n")
+
+
 def _transcript(hub: mh.Hub, name: str) -> Path | None:
     tile = hub.tiles.get(name)
     return transcript_path(tile) if tile is not None else None
@@ -925,6 +1078,12 @@ def _check_approvals(soak: Soak, by_route: dict[str, list[dict[str, Any]]]) -> l
     if left:
         out.append(f"forced verdicts never asked: {left}")
     return out
+
+
+def _meta(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's ``meta`` as a dict (the log may give it as JSON text)."""
+    meta = row["meta"]
+    return meta if isinstance(meta, dict) else json.loads(meta or "{}")
 
 
 def _control_chars(text: str) -> list[str]:
@@ -1008,12 +1167,15 @@ def check(
                     violations.append(f"{route.id} round {r['round']}: prompt is not its template")
     violations += _check_approvals(soak, by_route)
 
-    # Every delivered row at its target, in order (routed rounds and hand sends alike).
+    # Every delivered row at its target, in order (routed rounds, hand sends and MCP calls
+    # alike); an MCP ask's answer row went back to its caller through the tool, not typed.
+    typed_rows = (
+        r
+        for r in rows
+        if r["status"] == "delivered" and r["route_id"] != "inbox" and "answer_to" not in _meta(r)
+    )
     delivered: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(
-        (r for r in rows if r["status"] == "delivered" and r["route_id"] != "inbox"),
-        key=lambda r: r["delivered_at"],
-    ):
+    for row in sorted(typed_rows, key=lambda r: r["delivered_at"]):
         delivered.setdefault(row["target"], []).append(row)
     received: dict[str, list[Any]] = {}
     checked = 0
@@ -1072,7 +1234,25 @@ def check(
             violations.append(f"{name}: tools allowed {ran}, answered {want}")
         else:
             checked += len(want)
-    n_delivered = sum(len(v) for v in delivered.values()) + len(inbox_rows)
+    violations += [f"MCP: {e}" for e in soak.mcp_errors]
+    # Each MCP ask's answer row holds the answer the tool returned, in order; each refusal of
+    # a known caller is an error row of its pair (and typed nothing: the targets' checks).
+    answer_rows = [r for r in rows if "answer_to" in _meta(r)]
+    got_answers = [(r["route_id"], r["extracted"]) for r in answer_rows]
+    if got_answers != soak.mcp_answers:
+        violations.append(
+            f"MCP answers {got_answers[:3]}, the tool returned {soak.mcp_answers[:3]}"
+        )
+    else:
+        checked += len(got_answers)
+    refused = Counter(
+        r["route_id"]
+        for r in rows
+        if str(r["route_id"]).startswith("mcp:") and str(r["error"] or "").startswith("refused: ")
+    )
+    if refused != soak.mcp_refused_rows:
+        violations.append(f"MCP refusal rows {dict(refused)}, made {dict(soak.mcp_refused_rows)}")
+    n_delivered = sum(len(v) for v in delivered.values()) + len(inbox_rows) + len(answer_rows)
     if checked != n_delivered:
         violations.append(f"{checked} of {n_delivered} delivered rows found at their targets")
 
@@ -1101,11 +1281,15 @@ def check(
             if r["round"] > rounds_then and r["status"] != "exhausted"
         ]
         for k, row in enumerate(later):
-            meta = row["meta"] if isinstance(row["meta"], dict) else json.loads(row["meta"] or "{}")
+            meta = _meta(row)
             named = name in meta.get("gather_missing", {})
             if not named and (k > 0 or name not in meta.get("gathered", [])):
                 violations.append(f"{gid} round {row['round']}: killed source {name} not named")
-    unknown = [rid for rid in by_route if rid not in ("send", "inbox") and rid not in routes]
+    unknown = [
+        rid
+        for rid in by_route
+        if rid not in ("send", "inbox") and not rid.startswith("mcp:") and rid not in routes
+    ]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")
 
@@ -1124,6 +1308,9 @@ def check(
         "approval routes": len(soak.approval_routes),
         "approvals": dict(Counter(v for vs in soak.verdicts.values() for v in vs)),
         "permissions answered": len(soak.permissions),
+        "mcp rows": int(df["route_id"].str.startswith("mcp:").sum()),
+        "mcp answers": len(soak.mcp_answers),
+        "mcp refusal rows": sum(soak.mcp_refused_rows.values()),
         "faults applied": len(soak.applied),
         "faults": dict(applied),
         "hostile prompts": soak.hostile_sends,
@@ -1151,6 +1338,7 @@ def run_soak(
             api_key="sk-ant-soak-0123456789",
             base_url=fake.base_url,
         )
+        hub.mcp_max_rounds, hub.mcp_cooldown_ms = 20, 1000  # (a pair's calls are few, spread)
         soak = Soak(hub, project, fake)
         try:
             for i, paste in enumerate((False, True)):
