@@ -304,6 +304,8 @@ class Soak:
     planted_unrouted: int = 0
     moved_socket: tuple[str, str] | None = None
     """The hook channel's socket while a "hook lost" fault has it moved away: (path, away)."""
+    lost_steps: int = 0
+    """Steps the socket stays away (a second "hook lost" in one step keeps it away one more)."""
     hook_refusals: Counter[str] = field(default_factory=Counter)
     """Refusals the forged hooks must add to the channel's counts (checked at the end)."""
     names: int = 0
@@ -561,7 +563,9 @@ class Soak:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
         self.resume_suspended()
-        if self.moved_socket is not None:  # the "hook lost" step is over: hooks reach it again
+        self.lost_steps = max(0, self.lost_steps - 1)
+        if self.moved_socket is not None and self.lost_steps <= 0:
+            # the "hook lost" steps are over: hooks reach the channel again
             path, away = self.moved_socket
             os.rename(away, path)
             self.moved_socket = None
@@ -889,8 +893,9 @@ class Soak:
         if self.moved_socket is not None:  # (lost for the agents; the test still finds it)
             path = self.moved_socket[1]
         if kind == "hook lost":
+            self.lost_steps += 1  # lost for the next step (one more if already lost)
             if self.moved_socket is not None:
-                return ""
+                return source
             away = f"{path}.away"
             os.rename(path, away)  # the listening socket stays; a hook cannot reach it by name
             self.moved_socket = (path, away)
