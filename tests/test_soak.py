@@ -509,7 +509,9 @@ class Soak:
                 for rid, n in before.items()
                 if self.reactions[rid] <= n
             }
-            seen = {s for rid in late for s in routes[rid].sources}
+            seen = {
+                s for rid in late for s in getattr(routes[rid], "sources", [routes[rid].source])
+            }
             tiles = "; ".join(self.whereabouts(name) for name in sorted(seen))
             raise AssertionError(
                 f"{exc} at {time.monotonic() - self.started:.1f}s; not reacted (state, last "
