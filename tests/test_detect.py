@@ -331,6 +331,39 @@ def test_a_stale_session_file_of_a_reused_pid_is_not_followed(
     assert found is None or "FOREIGN" not in found.text
 
 
+def test_an_environment_read_during_an_exec_is_not_kept(
+    hub: object, home: Path, tmp_path: Path
+) -> None:
+    """The soak's early stops: a new source's environment, read while its launcher was still
+    exec'ing (the kernel shows none then), was kept for the process (same pid, same start),
+    so its config dir, sessions file and transcript were never found. Here the agent's first
+    program runs with no environment at all, then execs the stand-in with one."""
+    from madohub_nb.demo import standin_command
+
+    config = tmp_path / "claude-config"
+    launcher = tmp_path / "bin" / "claude"
+    launcher.parent.mkdir()
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    launcher.write_text(
+        "#!/bin/sh\nsleep 2\n"
+        f"exec /usr/bin/env CLAUDE_CONFIG_DIR={config} HOME={home} PATH={path} TERM=xterm "
+        f"MADOHUB_STANDIN_THINK_S=0.05 {standin_command('claude', persona='echo')}\n"
+    )
+    launcher.chmod(0o755)
+    tile: Any = hub.tile(  # type: ignore[attr-defined]
+        "a", agent="claude", command=f"env -i {launcher}", cwd=tmp_path, hooks=False
+    )
+    first = wait_until(tile.agent_process, 10, what="the launcher, named claude")
+    assert tile.claude_config(first) is None  # no environment yet: nothing to find
+    wait_until(lambda: tile.state == "idle", 20, what="the stand-in idle")
+    assert tile.agent_process() == first  # the same process: exec kept its pid and start
+    hub.send("a", "own question").result(30)  # type: ignore[attr-defined]
+    found = wait_until(tile.transcript_path, 15, what="its transcript")
+    assert Path(str(found)).is_relative_to(config)
+    answer = wait_until(tile.last_response, 15, what="its answer")
+    assert answer.method == "jsonl" and answer.text == "Done: own question"
+
+
 def test_session_file_with_only_a_session_id_is_enough(config_dir: Path) -> None:
     (config_dir / "sessions" / "42.json").write_text('{"sessionId": "abc", "tmux": "main:@1.%3"}')
     session = read_session_file(config_dir, 42)

@@ -157,6 +157,45 @@ def test_answered_in_the_pane_closes_the_ask_and_nothing_is_pressed(
     assert [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []
 
 
+SLOW_REDRAW = """#!/bin/sh
+# A Claude-like agent that shows a captured permission dialog, reads one key, and redraws
+# only 1 s later: until then its screen still shows the prompt that key answered.
+stty -echo -icanon min 1
+clear
+cat "$DIALOG"
+key=$(dd bs=1 count=1 2>/dev/null)
+sleep 1
+clear
+printf 'pressed %s\\n' "$key"
+exec sleep 600
+"""
+
+
+def test_a_prompt_still_shown_after_its_key_is_not_asked_again(
+    hub: Any, project: Path, tmp_path: Path, fixtures_dir: Path
+) -> None:
+    """The soak found it: the screen read just after a key answered a prompt still shows the
+    prompt (the agent has not redrawn yet); that is the answered ask, not a new one."""
+    launcher = tmp_path / "bin" / "claude"
+    launcher.parent.mkdir()
+    launcher.write_text(SLOW_REDRAW)
+    launcher.chmod(0o755)
+    dialog = fixtures_dir / "real" / "screens" / "06_waiting_permission_prompt.txt"
+    tile = hub.tile(
+        "w", agent="claude", command=str(launcher), cwd=project, hooks=False,
+        env={"DIALOG": str(dialog)},
+    )  # fmt: skip
+    ask = _one_ask(hub)
+    opened: list[str] = []
+    hub.events.subscribe(
+        lambda e: opened.append(e.name) if e.kind == "ask" and e.state == "open" else None
+    )
+    rec = ask.choose("No").result(30)
+    assert (rec.status, rec.prompt, rec.decision) == ("delivered", "3", "rejected")
+    wait_until(lambda: "pressed 3" in tile.screen(), 15, what="the agent's redraw")
+    assert opened == [] and hub.inbox == []
+
+
 def test_choice_out_of_range_or_not_shown_names_the_choices(hub: Any, project: Path) -> None:
     _asking_tile(hub, "w", project)
     hub.send("w", "please [[bash true]]").result(30)

@@ -27,6 +27,15 @@ Invariants, checked on the durable log and at every receiving end:
 - the prompt of each templated row is its template filled (by the test) with
   the row's extracted answer;
 - no control byte reaches a target (recorders see only text, LF, tab, submit);
+- approval routes (two live at a time) carry the person's verdicts in order: approved
+  and edited prompts are typed (an edit: the person's text, found at the target, the
+  template's text in ``proposed_prompt``), rejected and expired ones are not;
+- each permission ask answered from ``hub.inbox`` has one ``inbox`` row, and its key's
+  effect (the tool ran, or was rejected) is in the sink's transcript, in order;
+- MCP calls made with a source's token through the SDK's client: bad tokens, an ask back
+  that would close a cycle and calls beyond 20 a second are refused with their reason (a
+  known caller's refusal is one ``error`` row, nothing typed); good sends and asks are
+  delivered rows found at their targets, and each ask's answer row holds what it returned;
 - each fault kind fired at least its minimum number of times.
 
 ``MADOHUB_SOAK_SEED`` picks the seed, ``MADOHUB_SOAK_STEPS`` the length (the
@@ -36,17 +45,19 @@ figures are printed; the time a run takes is a benchmark figure,
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import re
 import signal
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from conftest import (
     repaint,
@@ -57,6 +68,8 @@ from conftest import (
     type_at_prompt,
     wait_until,
 )
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
@@ -99,9 +112,43 @@ FAULT_QUOTAS = {
     "hook late": 2,  # a Stop hook carrying an older turn's answer, after newer turns
     # Fan-in (issue 26): a gathered source dies; its gather goes on with the others and names it.
     "gather source killed": 2,
+    # The person in the loop (issue 24). Approval routes' prompts wait in the inbox; the
+    # soak's person answers each at once, drawn from the seed (approved, edited, rejected,
+    # or left to expire); each fault forces the next verdict of one approval route.
+    "approval approved": 2,
+    "approval edited": 2,
+    "approval rejected": 2,
+    "approval expired": 2,
+    # A sink asks permission for a Bash tool; the ask is answered from ``hub.inbox``.
+    "permission answered": 3,
+    # MCP calls (issue 25), made through the SDK's own client with a source's token as its
+    # agent would: refusals type nothing; good calls are delivered rows like any other.
+    "mcp bad token": 2,  # none, junk, a revoked one, one that may not reach the target: refused
+    "mcp cycle": 2,  # the target asks back while its caller's ask waits on it: refused, named
+    "mcp burst": 2,  # 40 calls at once: those beyond 20 a second refused
+    "mcp send": 3,  # typed into a sink or a typed recorder, found there
+    "mcp ask": 3,  # typed into a sink; its answer (the echo of the question) comes back
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
+APPROVAL_ROUTES = 2
+"""Approval routes live at a time (replaced by approval routes when spent)."""
+APPROVE_TIMEOUT_S = 1.0
+"""An approval route's timeout: a prompt the person leaves alone expires after it."""
+VERDICTS = {"approved": 4, "edited": 3, "rejected": 2, "expired": 1}
+"""The person's verdicts and their weights (an expired one costs a step the timeout)."""
+PERMISSION_ANSWERS = ("Yes", 0, "1", "approve", "No", 2, "3", "reject")
+"""How the person answers a permission ask: a label, an index, a shown number, or a method."""
+MCP_BURST = 40
+MCP_CALLS_PER_S = 20
+"""The hub's refusal threshold for one caller's calls (madohub_nb/pipeline/handoff.py)."""
+BAD_TOKENS = {
+    "none": "carries no bearer token",
+    "junk": "not one this hub gave",
+    "revoked": "not one this hub gave",
+    "out of reach": "you may not reach",
+}
+"""The bad calls of an ``mcp bad token`` fault, each with what its refusal must say."""
 
 HOSTILE_BITS = (
     "\x1b[31m",
@@ -251,9 +298,14 @@ class Soak:
     reactions: Counter[str] = field(default_factory=Counter)
     skips: Counter[str] = field(default_factory=Counter)
     last_skip: dict[str, str] = field(default_factory=dict)
+    recent: dict[str, deque[str]] = field(default_factory=dict)
+    """Each route's and tile's last events (for a failure's message: what it did last)."""
+    started: float = field(default_factory=time.monotonic)
     planted_unrouted: int = 0
     moved_socket: tuple[str, str] | None = None
     """The hook channel's socket while a "hook lost" fault has it moved away: (path, away)."""
+    lost_steps: int = 0
+    """Steps the socket stays away (a second "hook lost" in one step keeps it away one more)."""
     hook_refusals: Counter[str] = field(default_factory=Counter)
     """Refusals the forged hooks must add to the channel's counts (checked at the end)."""
     names: int = 0
@@ -262,17 +314,64 @@ class Soak:
     """Every gather made, by id (two live at a time, replaced when spent)."""
     gather_kills: list[tuple[str, str, int]] = field(default_factory=list)
     """(gather id, the source killed, the gather's rounds then): its next round names it."""
+    approval_routes: list[str] = field(default_factory=list)
+    """Every approval route made, by id, in the order made."""
+    verdicts: dict[str, list[str]] = field(default_factory=dict)
+    """The person's verdict on each prompt of each approval route, in the order asked."""
+    forced: dict[str, list[str]] = field(default_factory=dict)
+    """Verdicts an ``approval ...`` fault set for a route's next prompts."""
+    edits: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(route id, the proposed prompt): the text the person edited it into."""
+    person_errors: list[str] = field(default_factory=list)
+    permissions: list[tuple[str, bool]] = field(default_factory=list)
+    """Permission asks answered from the inbox: (sink, whether the tool was allowed)."""
+    mcp_answers: list[tuple[str, str]] = field(default_factory=list)
+    """Each MCP ask's pair id and the answer the tool returned (its row must hold it)."""
+    mcp_refused_rows: Counter[str] = field(default_factory=Counter)
+    """Refusals of known callers, by pair id: each must be an ``error`` row of that pair."""
+    mcp_errors: list[str] = field(default_factory=list)
+    """MCP calls whose outcome was not the one promised (violations)."""
 
     def __post_init__(self) -> None:
         self.hub.events.subscribe(self._on_event)
 
     def _on_event(self, event: Any) -> None:
+        if event.kind == "ask" and event.state == "open" and event.data.kind == "approval":
+            self.person(event.data)
         # A route reacted to a turn: it logged a round, or it saw the turn while paused.
         if event.kind == "round" or (event.kind == "turn_skipped" and event.state == "paused"):
             self.reactions[event.name] += 1
         if event.kind == "turn_skipped":
             self.skips[event.name] += 1
             self.last_skip[event.name] = event.state
+        if event.kind in ("round", "turn_skipped", "tile_state", "route_state"):
+            seen = self.recent.setdefault(event.name, deque(maxlen=6))
+            seen.append(f"{time.monotonic() - self.started:.1f}s {event.kind} {event.state}")
+
+    def person(self, ask: Any) -> None:
+        """The person answers an approval the moment it opens (on the engine thread, so no
+        timeout can overtake them), with a verdict drawn from the seed; ``expired``: they
+        leave it, and the route's timeout closes it."""
+        route = str(ask.route)
+        done = self.verdicts.setdefault(route, [])
+        n = len(done)
+        rng = _rng("verdict", route, n)
+        forced = self.forced.get(route)
+        verdict = (
+            forced.pop(0) if forced else rng.choices(list(VERDICTS), list(VERDICTS.values()))[0]
+        )
+        done.append(verdict)
+        try:
+            if verdict == "approved":
+                ask.approve()
+            elif verdict == "edited":
+                text = f"edited {route}.{n} " + _hostile(rng, rng.randint(0, 2)) + " by the soak"
+                self.edits[(route, _as_logged(ask.text))] = _as_logged(text)
+                ask.approve(text)
+            elif verdict == "rejected":
+                ask.reject(f"the soak rejects {route}.{n}")
+        except Exception as exc:  # (the event bus would only log it)
+            self.person_errors.append(f"{route}.{n} {verdict}: {exc!r}")
 
     def name(self, prefix: str) -> str:
         self.names += 1
@@ -298,10 +397,14 @@ class Soak:
         self.received[name] = Received()
         return name
 
-    def add_route(self, source: str) -> mh.Route:
+    def add_route(self, source: str, approve: bool = False) -> mh.Route:
+        """A route of a kind drawn from the seed; ``approve``: an approval route (typed into a
+        sink or a recorder, each prompt held for the person)."""
         self.routes_made += 1
         rng = _rng("route", self.routes_made)
         kind = rng.choices(["shadow", "sink", "recorder", "ai"], weights=[5, 3, 2, 1])[0]
+        if approve:
+            kind = rng.choice(["sink", "recorder"])
         targets = [*self.sinks, *self.recorders]
         target = rng.choice(self.sinks if kind == "sink" else targets)
         if kind == "recorder":
@@ -322,7 +425,11 @@ class Soak:
             kwargs["template"] = template
         if kind == "recorder" and self.recorders[target][1]:
             kwargs["delivery"] = "paste"
+        if approve:
+            kwargs.update(approve=True, approve_timeout_s=APPROVE_TIMEOUT_S)
         route = self.hub.connect(source, target, **kwargs)
+        if approve:
+            self.approval_routes.append(route.id)
         wait_until(lambda: route.ready.is_set(), 15, what=f"route {route.id} listening")
         return route
 
@@ -353,6 +460,12 @@ class Soak:
                 self.replaced.add(route.id)
                 if route.id in self.gathers:
                     self.add_gather()
+                elif route.id in self.approval_routes:  # (its source may be dead: another)
+                    live = route.source in self.sources
+                    source = (
+                        route.source if live else _rng("approval of", route.id).choice(self.sources)
+                    )
+                    self.add_route(source, approve=True)
                 elif route.source in self.sources:
                     self.add_route(route.source)
 
@@ -392,11 +505,46 @@ class Soak:
             wait_until(reacted, REACT_TIMEOUT_S, interval_s=0.02, what=what)
         except AssertionError as exc:
             late = {
-                rid: (routes[rid].state, self.last_skip.get(rid))
+                rid: (routes[rid].state, list(self.recent.get(rid, [])))
                 for rid, n in before.items()
                 if self.reactions[rid] <= n
             }
-            raise AssertionError(f"{exc}; not reacted (state, last skip): {late}") from None
+            seen = {
+                s for rid in late for s in getattr(routes[rid], "sources", [routes[rid].source])
+            }
+            tiles = "; ".join(self.whereabouts(name) for name in sorted(seen))
+            raise AssertionError(
+                f"{exc} at {time.monotonic() - self.started:.1f}s; not reacted (state, last "
+                f"events): {late}; their sources: {tiles}"
+            ) from None
+
+    def whereabouts(self, name: str) -> str:
+        """What the hub sees of tile ``name`` now, for a failure's message: its state, agent
+        process, sessions file, transcript, output stream and screen."""
+        tile = self.hub.tiles.get(name)
+        if tile is None:
+            return f"{name}: no tile"
+        proc = tile.agent_process()
+        facts = [f"{name}: {tile.state} by {tile.last_signal}", f"agent {proc}"]
+        if proc is not None:
+            config = tile.claude_config(proc)
+            session, stale = tile.read_claude_session(proc)
+            facts.append(f"sessions file {session.session_id if session else None} stale {stale}")
+            raw = config / "sessions" / f"{proc.pid}.json" if config is not None else None
+            if raw is not None and raw.is_file():
+                facts.append(raw.read_text(errors="replace")[:240])
+        facts.append(f"transcript {_transcript(self.hub, name)}")
+        watcher = getattr(tile.machine, "watcher", None)
+        stream = watcher.streams.get(tile.pane_id) if watcher is not None else None
+        if stream is not None:
+            ago = time.monotonic() - (stream.last_output_mono or self.started)
+            facts.append(
+                f"output {stream.mode} (wanted {stream.wanted()}, {len(stream.listeners)} "
+                f"listeners, {stream.bytes_total} bytes, last {ago:.1f}s ago)"
+            )
+        facts.append(f"events {list(self.recent.get(name, []))}")
+        facts.append(f"screen {tile.screen()[-300:]!r}")
+        return ", ".join(facts)
 
     # driving ------------------------------------------------------------------------------
     def step(self, number: int) -> None:
@@ -417,7 +565,9 @@ class Soak:
             self.send_records.append(future.result(60))
         self.wait_reactions(before, f"the routes to react to step {number}")
         self.resume_suspended()
-        if self.moved_socket is not None:  # the "hook lost" step is over: hooks reach it again
+        self.lost_steps = max(0, self.lost_steps - 1)
+        if self.moved_socket is not None and self.lost_steps <= 0:
+            # the "hook lost" steps are over: hooks reach the channel again
             path, away = self.moved_socket
             os.rename(away, path)
             self.moved_socket = None
@@ -550,10 +700,160 @@ class Soak:
             target = name
         elif fault.kind == "gather source killed":
             target = self.kill_gathered_source(pick)
+        elif fault.kind.startswith("approval "):
+            # The next prompt of one listening approval route gets this verdict.
+            listening = [
+                rid for rid in self.approval_routes
+                if (r := self.route(rid)).state in ("active", "paused") and r.rounds < r.max_rounds
+            ]  # fmt: skip
+            if listening:
+                target = pick(listening)
+                self.forced.setdefault(target, []).append(fault.kind.removeprefix("approval "))
+        elif fault.kind == "permission answered" and self.awake_sinks():
+            target = self.answer_permission(pick(self.awake_sinks()), len(self.applied))
+        elif fault.kind.startswith("mcp ") and self.awake_sinks() and self.sources:
+            target = self.mcp_fault(fault.kind, pick, len(self.applied))
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
             self.applied.append((fault.step, fault.kind, target))
+
+    def awake_sinks(self) -> list[str]:
+        """Sinks not suspended by an ``agent suspended`` fault of this step."""
+        stopped = {name for name, _, _ in self.suspended}
+        return [name for name in self.sinks if name not in stopped]
+
+    def route(self, rid: str) -> mh.Route:
+        return next(r for r in self.hub.routes if r.id == rid)
+
+    def answer_permission(self, name: str, n: int) -> str:
+        """A hand send makes sink ``name`` ask permission for a Bash tool; the ask is answered
+        from ``hub.inbox`` as the seed draws it; the sink goes on (its transcript is checked)."""
+        tile = self.hub.tiles[name]
+        text = f"p{n} please [[bash touch perm-{n}]]"
+        self.sends.append((name, text))
+        self.send_records.append(self.hub.send(name, text).result(60))
+
+        def asked() -> Any:
+            return next(
+                (a for a in self.hub.inbox if a.kind == "permission" and a.tile == name), None
+            )
+
+        ask = wait_until(asked, 60, what=f"{name}'s permission ask in the inbox")
+        assert ask.choices[0] == "Yes" and ask.choices[-1] == "No", ask.choices
+        assert f"touch perm-{n}" in ask.text, ask.text
+        how = _rng("permission", n).choice(PERMISSION_ANSWERS)
+        if how == "approve":
+            future = ask.approve()
+        elif how == "reject":
+            future = ask.reject("the soak says no")
+        else:
+            future = ask.choose(how)
+        rec = future.result(60)
+        assert (rec.status, rec.route_id, rec.target) == ("delivered", "inbox", name), rec.error
+        allowed = how in ("Yes", 0, "1", "approve")
+        assert rec.decision == ("approved" if allowed else "rejected"), (how, rec.decision)
+        self.permissions.append((name, allowed))
+        wait_until(lambda: tile.state == "idle", 30, what=f"{name} idle after its answer")
+        assert self.hub.inbox == [], self.hub.inbox
+        return f"{name} ({how!r})"
+
+    # MCP calls ---------------------------------------------------------------------------------
+    def mcp_call(self, token: str | None, tool: str, **args: Any) -> tuple[bool, str]:
+        """One tool call in a new MCP session carrying ``token``: (is_error, its text)."""
+
+        async def one(client: Any) -> tuple[bool, str]:
+            return await _mcp_call(client, tool, args)
+
+        return asyncio.run(_mcp_session(self.hub.mcp.url, token, one))
+
+    def mcp_expect(self, what: str, got: tuple[bool, str], error: bool, says: str) -> None:
+        if got[0] != error or says not in got[1]:
+            self.mcp_errors.append(f"{what}: got {got!r}, expected error={error} with {says!r}")
+
+    def mcp_fault(self, kind: str, pick: Any, n: int) -> str:
+        """One MCP fault: a source calls the hub's tools as its agent would, to an idle target."""
+        hub = self.hub
+        caller = pick(self.sources)
+        typed = [name for name, (_, paste) in self.recorders.items() if not paste]
+        sinks = self.awake_sinks()
+        target = pick(sinks if kind in ("mcp ask", "mcp cycle") else [*sinks, *typed])
+        pair = f"mcp:{caller}->{target}"
+        if target in self.sinks:
+            tile = hub.tiles[target]
+            wait_until(lambda: tile.state == "idle", 30, what=f"{target} idle before MCP calls")
+        if kind == "mcp send":
+            # (JSON over HTTP carries no lone surrogate: an agent's text never holds one)
+            text = f"m{n} {caller} sends " + _as_logged(_hostile(_rng("mcp", n), 2))
+            got = self.mcp_call(hub.mcp.grant(caller), "send", to=target, text=text)
+            self.mcp_expect(f"{pair} send", got, False, "delivered")
+        elif kind == "mcp ask":
+            text = f"m{n} {caller} asks {target}"
+            got = self.mcp_call(hub.mcp.grant(caller), "ask", to=target, text=text, timeout_s=60)
+            self.mcp_expect(f"{pair} ask", got, False, _echo(text))
+            self.mcp_answers.append((pair, got[1]))
+        elif kind == "mcp bad token":
+            old = hub.mcp.grant(caller)
+            tokens = {"none": None, "junk": "x" * 32, "revoked": old}
+            hub.mcp.grant(caller)  # the old token ends
+            other = next((k for k in sinks if k != target), None)
+            tokens["out of reach"] = hub.mcp.grant(caller, [other] if other else [])
+            for bad, says in BAD_TOKENS.items():
+                got = self.mcp_call(tokens[bad], "send", to=target, text=f"m{n} {bad} token")
+                self.mcp_expect(f"{pair} send with a {bad} token", got, True, says)
+            self.mcp_refused_rows[pair] += 1  # (only a known caller's refusal is a row)
+        elif kind == "mcp cycle":
+            self.mcp_cycle(caller, target, n)
+        elif kind == "mcp burst":
+            self.mcp_burst(caller)
+        return f"{caller}->{target}"
+
+    def mcp_cycle(self, caller: str, target: str, n: int) -> None:
+        """``caller`` asks ``target`` (who thinks 2 s); meanwhile ``target`` asks ``caller``
+        back: refused at once, naming the cycle; the first ask is answered."""
+        hub, tile = self.hub, self.hub.tiles[target]
+        first_token, back_token = hub.mcp.grant(caller), hub.mcp.grant(target)
+        text = f"m{n} {caller} asks {target} [[sleep 2]]"
+        url = hub.mcp.url
+
+        async def both() -> tuple[tuple[bool, str], tuple[bool, str]]:
+            async def ask(client: Any) -> tuple[bool, str]:
+                return await _mcp_call(client, "ask", {"to": target, "text": text, "timeout_s": 60})
+
+            async def ask_back(client: Any) -> tuple[bool, str]:
+                back = {"to": caller, "text": f"m{n} back", "timeout_s": 60}
+                return await _mcp_call(client, "ask", back)
+
+            first = asyncio.ensure_future(_mcp_session(url, first_token, ask))
+            for _ in range(200):  # until the question is typed: the target thinks on it
+                if first.done() or await asyncio.to_thread(lambda: tile.state) == "busy":
+                    break
+                await asyncio.sleep(0.02)
+            back = await _mcp_session(url, back_token, ask_back)
+            return await first, back
+
+        first, back = asyncio.run(both())
+        self.mcp_expect(f"mcp:{caller}->{target} ask", first, False, _echo(text))
+        self.mcp_answers.append((f"mcp:{caller}->{target}", first[1]))
+        chain = f"would wait on you: {target} -> {caller} -> {target}"
+        self.mcp_expect(f"mcp:{target}->{caller} ask back", back, True, chain)
+        self.mcp_refused_rows[f"mcp:{target}->{caller}"] += 1
+
+    def mcp_burst(self, caller: str) -> None:
+        """``MCP_BURST`` calls at once from one caller: those beyond 20 a second are refused."""
+        token = self.hub.mcp.grant(caller)
+
+        async def burst(client: Any) -> list[tuple[bool, str]]:
+            calls = (_mcp_call(client, "list_agents", {}) for _ in range(MCP_BURST))
+            return list(await asyncio.gather(*calls))
+
+        results = asyncio.run(_mcp_session(self.hub.mcp.url, token, burst))
+        refused = [text for is_error, text in results if is_error]
+        says = f"more than {MCP_CALLS_PER_S} calls within a second"
+        if not refused or len(results) - len(refused) < MCP_CALLS_PER_S:
+            self.mcp_errors.append(f"burst of {MCP_BURST}: {len(refused)} refused")
+        if any(says not in text for text in refused):
+            self.mcp_errors.append(f"burst refusals: {refused[:2]}")
 
     def kill_gathered_source(self, pick: Any) -> str:
         """Kill one live source of a listening gather (as "kill source" does; a new source
@@ -595,8 +895,9 @@ class Soak:
         if self.moved_socket is not None:  # (lost for the agents; the test still finds it)
             path = self.moved_socket[1]
         if kind == "hook lost":
+            self.lost_steps += 1  # lost for the next step (one more if already lost)
             if self.moved_socket is not None:
-                return ""
+                return source
             away = f"{path}.away"
             os.rename(path, away)  # the listening socket stays; a hook cannot reach it by name
             self.moved_socket = (path, away)
@@ -646,7 +947,14 @@ class Soak:
         it). A route that looks and skips it as already routed gets another repaint,
         up to three; one still skipping is counted in ``planted_unrouted``.
         """
-        found = wait_until(lambda: _transcript(self.hub, source), 15, what=f"{source}'s transcript")
+        tile = self.hub.tiles[source]
+        try:
+            found = wait_until(lambda: _transcript(self.hub, source), 15)
+        except AssertionError:
+            raise AssertionError(
+                f"no transcript for {source} for 15 s: {self.whereabouts(source)}; "
+                f"applied {self.applied[-6:]}"
+            ) from None
         assert isinstance(found, Path)
         path = found
         rng = _rng("planted", n)
@@ -665,7 +973,6 @@ class Soak:
         starts_line = path.read_bytes().endswith(b"\n")  # a cut may have left half a line
         with path.open("a", encoding="utf-8") as f:
             f.write(("" if starts_line else "\n") + json.dumps(record) + "\n")
-        tile = self.hub.tiles[source]
         for _ in range(3):
             skips = {rid: self.skips[rid] for rid in before}
             self.repaint(tile)
@@ -686,6 +993,24 @@ class Soak:
         )
         for name in [*self.sources, *self.sinks]:
             self.received[name].note(_transcript(self.hub, name))
+
+
+async def _mcp_session(url: str, token: str | None, work: Any) -> Any:
+    """``work(client)`` in one MCP session of the SDK's own client, carrying ``token``."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            return await work(client)
+
+
+async def _mcp_call(client: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
+    result = await client.call_tool(tool, args)
+    return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+
+def _echo(text: str) -> str:
+    """The echo stand-in's answer to ``text`` (its persona, written here: the fixtures' API)."""
+    return "Done: " + text[:40].replace("\n", "\\n")
 
 
 def _transcript(hub: mh.Hub, name: str) -> Path | None:
@@ -717,6 +1042,55 @@ def _prompts_in(data: bytes) -> list[str]:
             continue
         out.append("/clear" if content.startswith("<command-name>/clear") else content)
     return out
+
+
+def _as_logged(text: str) -> str:
+    """Text as the round log keeps it: lone surrogates become U+FFFD."""
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+def _tool_results(data: bytes) -> list[bool]:
+    """Each Bash tool's result in transcript bytes: True if it ran, False if rejected."""
+    return [
+        not block.get("is_error")
+        for rec in _records(data)
+        if rec.get("type") == "user" and isinstance(rec.get("message", {}).get("content"), list)
+        for block in rec["message"]["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+
+
+def _check_approvals(soak: Soak, by_route: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each approval route's rows carry the person's verdicts in order: approved and edited
+    ones typed (an edit: the edited text, the template's in ``proposed_prompt``), rejected and
+    expired ones not; every verdict an ``approval ...`` fault forced was given."""
+    out = [f"the person: {e}" for e in soak.person_errors]
+    for rid in soak.approval_routes:
+        mine = [r for r in by_route.get(rid, []) if r["status"] != "exhausted"]
+        given = soak.verdicts.get(rid, [])
+        if [r["decision"] for r in mine] != given:
+            out.append(f"{rid}: decisions {[r['decision'] for r in mine]}, person gave {given}")
+            continue
+        for r in mine:
+            typed = r["status"] in ("delivered", "error")
+            if typed != (r["decision"] in ("approved", "edited")):
+                out.append(f"{rid} round {r['round']}: {r['decision']} but {r['status']}")
+            if r["decision"] == "edited" and (
+                r["prompt"] != soak.edits.get((rid, r["proposed_prompt"]))
+            ):
+                out.append(f"{rid} round {r['round']}: edited prompt is not the person's text")
+            if r["decision"] != "edited" and r["proposed_prompt"] is not None:
+                out.append(f"{rid} round {r['round']}: proposed_prompt on a {r['decision']} row")
+    left = {rid: v for rid, v in soak.forced.items() if v}
+    if left:
+        out.append(f"forced verdicts never asked: {left}")
+    return out
+
+
+def _meta(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's ``meta`` as a dict (the log may give it as JSON text)."""
+    meta = row["meta"]
+    return meta if isinstance(meta, dict) else json.loads(meta or "{}")
 
 
 def _control_chars(text: str) -> list[str]:
@@ -795,14 +1169,20 @@ def check(
             violations.append(f"{route.id}: one answer routed twice")
         for r in mine:
             if r["transform"] == "prompt-wrap" and r["status"] in ("delivered", "shadow"):
-                if r["prompt"] != _filled(r, route.max_rounds):
+                proposed = r["proposed_prompt"] if r["decision"] == "edited" else r["prompt"]
+                if proposed != _filled(r, route.max_rounds):
                     violations.append(f"{route.id} round {r['round']}: prompt is not its template")
+    violations += _check_approvals(soak, by_route)
 
-    # Every delivered row at its target, in order (routed rounds and hand sends alike).
+    # Every delivered row at its target, in order (routed rounds, hand sends and MCP calls
+    # alike); an MCP ask's answer row went back to its caller through the tool, not typed.
+    typed_rows = (
+        r
+        for r in rows
+        if r["status"] == "delivered" and r["route_id"] != "inbox" and "answer_to" not in _meta(r)
+    )
     delivered: dict[str, list[dict[str, Any]]] = {}
-    for row in sorted(
-        (r for r in rows if r["status"] == "delivered"), key=lambda r: r["delivered_at"]
-    ):
+    for row in sorted(typed_rows, key=lambda r: r["delivered_at"]):
         delivered.setdefault(row["target"], []).append(row)
     received: dict[str, list[Any]] = {}
     checked = 0
@@ -848,7 +1228,38 @@ def check(
         stray = [line for line in ran if line != "fg" and "MADOHUB_STANDIN_THINK_S=" not in line]
         if stray:
             violations.append(f"{name}: its bash ran {stray[:3]}")
-    n_delivered = sum(len(v) for v in delivered.values())
+    # Permission asks answered from the inbox: one row each, its key's effect in the sink's
+    # transcript (the tool ran, or was rejected), in order.
+    inbox_rows = by_route.get("inbox", [])
+    want_rows = [("delivered", "approved" if ok else "rejected") for _, ok in soak.permissions]
+    if [(r["status"], r["decision"]) for r in inbox_rows] != want_rows:
+        violations.append(f"inbox rows {len(inbox_rows)} for {len(soak.permissions)} answers")
+    for name in {name for name, _ in soak.permissions}:
+        ran = [ok for path in soak.received[name].paths for ok in _tool_results(path.read_bytes())]
+        want = [ok for n, ok in soak.permissions if n == name]
+        if ran != want:
+            violations.append(f"{name}: tools allowed {ran}, answered {want}")
+        else:
+            checked += len(want)
+    violations += [f"MCP: {e}" for e in soak.mcp_errors]
+    # Each MCP ask's answer row holds the answer the tool returned, in order; each refusal of
+    # a known caller is an error row of its pair (and typed nothing: the targets' checks).
+    answer_rows = [r for r in rows if "answer_to" in _meta(r)]
+    got_answers = [(r["route_id"], r["extracted"]) for r in answer_rows]
+    if got_answers != soak.mcp_answers:
+        violations.append(
+            f"MCP answers {got_answers[:3]}, the tool returned {soak.mcp_answers[:3]}"
+        )
+    else:
+        checked += len(got_answers)
+    refused = Counter(
+        r["route_id"]
+        for r in rows
+        if str(r["route_id"]).startswith("mcp:") and str(r["error"] or "").startswith("refused: ")
+    )
+    if refused != soak.mcp_refused_rows:
+        violations.append(f"MCP refusal rows {dict(refused)}, made {dict(soak.mcp_refused_rows)}")
+    n_delivered = sum(len(v) for v in delivered.values()) + len(inbox_rows) + len(answer_rows)
     if checked != n_delivered:
         violations.append(f"{checked} of {n_delivered} delivered rows found at their targets")
 
@@ -877,11 +1288,15 @@ def check(
             if r["round"] > rounds_then and r["status"] != "exhausted"
         ]
         for k, row in enumerate(later):
-            meta = row["meta"] if isinstance(row["meta"], dict) else json.loads(row["meta"] or "{}")
+            meta = _meta(row)
             named = name in meta.get("gather_missing", {})
             if not named and (k > 0 or name not in meta.get("gathered", [])):
                 violations.append(f"{gid} round {row['round']}: killed source {name} not named")
-    unknown = [rid for rid in by_route if rid != "send" and rid not in routes]
+    unknown = [
+        rid
+        for rid in by_route
+        if rid not in ("send", "inbox") and not rid.startswith("mcp:") and rid not in routes
+    ]
     if unknown:
         violations.append(f"rows of routes the hub does not know: {unknown[:5]}")
 
@@ -897,6 +1312,12 @@ def check(
         "delivered rows checked at targets": checked,
         "gathers": len(soak.gathers),
         "gather rounds": int(df["route_id"].isin(soak.gathers).sum()),
+        "approval routes": len(soak.approval_routes),
+        "approvals": dict(Counter(v for vs in soak.verdicts.values() for v in vs)),
+        "permissions answered": len(soak.permissions),
+        "mcp rows": int(df["route_id"].str.startswith("mcp:").sum()),
+        "mcp answers": len(soak.mcp_answers),
+        "mcp refusal rows": sum(soak.mcp_refused_rows.values()),
         "faults applied": len(soak.applied),
         "faults": dict(applied),
         "hostile prompts": soak.hostile_sends,
@@ -924,6 +1345,7 @@ def run_soak(
             api_key="sk-ant-soak-0123456789",
             base_url=fake.base_url,
         )
+        hub.mcp_max_rounds, hub.mcp_cooldown_ms = 20, 1000  # (a pair's calls are few, spread)
         soak = Soak(hub, project, fake)
         try:
             for i, paste in enumerate((False, True)):
@@ -936,6 +1358,8 @@ def run_soak(
                 soak.add_source()
             for _ in range(2):
                 soak.add_gather()
+            for source in soak.sources[:APPROVAL_ROUTES]:
+                soak.add_route(source, approve=True)
             for number in range(steps):
                 soak.step(number)
                 for fault in (f for f in schedule if f.step == number):

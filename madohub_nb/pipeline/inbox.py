@@ -52,6 +52,9 @@ INBOX_ROUTE_ID: Final = "inbox"
 QUIET_CHECK_S: Final = 0.3
 """A tile's screen is read for a permission prompt once its output paused this long."""
 APPROVE_TIMEOUT_MAX_S: Final = 7 * 24 * 3600
+PRESSED_HOLD_S: Final = 2.0
+"""After a key answered a prompt, the same prompt still on screen is the agent not having
+redrawn yet, not a new ask: for this long; a prompt still shown after it is asked again."""
 REWATCH_S: Final = 2.0
 """How soon the inbox opens a host's tile's output again after its stream ended."""
 UNASKING_KINDS: Final = ("shell", "terminal")
@@ -294,6 +297,8 @@ class Inbox:
         """A tile's last ``notification`` hook message, until its prompt is read."""
         self._hook_requests: dict[str, ToolRequest] = {}
         """A tile's last ``permission_request`` hook (the tool asked for), until its prompt is read."""
+        self._pressed: dict[str, tuple[PermissionPrompt, float]] = {}
+        """A tile's prompt a key just answered, and until when (monotonic) it is not asked again."""
 
     @property
     def asks(self) -> list[Ask]:
@@ -420,10 +425,12 @@ class Inbox:
                 self._check_soon(tile.name, 0.0)
 
     def _update(self, tile: Tile, prompt: PermissionPrompt | None) -> None:
-        """Open an ask for a prompt now shown; close the one the agent no longer shows."""
+        """Open an ask for a prompt now shown; close the one the agent no longer shows.
+
+        An ask being answered (its key on the way) is still the tile's ask; and the prompt
+        its key answered, still on screen, is the agent not having redrawn yet."""
         current = next(
-            (a for a in self._asks if a.open and a.kind == "permission" and a.tile == tile.name),
-            None,
+            (a for a in self._asks if a.kind == "permission" and a.tile == tile.name), None
         )
         if current is not None and current.prompt == prompt:
             return
@@ -431,7 +438,7 @@ class Inbox:
             "answered", "the agent no longer shows it (answered in the pane, or it moved on)"
         ):
             self._closed(current)
-        if prompt is not None:
+        if prompt is not None and not self._just_pressed(tile.name, prompt):
             message = self._hook_messages.pop(tile.name, None)
             ask = Ask(
                 "permission", tile.name, prompt.question, prompt=prompt,
@@ -441,6 +448,20 @@ class Inbox:
                 ask.tool, ask.tool_input = request.tool, request.input
                 ask.text = with_tool_line(ask.text, request)
             self._add(ask)
+
+    def _just_pressed(self, name: str, prompt: PermissionPrompt) -> bool:
+        """``prompt`` is the one a key answered a moment ago (then look again once the hold
+        ends: an agent that still shows it then is asked again)."""
+        held = self._pressed.get(name)
+        if held is None:
+            return False
+        pressed, until = held
+        left = until - time.monotonic()
+        if pressed != prompt or left <= 0:
+            del self._pressed[name]
+            return False
+        self._check_soon(name, left)
+        return True
 
     # answering a permission ----------------------------------------------------------------
     def _press(
@@ -485,6 +506,8 @@ class Inbox:
                     )
         if problem is None:
             rec.status, rec.delivered_at = "delivered", datetime.now(timezone.utc)
+            if ask.prompt is not None:
+                self._pressed[ask.tile] = (ask.prompt, time.monotonic() + PRESSED_HOLD_S)
         else:
             rec.error = f"{ask.kind} of {ask.tile!r} not answered: {problem}; no key was pressed"
         rec.deliver_ms = rec.latency_ms = round((time.monotonic() - started) * 1000, 3)

@@ -377,12 +377,18 @@ class Tile:
         return None
 
     def _environ(self, proc: AgentProcess, names: tuple[str, ...]) -> dict[str, str]:
-        """The agent's variables that locate its files (read once per process)."""
+        """The agent's variables that locate its files (read once per process, once found).
+
+        A read that finds none of them is not kept: a process caught in an exec shows the
+        kernel no environment yet (its new name is set before its new environment), and
+        a launcher may exec the agent with its variables under the same pid and start."""
         key = (proc.pid, proc.start_ticks)
         if key not in self._environs:
             try:
                 env = self.machine.environ(proc.pid, (*CLAUDE_ENV, *CODEX_ENV, *RECORD_ENV))
             except TmuxError:
+                return {}
+            if not env:
                 return {}
             self._environs = {key: env}
         return {k: v for k, v in self._environs[key].items() if k in names}
