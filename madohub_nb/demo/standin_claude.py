@@ -706,15 +706,18 @@ class ClaudeStandin(AgentStandin[_Turn]):
         usage = message_usage(asked, [block], self.turns)
         hook_first = "[[hookfirst]]" in turn.prompt
         if hook_first:
-            # As the real one does at times: its Stop hook runs before its transcript holds
-            # the turn (and its usage).
+            # As the real one does at times: the answer is on screen and its Stop hook runs
+            # before its transcript holds the turn (and its usage).
+            self.history.append(("answer", text, ""))
+            self.painter.paint(self.frame())
             self._hook(
                 "Stop", permission_mode="default", stop_hook_active=False,
                 last_assistant_message=text,
             )  # fmt: skip
             time.sleep(HOOK_FIRST_LAG_S)
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
-        self.history.append(("answer", text, ""))
+        if not hook_first:
+            self.history.append(("answer", text, ""))
         self._finish(now)
         if not hook_first and "[[nohook]]" not in turn.prompt:
             self._hook(
