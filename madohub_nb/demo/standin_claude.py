@@ -10,8 +10,8 @@ real thing. Answers come from a persona (``personas.py``); no network.
 Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
 ``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
-end (a hook that got lost); ``[[hookfirst]]`` runs it before the transcript holds the
-turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+end (a hook that got lost); ``[[hookfirst]]`` shows the answer and runs it before the
+transcript holds the turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
 ``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
