@@ -3,17 +3,20 @@ stand-in tiles; ``exp.df`` checked against the log, and against the prompts at t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
-from conftest import FAST_IDLE_MS
+from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.demo import standin_command
 from madohub_nb.experiment import DF_COLUMNS, apply_variant
+from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.pipeline.workflow import RouteSpec, Workflow
 
 
@@ -225,3 +228,43 @@ def test_two_runs_at_once_keep_their_own_tiles_rounds_and_rows(
     assert spans["a"][0] < spans["b"][1] and spans["b"][0] < spans["a"][1], spans
     assert elapsed < float(df["wall_s"].sum()), (elapsed, df["wall_s"].tolist())
     assert not [s for s in _tmux_sessions(tmux_socket) if s.startswith("madohub-")]
+
+
+def test_a_fresh_agent_never_takes_another_agents_transcript_of_its_cwd_for_its_own(
+    hub: mh.Hub, project: Path
+) -> None:
+    # Runs of an experiment start Claudes in one project and config folder, beside others
+    # (the kernel's tiles, the other runs). Until a fresh one writes its sessions file, its
+    # transcript is looked for among its cwd's: another's, read as its own, made it look
+    # idle before it could take input (its kickoff was lost) and gave it another's answer.
+    a = start_standin(hub, "a", cwd=project)
+    hub.send("a", "hello from a").result(30)
+    wait_until(
+        lambda: (found := a.last_response()) and found.method == "jsonl", 15, what="a's answer"
+    )
+    theirs = transcript_path(a)
+    assert theirs is not None
+    b = start_standin(hub, "b", cwd=project)
+    proc = b.agent_process()
+    assert proc is not None
+    b_config = b.claude_config(proc)
+    assert b_config is not None
+    own = b_config / "sessions" / f"{proc.pid}.json"
+    wait_until(own.exists, 15, what="b's sessions file")
+    own.unlink()  # not written yet, as at its start
+    started = psutil.Process(proc.pid).create_time()
+
+    os.utime(theirs, (started + 5, started + 5))  # newer than b, but a's sessions file names it
+    assert (transcript_path(b), b.turn_finished()) == (None, None)
+    found = b.last_response()
+    assert found is None or found.method == "terminal", found
+
+    hub.send("a", "/exit").result(30)  # a is gone, its sessions file with it
+    wait_until(lambda: a.state == "exited", 15, what="a exited")
+    os.utime(theirs, (started - 5, started - 5))  # a transcript older than b: a past session's
+    assert (transcript_path(b), b.turn_finished()) == (None, None)
+
+    # Written since b started and named by no other Claude: b's, as far as anyone can tell
+    # (a Claude that writes no sessions file at all, older versions, is read so).
+    os.utime(theirs, (started + 5, started + 5))
+    assert transcript_path(b) == theirs

@@ -19,6 +19,8 @@ from typing import Any, Final
 from ..settings import AGENT_FILE_MAX_BYTES
 
 SESSION_STATUSES: Final = ("idle", "busy", "waiting")
+SESSION_FILES_READ_MAX: Final = 256
+"""At most this many ``sessions/*.json`` are read to learn whose transcripts are whose."""
 CONFIG_ENV: Final = ("CLAUDE_CONFIG_DIR", "HOME")
 """The variables of Claude's environment that say where its config dir is."""
 
@@ -129,6 +131,26 @@ def read_session_file(config_dir: str | Path | None, pid: int) -> ClaudeSession 
         return None
     path = session_file_path(config_dir, pid)
     return parse_session_file(read_small_regular_file(path), path, pid)
+
+
+def claimed_session_ids(config_dir: str | Path, except_pid: int) -> set[str]:
+    """The session ids other Claude processes name in ``<config_dir>/sessions/*.json`` (all
+    but ``except_pid``'s; at most :data:`SESSION_FILES_READ_MAX` files read): transcripts
+    that are theirs, not the one of a process whose own file is not there (yet)."""
+    claimed: set[str] = set()
+    folder = Path(config_dir) / "sessions"
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.endswith(".json")]
+    except OSError:
+        return claimed
+    for name in sorted(names)[:SESSION_FILES_READ_MAX]:
+        stem = name[: -len(".json")]
+        if not stem.isdigit() or int(stem) == except_pid:
+            continue
+        session = read_session_file(config_dir, int(stem))
+        if session is not None:
+            claimed.add(session.session_id)
+    return claimed
 
 
 def parse_session_file(raw: bytes | None, path: Path, pid: int) -> ClaudeSession | None:

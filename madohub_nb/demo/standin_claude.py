@@ -10,8 +10,8 @@ real thing. Answers come from a persona (``personas.py``); no network.
 Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
 ``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
-end (a hook that got lost); ``[[hookfirst]]`` runs it before the transcript holds the
-turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+end (a hook that got lost); ``[[hookfirst]]`` shows the answer and runs it before the
+transcript holds the turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
 ``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
@@ -711,15 +711,18 @@ class ClaudeStandin(AgentStandin[_Turn]):
         usage = message_usage(asked, [block], self.turns)
         hook_first = "[[hookfirst]]" in turn.prompt
         if hook_first:
-            # As the real one does at times: its Stop hook runs before its transcript holds
-            # the turn (and its usage).
+            # As the real one does at times: the answer is on screen and its Stop hook runs
+            # before its transcript holds the turn (and its usage).
+            self.history.append(("answer", text, ""))
+            self.painter.paint(self.frame())
             self._hook(
                 "Stop", permission_mode="default", stop_hook_active=False,
                 last_assistant_message=text,
             )  # fmt: skip
             time.sleep(HOOK_FIRST_LAG_S)
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
-        self.history.append(("answer", text, ""))
+        if not hook_first:
+            self.history.append(("answer", text, ""))
         self._finish(now)
         if not hook_first and "[[nohook]]" not in turn.prompt:
             self._hook(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agents import records as agent_records
+from ..agents.claude import claimed_session_ids
 from ..agents.codex import ROLLOUT_GLOB, newest_rollout
 from ..agents.screen import strip_ansi, terminal_last_response
 from ..io.transcripts import Extraction, cwd_to_project_dir, find_codex_rollout
@@ -50,19 +51,34 @@ def claude_transcript(tile: Tile, proc: AgentProcess) -> str | None:
         return tile.machine.find_file(str(projects), f"{session.session_id}.jsonl")
     if not tile.machine.dir_scans:
         return None
-    # No sessions file (older versions, an exited agent): the newest transcript of its cwd.
+    # No sessions file (older versions, or one not written yet): the newest transcript of its
+    # cwd that can be its own. Other Claudes of the same cwd and config dir write there too
+    # (an experiment's runs, the kernel's own tiles): a transcript older than this process,
+    # or one another process's sessions file names, is theirs. (Read as the agent's, a
+    # fresh agent looked idle before it could take input, and its kickoff was lost.)
     cwd = tile.machine.cwd(proc.pid) or (session.cwd if session is not None else None)
     if not cwd:
         return None
     folder = cwd_to_project_dir(cwd, projects)
     if folder is None:
         return None
-    found = _newest_regular_file(folder.glob("*.jsonl"))
+    others = claimed_session_ids(config, proc.pid)
+    started = tile.machine.started_at(proc.pid)
+    found = _newest_regular_file(
+        (p for p in folder.glob("*.jsonl") if p.stem not in others),
+        since=started - START_SLACK_S if started is not None else None,
+    )
     return str(found) if found is not None else None
 
 
-def _newest_regular_file(paths: Iterable[Path]) -> Path | None:
-    """The most recently modified regular file of ``paths``, or None.
+START_SLACK_S = 1.0
+"""A record modified up to this long before its agent's start may still be its own
+(clocks and mtimes are coarse); an older one is another session's."""
+
+
+def _newest_regular_file(paths: Iterable[Path], since: float | None = None) -> Path | None:
+    """The most recently modified regular file of ``paths`` (modified at ``since`` or
+    later, when given), or None.
 
     Anything else (a dangling or looping link, a directory, a FIFO, a file gone
     since it was listed) is no transcript: an agent's folder is not ours to trust.
@@ -73,7 +89,9 @@ def _newest_regular_file(paths: Iterable[Path]) -> Path | None:
             st = path.stat()
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and (best is None or st.st_mtime > best[0]):
+        if not stat.S_ISREG(st.st_mode) or (since is not None and st.st_mtime < since):
+            continue
+        if best is None or st.st_mtime > best[0]:
             best = (st.st_mtime, path)
     return best[1] if best is not None else None
 
@@ -196,13 +214,10 @@ def _newest_since_start(
     if folder is None or not machine.dir_scans:
         return None
     started = machine.started_at(proc.pid)
-    found = _newest_regular_file(Path(folder).glob(pattern))
+    # (an older session's record is not this agent's: it has written nothing yet)
+    since = started - START_SLACK_S if started is not None else None
+    found = _newest_regular_file(Path(folder).glob(pattern), since=since)
     if found is None:
-        return None
-    try:
-        if started is not None and found.stat().st_mtime < started - 1:
-            return None  # an older session's: this agent has written nothing yet
-    except OSError:
         return None
     return RecordRef(posixpath.normpath(str(found)), fmt)
 

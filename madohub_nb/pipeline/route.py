@@ -751,6 +751,10 @@ class _SeenSource:
     def reads_records(self) -> bool:
         return self._route.dispatch_mode.extracts_from_transcript
 
+    @property
+    def keeps_record(self) -> bool:
+        return self._route.source_tile.profile.has_transcript
+
     def signal(self) -> str:
         tile = self._route.source_tile
         return tile.last_signal or ("quiet" if tile.profile.ready_quiet_ms else "screen")

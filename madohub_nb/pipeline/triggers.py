@@ -303,6 +303,11 @@ class TurnSource(Protocol):
         """Answers may come from the agent's own words (its records, its hook's payload);
         False: from its screen only (``legacy`` dispatch)."""
 
+    @property
+    def keeps_record(self) -> bool:
+        """The source's agent keeps a record of its turns (a transcript, a session file):
+        an answer read from its screen means the record does not hold the turn yet."""
+
 
 def text_key(found: Extraction | None) -> str | None:
     """The identity of an answer's text, whichever way it was read (transcript or screen)."""
@@ -433,13 +438,12 @@ class IdleDetector:
         if hook.answer and hook.answer.strip() and source.reads_records:
             said = _text_key_of(hook.answer)
             waited_ms = 0
-            while waited_ms < HOOK_RECORD_WAIT_MS and (
-                record is None or (record.method != "terminal" and text_key(record) != said)
-            ):
+            while waited_ms < HOOK_RECORD_WAIT_MS and _lacks_turn(record, said, source):
                 # The hook can come before the record holds its turn (Claude Code writes the
-                # turn's usage after running its Stop hook, at times): wait a little for it,
-                # so that the round has its model and tokens (a budget must not see "unknown").
-                # A screen is no record: nothing to wait for.
+                # turn's usage after running its Stop hook, at times; on a session's first
+                # turn its record has no answer yet, so the answer is read from the screen):
+                # wait a little for it, so that the round has its model and tokens (a budget
+                # must not see "unknown"). An agent that keeps no record: nothing to wait for.
                 heard = await source.output_after(HOOK_RECORD_POLL_MS / 1000)
                 if heard:
                     idle.output(source.now_ms(), heard)
@@ -474,6 +478,16 @@ class IdleDetector:
                 self._hooked.popitem(last=False)
         self._remember(tkey)
         return Turn(found, took_ms, signal="hook")
+
+
+def _lacks_turn(record: Extraction | None, said: str, source: TurnSource) -> bool:
+    """The source's record does not hold the hooked answer (text key ``said``) yet: nothing
+    read, a screen read of an agent that keeps a record, or another answer."""
+    if record is None:
+        return True
+    if record.method == "terminal":
+        return source.keeps_record
+    return text_key(record) != said
 
 
 class KeywordDetector:

@@ -7,10 +7,10 @@ while a plain one goes on until both routes are out of rounds (``max_rounds``). 
 usage and cost must be numbers, the sums of the run's rows in the log (each row priced from
 its own tokens), and what the fake API reported for the runs' turns.
 
-Turn ends come from the screen (``hooks = false``): with Claude Code's Stop hook a round is
-sometimes read before the turn's usage is in the transcript (model and tokens empty, so the
-run's cost is NaN), and the screen's turn end then routes the same answer a second time; that
-race is the hooks' to fix, not the experiment's.
+It runs with the hub's hooks on (turn ends from Claude Code's Stop hook) and off (from its
+status file and screen). A Stop hook can come before the transcript holds its turn, on a
+session's first turn with the answer already on screen: the round waits for the record, so
+every row has its model, tokens and cost either way.
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ def _priced(row: dict[str, object]) -> float:
     ) / 1e6
 
 
+@pytest.mark.parametrize("hooks", [True, False], ids=["hooks", "no-hooks"])
 def test_two_templates_on_real_claude_fill_usage_and_cost_from_the_log(
+    hooks: bool,
     home: Path,
     tmux_socket: str,
     tmp_path: Path,
@@ -109,7 +111,7 @@ def test_two_templates_on_real_claude_fill_usage_and_cost_from_the_log(
             write_claude_config(home, cwd, DEFAULT_API_KEY, VERSION)
             cwds.setdefault(variant, {})[name] = cwd
     _key_helper(home)
-    wf = _workflow(exe, home, fake_anthropic.base_url, cwds["plain"], hooks=False)
+    wf = _workflow(exe, home, fake_anthropic.base_url, cwds["plain"], hooks=hooks)
     variants = {
         v: {**routes, **{t: {"cwd": str(c)} for t, c in cwds[v].items()}}
         for v, routes in VARIANTS.items()
@@ -161,6 +163,9 @@ def test_two_templates_on_real_claude_fill_usage_and_cost_from_the_log(
         for row in rows.to_dict("records"):  # each round priced from its own tokens
             assert row["cost_usd"] == pytest.approx(_priced(row)), row
         assert set(rows["workflow"]) == {f"real-review[{run['variant']}]"}
+        assert set(rows["turn_signal"]) <= (
+            {"hook"} if hooks else {"status", "transcript", "screen"}
+        )
     # Every conversation turn the fake answered is counted once, in one routed round.
     billed = [r for r in fake_anthropic.reported if not r["title"]]
     assert int(df["output_tokens"].sum()) == sum(m["usage"]["output_tokens"] for m in billed)
