@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx2
+import pandas as pd
 import psutil
 import pytest
 from conftest import log_rows, shell_tile, start_standin, user_prompts, wait_until
@@ -98,6 +99,29 @@ def test_send_types_into_the_target_as_hub_send_does_and_logs_a_round(
     assert (row["source"], row["target"], row["trigger"]) == ("lead", "reviewer", "mcp")
     assert (row["status"], row["prompt"], row["round"]) == ("delivered", "please review", 1)
     assert row["meta"]["tool"] == "send" and row["meta"]["submit_verified"]
+
+
+def test_a_send_to_a_target_busy_in_its_own_turn_is_typed_once_its_turn_ends(
+    hub: mh.Hub, project: Path
+) -> None:
+    """Queued as a route's round is: nothing is typed into a turn in progress."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=3.0)
+    hub.mcp.grant("lead")
+    hub.send("reviewer", "first task").result(30)
+    wait_until(lambda: reviewer.state == "busy", 10, what="the reviewer busy in its turn")
+    assert call(hub, hub.mcp.token("lead"), "send", to="reviewer", text="second task") == (
+        False,
+        "delivered",
+    )
+    assert reviewer.last_response() is not None  # its first turn had ended when it was typed
+    wait_until(
+        lambda: user_prompts(reviewer) == ["first task", "second task"], 15, what="both prompts"
+    )
+    (row,) = mcp_rows(hub)
+    assert row["status"] == "delivered"
+    assert row["delivered_at"] - row["fired_at"] >= pd.Timedelta(seconds=1.5)  # it waited
 
 
 def test_ask_returns_the_targets_next_whole_answer(
