@@ -36,13 +36,20 @@ from .io.transcripts import (
     read_last_response,
     read_turn_usage,
 )
-from .notebook.registry import get_hub
 from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
 from .pipeline.workflow import Workflow
 
 __version__ = "0.1.0"
+
+
+def get_hub() -> Hub:
+    """The kernel's hub (made on first use from ``%config MadoHub.*``)."""
+    from .notebook.registry import get_hub as kernel_hub  # (the settings' traitlets load here)
+
+    return kernel_hub()
+
 
 __all__ = [
     "DeliveryError",

@@ -56,8 +56,11 @@ def test_readme_is_a_landing_page_whose_links_reach_the_docs() -> None:
     assert [link for link in links if not (REPO / link).is_file()] == []
 
 
-HEAVY_MODULES = ("pandas", "numpy", "matplotlib", "anthropic", "openai", "ipywidgets", "IPython")
-"""Loaded when first used (a DataFrame, a plot, an AI transform, a widget), never by the import."""
+HEAVY_MODULES = (
+    "pandas", "numpy", "matplotlib", "anthropic", "openai", "ipywidgets", "IPython", "traitlets",
+)  # fmt: skip
+"""Loaded when first used (a DataFrame, a plot, an AI transform, a widget, the kernel's hub and
+its ``%config MadoHub`` settings), never by the import."""
 
 _LOADED = f"""
 import json, sys
