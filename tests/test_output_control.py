@@ -158,7 +158,7 @@ def test_a_listener_that_comes_while_tmux_answers_still_gets_the_output(hub: mh.
     listener = hub.engine.run_sync(race(), 10)
     wait_until(lambda: stream.mode == "on", 10, what="output on again for the new listener")
     type_at_prompt(hub, tile.pane_id, "echo hello")
-    wait_until(listener.event.is_set, 10, what="the new listener to hear the pane")
+    wait_until(lambda: listener.woken, 10, what="the new listener to hear the pane")
 
 
 def _switch_tasks_by_pane() -> dict[str, int]:

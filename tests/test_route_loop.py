@@ -99,6 +99,9 @@ class MemoryStream:
         at, self._activity = self._activity, None
         return at
 
+    def wake(self) -> None:
+        return None  # (no hooks in memory: the loop's sources have none)
+
     def close(self) -> None:
         return None
 

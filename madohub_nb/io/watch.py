@@ -68,6 +68,12 @@ SwitchOutcome = Literal["done", "refused", "stale"]
 client went away); or the listeners' need changed while it waited to be tried again."""
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    """A :meth:`Listener.wait` timed out (its waiter ends; nothing woke it)."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Listener:
     """One consumer's view of a pane's output: a wake-up event and the bytes since its last read."""
 
@@ -79,7 +85,10 @@ class Listener:
         """False: only *when* the pane spoke matters (:meth:`take_activity`); no bytes kept."""
         self.pollable = pollable or not wants_bytes
         """The bytes help but are not needed: a flooding pane may be polled instead."""
-        self.event = asyncio.Event()
+        self._woken = False
+        """Set by :meth:`wake` (output, activity, the stream ending), cleared by :meth:`take`."""
+        self._waiter: asyncio.Future[None] | None = None
+        """The one :meth:`wait` in progress (a listener has one consumer)."""
         self._buffer = bytearray()
         self._activity_mono: float | None = None
         self.closed = False
@@ -94,7 +103,21 @@ class Listener:
         """The pane spoke at ``at_mono`` (monotonic seconds)."""
         if self._activity_mono is None or at_mono > self._activity_mono:
             self._activity_mono = at_mono
-        self.event.set()
+        self.wake()
+
+    @property
+    def woken(self) -> bool:
+        """True when something came since the last :meth:`take` (:meth:`wait` returns at once)."""
+        return self._woken
+
+    def wake(self) -> None:
+        """Wake the consumer: new output or activity, the stream ending, or (its owner's
+        own reason) a hook that ended the source's turn. One flag and, while a
+        :meth:`wait` runs, one future: no task per wait."""
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def take_activity(self) -> float | None:
         """When the pane last spoke since the last call (monotonic seconds), or None."""
@@ -104,18 +127,23 @@ class Listener:
     def take(self) -> bytes:
         """The output that arrived since the last call (and clear the wake-up)."""
         data, self._buffer = bytes(self._buffer), bytearray()
-        self.event.clear()
+        self._woken = False
         return data
 
     async def wait(self, timeout_s: float | None) -> bool:
-        """Wait for new output (or the stream ending); False on timeout."""
-        if self.event.is_set():
+        """Wait for :meth:`wake` (new output, the stream ending); False on timeout."""
+        if self._woken:
             return True
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout_s, _expire, waiter) if timeout_s is not None else None
         try:
-            await asyncio.wait_for(self.event.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            return False
-        return True
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        return self._woken
 
     def close(self) -> None:
         if not self.closed:
@@ -229,7 +257,7 @@ class PaneStream:
 
     def _wake(self) -> None:
         for listener in self.listeners:
-            listener.event.set()
+            listener.wake()
 
     def watch_process(self, pid: int) -> None:
         """Be told when the pane's process exits: a pidfd read by the loop (Linux ≥ 5.3).

@@ -75,6 +75,9 @@ class OutputListener(Protocol):
     def take_activity(self) -> float | None:
         """When the source last spoke since the last call (seconds, the context's clock)."""
 
+    def wake(self) -> None:
+        """End a :meth:`wait` now (the route's own reason: its source's hook)."""
+
     def close(self) -> None: ...
 
 
@@ -275,7 +278,6 @@ class Route:
         self._listener: OutputListener | None = None
         self._hook_events: collections.deque[HookEvent] = collections.deque(maxlen=64)
         """The source's end-of-turn hooks not yet handed to the trigger (engine loop)."""
-        self._hook_wake: asyncio.Event | None = None
 
     # the public face ------------------------------------------------------
     @property
@@ -502,8 +504,8 @@ class Route:
         if event.kind != "stop":
             return
         self._hook_events.append(event)
-        if self._hook_wake is not None:
-            self._hook_wake.set()
+        if self._listener is not None:
+            self._listener.wake()  # (the route's one wake-up: output or its hook)
 
     async def _listen(self) -> OutputStream:
         """(Re)open the source's output and listen to it until it has settled."""
@@ -527,22 +529,11 @@ class Route:
         )
 
     async def _wait(self, listener: OutputListener, timeout_s: float | None) -> bool:
-        """Wait for output, or for the source's hook when it has hooks; False: neither came."""
-        if self.source_tile.hooks is None:
-            return await listener.wait(timeout_s)
+        """Wait for output, or for the source's hook (which wakes the listener); False: no
+        output came (a hook's event is in ``_hook_events``), or one waits already."""
         if self._hook_events:
             return False
-        wake = self._hook_wake = asyncio.Event()
-        output = asyncio.ensure_future(listener.wait(timeout_s))
-        hooked = asyncio.ensure_future(wake.wait())
-        try:
-            await asyncio.wait((output, hooked), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._hook_wake = None
-            for task in (output, hooked):
-                if not task.done():
-                    task.cancel()
-        return output.done() and not output.cancelled() and output.result()
+        return await listener.wait(timeout_s)
 
     async def _output_after(self, delay_s: float) -> str:
         """Wait ``delay_s``, then the output that arrived meanwhile (an ``always`` batch)."""
