@@ -107,12 +107,17 @@ class HostLink:
             alive = await asyncio.to_thread(self.ssh.has_session, session)
             if not alive:
                 self.ssh.forget_session(session)
-                self.ssh.came_back()
-                return
-            # The session is there but its client ended (killed by someone): watch it again.
-            await self._watch_session(session)
+            else:
+                # The session is there but its client ended (killed by someone): watch it again.
+                await self._watch_session(session)
         except (MadohubError, OSError) as exc:
             self._down(session, f"{exc}")
+            return
+        # The host answered, perhaps over the master just before it ended too (a dropped
+        # link): without our master its forwards (the hook channel, MCP) are gone, so the
+        # host is back only once a master runs again.
+        if self.ssh.control_path is None and not await asyncio.to_thread(self.ssh.start_master):
+            self._down(session, "its ssh connection closed")
             return
         self.ssh.came_back()
 
