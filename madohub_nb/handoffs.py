@@ -19,9 +19,7 @@ import json
 import logging
 import os
 import shlex
-import shutil
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -313,6 +311,9 @@ class HubMcp:
         """``tile``'s 0700 folder in the hub's private one, made on first use where no
         folder above it is writable by group or others if there is such a place (Gemini
         CLI skips settings elsewhere: ``secure`` requires it)."""
+        import shutil
+        import tempfile
+
         if self._folder is None:
             made = private_folder("madohub-mcp-", secure=True)
             self._folder_secure = made is not None
@@ -347,6 +348,8 @@ class HubMcp:
     async def close(self) -> None:
         """End the server (engine loop), the hosts' forwards and config folders (before their
         links close: over their masters); the ears of late answers end with the engine."""
+        import shutil
+
         await self._endpoint.stop()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)

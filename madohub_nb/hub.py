@@ -9,7 +9,6 @@ time return a :class:`HubFuture`. The machinery lives in :class:`Runtime`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import os
 import threading
@@ -362,6 +361,8 @@ class Hub:
         this hub already has, a missing ``cwd``, an AI transform without a key): errors name
         ``file:table.key``. Each round of these routes records ``workflow`` and
         ``workflow_hash``."""
+        import hashlib
+
         self._check_open()
         where = workflow.path or workflow.name
         for name, options in workflow.tiles.items():

@@ -9,7 +9,6 @@ the last rounds when not given them.
 from __future__ import annotations
 
 import dataclasses
-import html
 import shlex
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -17,6 +16,14 @@ from typing import Any, Final
 
 from .agents.screen import CONTROL_CHARS, ESCAPE_SEQUENCE
 from .errors import MadohubValueError
+
+
+def _escape(text: str, quote: bool = True) -> str:
+    """``html.escape``, imported on the first drawing (not by ``import madohub_nb``)."""
+    import html
+
+    return html.escape(text, quote=quote)
+
 
 # ANSI → HTML -------------------------------------------------------------------
 
@@ -163,7 +170,7 @@ def ansi_to_html(text: str) -> str:
         chunk = CONTROL_CHARS.sub("", chunk)
         if not chunk:
             return
-        escaped = html.escape(chunk, quote=False)
+        escaped = _escape(chunk, quote=False)
         css = style.css()
         out.append(f'<span style="{css}">{escaped}</span>' if css else escaped)
 
@@ -181,7 +188,7 @@ SCREEN_CLASS: Final = "madohub-screen"
 
 def screen_html(text: str, *, ansi: bool = True, max_height_em: int = 30) -> str:
     """A terminal screen as a dark ``<pre>`` block (colours kept when ``ansi``)."""
-    body = ansi_to_html(text) if ansi else html.escape(text, quote=False)
+    body = ansi_to_html(text) if ansi else _escape(text, quote=False)
     if not text.strip():
         body = '<span style="opacity:0.5">(empty screen)</span>'
     style = (
@@ -217,7 +224,7 @@ def badge(text: str | None) -> str:
     color = STATE_COLORS.get(label, "#757575")
     return (
         f'<span class="madohub-badge" style="background:{color};color:white;border-radius:8px;'
-        f'padding:0 6px;font-size:11px">{html.escape(label)}</span>'
+        f'padding:0 6px;font-size:11px">{_escape(label)}</span>'
     )
 
 
@@ -242,13 +249,13 @@ def tile_header_html(
     """One line naming a tile, its agent kind, pane and state (and how to attach to it)."""
     hint = (
         f' <code class="madohub-attach" title="read-only attach from a terminal" '
-        f'style="color:#757575;font-size:11px">{html.escape(attach)}</code>'
+        f'style="color:#757575;font-size:11px">{_escape(attach)}</code>'
         if attach
         else ""
     )
     return (
         f'<div class="madohub-tile-header" style="font-family:sans-serif;font-size:13px">'
-        f"<b>{html.escape(name)}</b> · {html.escape(agent)} · <code>{html.escape(pane_id)}</code> "
+        f"<b>{_escape(name)}</b> · {_escape(agent)} · <code>{_escape(pane_id)}</code> "
         f"{badge(state)}{hint}</div>"
     )
 
@@ -267,19 +274,17 @@ def route_summary_html(route: Any) -> str:
     used = f"{route.rounds}/{max_rounds}" if max_rounds else f"{route.rounds}"
     spent = getattr(route, "budget_spent", "")
     budget = (
-        f' · <span class="madohub-budget">budget <b>{html.escape(spent)}</b></span>'
-        if spent
-        else ""
+        f' · <span class="madohub-budget">budget <b>{_escape(spent)}</b></span>' if spent else ""
     )
     details = " · ".join(
-        html.escape(str(v))
+        _escape(str(v))
         for v in (getattr(route, a, None) for a in ("trigger", "transform", "dispatch", "notes"))
         if v
     )
     return (
         f'<div class="madohub-route" style="font-family:sans-serif;font-size:13px">'
-        f"<b>{html.escape(str(route.source))} → {html.escape(str(route.target))}</b> "
-        f"<code>{html.escape(str(route.id))}</code> {badge(route.state)} "
+        f"<b>{_escape(str(route.source))} → {_escape(str(route.target))}</b> "
+        f"<code>{_escape(str(route.id))}</code> {badge(route.state)} "
         f"rounds <b>{used}</b>{budget} · last {badge(getattr(route, 'last_status', None))}"
         f'<div style="color:#757575;font-size:11px">{details}</div>{_last_error_html(route)}</div>'
     )
@@ -291,7 +296,7 @@ def _last_error_html(route: Any) -> str:
         return ""
     return (
         f'<div class="madohub-route-error" style="color:#c62828;font-size:12px">'
-        f"last error: {html.escape(str(error))}</div>"
+        f"last error: {_escape(str(error))}</div>"
     )
 
 
@@ -354,8 +359,8 @@ def _cell(column: str, value: Any) -> str:
         flat = " ".join(text.split())
         short = flat if len(flat) <= SHORT_CELL_CHARS else flat[: SHORT_CELL_CHARS - 1] + "…"
         color = ' style="color:#c62828"' if column == "error" else ""
-        return f'<span title="{html.escape(text)}"{color}>{html.escape(short)}</span>'
-    return html.escape(text)
+        return f'<span title="{_escape(text)}"{color}>{_escape(short)}</span>'
+    return _escape(text)
 
 
 _CELL_PADDING: Final = "padding:2px 10px 2px 0;white-space:nowrap"
@@ -372,7 +377,7 @@ def rounds_table_html(rows: Iterable[Mapping[str, Any]]) -> str:
         body = f"<tr><td colspan='{len(ROUND_TABLE_COLUMNS)}'><i>no rounds yet</i></td></tr>"
     else:
         body = "".join(
-            f"<tr data-round-id='{html.escape(str(row.get('round_id', '')))}'>"
+            f"<tr data-round-id='{_escape(str(row.get('round_id', '')))}'>"
             + "".join(
                 f"<td style='{_CELL_PADDING}'>{_cell(c, row.get(c))}</td>"
                 for c, _ in ROUND_TABLE_COLUMNS
@@ -389,9 +394,9 @@ def rounds_table_html(rows: Iterable[Mapping[str, Any]]) -> str:
 def html_for_round(record: Any) -> str:
     """Static HTML of one round: its table row plus the full prompt."""
     row = round_row(record)
-    prompt = html.escape(str(row.get("prompt") or ""))
+    prompt = _escape(str(row.get("prompt") or ""))
     error = row.get("error")
-    extra = f"<div style='color:#c62828'>{html.escape(str(error))}</div>" if error else ""
+    extra = f"<div style='color:#c62828'>{_escape(str(error))}</div>" if error else ""
     return (
         rounds_table_html([row])
         + f"{extra}<pre style='white-space:pre-wrap;font-size:12px'>{prompt}</pre>"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import threading
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +54,8 @@ class Runtime:
     """The hub's parts and their order of shutdown."""
 
     def __init__(self, settings: HubSettings) -> None:
+        import uuid
+
         self.settings = settings
         load_agents_file()  # $XDG_CONFIG_HOME/madohub_nb/agents.toml, if there is one
         self.session_id = uuid.uuid4().hex[:12]

@@ -17,9 +17,7 @@ import contextlib
 import logging
 import os
 import shlex
-import shutil
 import stat
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -319,6 +317,8 @@ class TileRegistry:
         The agent's hook files go in a private folder of this tile (0700), never in the
         user's own settings; the pane's environment gets the channel's token and socket.
         """
+        import shutil
+
         if hooks is not None and not isinstance(hooks, bool):
             raise MadohubValueError(f"hooks must be None, True or False, got {hooks!r}")
         if hooks is False:
@@ -563,6 +563,8 @@ class TileRegistry:
 
 def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> None:
     """Forget a tile's token and remove its private hook folder."""
+    import shutil
+
     if channel is not None:
         channel.unregister(token)
     if folder is not None:
@@ -602,6 +604,8 @@ def private_folder(prefix: str, *, secure: bool) -> str | None:
     """A fresh 0700 folder for one tile's hook files (or the hub's MCP files): under ``$XDG_RUNTIME_DIR``, else
     ``~/.cache/madohub_nb/hooks``; with ``secure``, only where no parent is group- or
     world-writable. None: no such place."""
+    import tempfile
+
     bases = []
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):

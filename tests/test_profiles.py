@@ -15,6 +15,7 @@ from madohub_nb.agents.profiles import (
     get_profile,
     screen_state,
 )
+from madohub_nb.agents.regex import compiled
 from madohub_nb.agents.screen import terminal_last_response
 from madohub_nb.errors import MadohubValueError
 
@@ -123,10 +124,12 @@ def test_delivery_facts_per_kind(
     assert p.executes_input == (kind == "shell")
 
 
-def test_marker_fields_hold_compiled_regexes() -> None:
+def test_marker_fields_hold_regexes_that_compile() -> None:
+    # The table's patterns compile on first use (agents/regex.py): compile every one here,
+    # so a typo in a pattern fails the suite, not a user's first screen.
     for p in PROFILES.values():
         for group in (p.busy_markers, p.idle_markers, p.waiting_markers, p.chrome_patterns):
-            assert all(isinstance(rx, re.Pattern) for rx in group), p.kind
+            assert all(isinstance(compiled(rx), re.Pattern) for rx in group), p.kind
         assert p.no_marker_state in SCREEN_STATES
         assert p.marker_tail_lines >= 1
 

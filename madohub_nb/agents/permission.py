@@ -25,22 +25,23 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .profiles import AgentProfile, screen_tail
+from .regex import lazy_compile
 from .screen import strip_ansi
 
-_MENU_LINE: Final = re.compile(r"^[ \t│┃]*(?:[❯›>▶●]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
-_RULE_LINE: Final = re.compile(r"^[ \t]*[─━═╭╰┌└]{8,}")
+_MENU_LINE: Final = lazy_compile(r"^[ \t│┃]*(?:[❯›>▶●]\s*)?(\d)\.\s+(\S[^\n]*?)[ \t│┃]*$")
+_RULE_LINE: Final = lazy_compile(r"^[ \t]*[─━═╭╰┌└]{8,}")
 """The solid rule over a dialog (a dashed ``╌`` one inside 2.1.332's dialog is left out)."""
-_DIVIDER_LINE: Final = re.compile(r"^[ \t]*[╌┄┈-]{8,}[ \t]*$")
-_BOX_ONLY: Final = re.compile(r"^[─━═╌┄┈╭╮╰╯┌┐└┘├┤│┃ \t-]+$")
+_DIVIDER_LINE: Final = lazy_compile(r"^[ \t]*[╌┄┈-]{8,}[ \t]*$")
+_BOX_ONLY: Final = lazy_compile(r"^[─━═╌┄┈╭╮╰╯┌┐└┘├┤│┃ \t-]+$")
 """A line of a box inside the dialog (Copilot's and Gemini's framed command): left out."""
 _BORDER: Final = " \t│┃"
-_TOOL_HEADER: Final = re.compile(r"^[ \t│┃]*\? \S")
+_TOOL_HEADER: Final = lazy_compile(r"^[ \t│┃]*\? \S")
 """The line a Gemini or Qwen dialog starts with (``? Shell  touch x``): nothing above it is kept."""
-_YES_NO: Final = re.compile(r"\(Y\)es/\(N\)o")
-_AIDER_ABOVE_STOP: Final = re.compile(r"^(?:Tokens: |─{8,})")
-_BUTTONS_TITLE: Final = re.compile(r"^[ \t┃│]*△ (Permission required)[ \t]*$")
-_BUTTONS_HINT: Final = re.compile(r"ctrl\+|⇆|enter |esc ")
-_SGR: Final = re.compile(r"\x1b\[([0-9;]*)m")
+_YES_NO: Final = lazy_compile(r"\(Y\)es/\(N\)o")
+_AIDER_ABOVE_STOP: Final = lazy_compile(r"^(?:Tokens: |─{8,})")
+_BUTTONS_TITLE: Final = lazy_compile(r"^[ \t┃│]*△ (Permission required)[ \t]*$")
+_BUTTONS_HINT: Final = lazy_compile(r"ctrl\+|⇆|enter |esc ")
+_SGR: Final = lazy_compile(r"\x1b\[([0-9;]*)m")
 QUESTION_MAX_LINES: Final = 12
 """Lines of the dialog kept above its choices (the tool, its command, the question)."""
 

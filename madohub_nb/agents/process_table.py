@@ -16,12 +16,12 @@ times are in different units (clock ticks since boot, seconds since the epoch).
 
 from __future__ import annotations
 
-import calendar
 import os
 import subprocess
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import cache
 from typing import Final, Literal, Protocol
 
@@ -38,7 +38,10 @@ PS_ARGS: Final = ("ps", *(arg for name in PS_FIELDS for arg in ("-o", f"{name}="
 in one ``-o`` as that column's header."""
 PS_TIMEOUT_S: Final = 5.0
 _NO_TTY: Final = frozenset({"?", "??", "-", ""})
-_MONTHS: Final = {m: i for i, m in enumerate(calendar.month_abbr) if m}
+_MONTHS: Final = {
+    m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)
+}
+"""``ps``'s month names under ``LC_ALL=C`` (``calendar`` is 5 ms of import, and its names follow the locale)."""
 
 
 @dataclass(frozen=True)
@@ -157,9 +160,10 @@ def parse_ps(raw: bytes) -> dict[int, ProcStat]:
         pid, pgid, tpgid, stat, tty, _weekday, month, day, clock, year = words[:10]
         try:
             hour, minute, second = (int(x) for x in clock.split(":"))
-            started = calendar.timegm(
-                (int(year), _MONTHS[month], int(day), hour, minute, second, 0, 0, 0)
+            when = datetime(
+                int(year), _MONTHS[month], int(day), hour, minute, second, tzinfo=timezone.utc
             )
+            started = int(when.timestamp())
             found[int(pid)] = ProcStat(
                 pid=int(pid),
                 comm=words[10] if len(words) > 10 else "",

@@ -18,6 +18,7 @@ from typing import Final, Literal, get_args
 from .. import settings
 from ..errors import MadohubValueError
 from ..model import EXTRACTION_METHODS, ExtractionMethod
+from .regex import lazy_compile
 from .screen import clean_screen, input_text, strip_ansi
 
 Pattern = re.Pattern[str]
@@ -150,17 +151,17 @@ class AgentProfile:
 
 def _rx(pattern: str, flags: int = 0) -> Pattern:
     """A marker regex: ``^`` and ``$`` work per line."""
-    return re.compile(pattern, re.MULTILINE | flags)
+    return lazy_compile(pattern, re.MULTILINE | flags)
 
 
 def _line(pattern: str) -> Pattern:
     """Chrome that is one whole line matching ``pattern``; the line goes with its newline."""
-    return re.compile(rf"^(?:{pattern})$\n?", re.MULTILINE)
+    return lazy_compile(rf"^(?:{pattern})$\n?", re.MULTILINE)
 
 
 def _from_line_to_end(pattern: str) -> Pattern:
     """Chrome from the first line matching ``pattern`` down to the bottom of the screen."""
-    return re.compile(rf"^(?:{pattern})[\s\S]*\Z", re.MULTILINE)
+    return lazy_compile(rf"^(?:{pattern})[\s\S]*\Z", re.MULTILINE)
 
 
 # --- Claude Code ------------------------------------------------------------
@@ -170,7 +171,7 @@ _CLAUDE_GLYPHS = "·✢✳✶✻✽"
 _CLAUDE_BULLET = "[●⏺]"
 _CLAUDE_MENU_QUESTION = r"(?:Do you want to|Do you trust|Would you like to)"
 # The logo banner: "▐▛███▜▌   Claude Code v2.1.197" and the two logo lines below it (model, cwd).
-_CLAUDE_BANNER = re.compile(
+_CLAUDE_BANNER = lazy_compile(
     r"^ ?[\u2580-\u259f][^\n]*Claude Code v\d[^\n]*(?:\n {0,2}[\u2580-\u259f][^\n]*){0,2}\n?",
     re.MULTILINE,
 )
@@ -262,8 +263,8 @@ CODEX: Final = AgentProfile(
     idle_commands=(),
     marker_tail_lines=12,
     chrome_patterns=(
-        re.compile(_CODEX_COMPOSER_TO_END, re.MULTILINE),  # composer, model line, footer
-        re.compile(r"^[ \t]*>_ OpenAI Codex[^\n]*(?:\n[ \t]{3,}\S[^\n]*)?\n?", re.MULTILINE),
+        lazy_compile(_CODEX_COMPOSER_TO_END, re.MULTILINE),  # composer, model line, footer
+        lazy_compile(r"^[ \t]*>_ OpenAI Codex[^\n]*(?:\n[ \t]{3,}\S[^\n]*)?\n?", re.MULTILINE),
         _line(r"[╭╰│][^\n]*"),  # boxed session header of other versions
         _line(_CODEX_STATUS),
         _line(r"[ \t]*Worked for \S+ • \d{1,2}:\d{2}[^\n]*|─+ Worked for [^\n]*"),
@@ -314,7 +315,7 @@ AMP: Final = AgentProfile(
     busy_markers=(_rx(r"^╰ [∼≋] \S"), _rx(r"esc to cancel", re.IGNORECASE)),
     idle_markers=(_rx(rf"^{_AMP_BOX_TOP}\n(?:│[^\n]*│\n)+╰─[^\n]*╯"),),
     waiting_markers=(_rx(r"waiting for approval", re.IGNORECASE),),  # (not observed: no tools)
-    title_busy_markers=(re.compile("[\u2801-\u28ff]"),),  # Braille spinner in the pane title
+    title_busy_markers=(lazy_compile("[\u2801-\u28ff]"),),  # Braille spinner in the pane title
     # A screen without its box (a stand-in, a cut-off pane) is idle once the busy signs are gone.
     no_marker_state="idle",
     idle_commands=(),
@@ -322,8 +323,8 @@ AMP: Final = AgentProfile(
     chrome_patterns=(
         _from_line_to_end(_AMP_BOX_TOP),  # the input box
         _line(r"[ •●:·.]*[•●:·.][ •●:·.]*(?:(?:Welcome to Amp|ctrl\+o for commands)[^\n]*)?"),
-        re.compile(r"\A[\s\S]*^ ┃ [^\n]*\n?", re.MULTILINE),  # up to the last prompt line
-        re.compile(r"^ ", re.MULTILINE),  # every answer line is one space in
+        lazy_compile(r"\A[\s\S]*^ ┃ [^\n]*\n?", re.MULTILINE),  # up to the last prompt line
+        lazy_compile(r"^ ", re.MULTILINE),  # every answer line is one space in
     ),
     answer_start=None,  # what is left is the answer: plain lines
     answer_exclude=None,
@@ -363,7 +364,7 @@ OPENCODE: Final = AgentProfile(
     marker_tail_lines=12,
     chrome_patterns=(
         _from_line_to_end(rf"{_OPENCODE_BOX_LINE}(?:{_OPENCODE_BOX_LINE})*{_OPENCODE_BOX_EDGE}"),
-        re.compile(r"\A[\s\S]*^[ \t]*┃[^\n]*\n?", re.MULTILINE),  # up to the last prompt
+        lazy_compile(r"\A[\s\S]*^[ \t]*┃[^\n]*\n?", re.MULTILINE),  # up to the last prompt
         _line(r"[ \t]*▣ [^\n]*"),  # "▣  Build · Fake model · 3.3s"
     ),
     answer_start=_rx(r"^ {5}(?=\S)"),
@@ -456,10 +457,10 @@ AIDER: Final = AgentProfile(
     idle_commands=(),
     marker_tail_lines=20,
     chrome_patterns=(
-        re.compile(rf"{_AIDER_LAST_RULE}[\s\S]*\Z", re.MULTILINE),  # the prompt at the bottom
+        lazy_compile(rf"{_AIDER_LAST_RULE}[\s\S]*\Z", re.MULTILINE),  # the prompt at the bottom
         # Up to the last submitted input: prompt lines under a rule (an answer's own "> "
         # quote lines are not under one).
-        re.compile(
+        lazy_compile(
             rf"\A[\s\S]*^{_RULE}\n{_AIDER_PROMPT} [^\n]*\n(?:{_AIDER_PROMPT} [^\n]*\n)*",
             re.MULTILINE,
         ),
@@ -510,16 +511,16 @@ GEMINI: Final = AgentProfile(
             r"(?:[^\n]*\n){0,3}?[│ \t]*● \d+\. "
         ),
     ),
-    title_busy_markers=(re.compile(r"Working…"),),
+    title_busy_markers=(lazy_compile(r"Working…"),),
     no_marker_state="unknown",
     idle_commands=(),
     marker_tail_lines=12,
     chrome_patterns=(
         _from_line_to_end(rf"[^\n]*\? for shortcuts|{_RULE}"),  # input box and footer
         _line(r"[ \t]*[\u2580-\u259f]+(?:[ \t]+[^\n]*)?"),  # logo, version, auth line
-        re.compile(r"^Tips for getting started:\n(?:\d\. [^\n]*\n?)*", re.MULTILINE),
-        re.compile(r"^⚠ [^\n]*(?:\n {3}\S[^\n]*)*\n?", re.MULTILINE),  # "⚠  Warning: True color…"
-        re.compile(r"\A[\s\S]*^ > [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+        lazy_compile(r"^Tips for getting started:\n(?:\d\. [^\n]*\n?)*", re.MULTILINE),
+        lazy_compile(r"^⚠ [^\n]*(?:\n {3}\S[^\n]*)*\n?", re.MULTILINE),  # "⚠  Warning: True color…"
+        lazy_compile(r"\A[\s\S]*^ > [^\n]*\n?", re.MULTILINE),  # up to the last prompt
     ),
     answer_start=_rx(r"^✦ "),
     answer_exclude=None,
@@ -565,10 +566,10 @@ COPILOT: Final = AgentProfile(
     chrome_patterns=(
         _from_line_to_end(rf"[ \t]*[~/][^\n]*\n{_RULE}"),  # cwd line, input box, footer
         _from_line_to_end(_RULE),
-        re.compile(r"[ \t]*┃$", re.MULTILINE),  # the scrollbar in the last column
+        lazy_compile(r"[ \t]*┃$", re.MULTILINE),  # the scrollbar in the last column
         _line(r" \[Current\][^\n]*"),  # the tab bar
         _line(r"[ \t]*(?:╭─╮╭─╮|╰─╯╰─╯|█ ▘▝ █|▔▔▔▔)[^\n]*"),  # the logo and its two lines
-        re.compile(r"\A[\s\S]*^ ❯ [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+        lazy_compile(r"\A[\s\S]*^ ❯ [^\n]*\n?", re.MULTILINE),  # up to the last prompt
     ),
     answer_start=_rx(r"^ ● "),
     answer_exclude=_rx(r"^ ● (?:Tip: |MCP Servers |Response was interrupted)"),
@@ -614,8 +615,8 @@ PI: Final = AgentProfile(
         _line(r" [\u2801-\u28ff] [^\n]*"),  # the spinner line
         # Up to the last prompt: the lines with two blank lines above and below them
         # (the last one may have no answer below it yet).
-        re.compile(r"\A(?:[\s\S]*\n)?\n\n(?:[^\n]+\n)+?\n\n\s*"),
-        re.compile(r"^ ", re.MULTILINE),  # every line is one space in
+        lazy_compile(r"\A(?:[\s\S]*\n)?\n\n(?:[^\n]+\n)+?\n\n\s*"),
+        lazy_compile(r"^ ", re.MULTILINE),  # every line is one space in
     ),
     answer_start=None,  # what is left is the answer: plain lines
     answer_exclude=None,
@@ -638,7 +639,7 @@ SHELL: Final = AgentProfile(
     process_tokens=(),
     busy_markers=(),
     # The last line ends with a prompt ("$ ", "# ", "% ", "> "; trailing spaces are stripped).
-    idle_markers=(re.compile(r"[$#%>❯»]\Z"),),
+    idle_markers=(lazy_compile(r"[$#%>❯»]\Z"),),
     waiting_markers=(),
     title_busy_markers=(),
     no_marker_state="busy",

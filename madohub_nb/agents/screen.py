@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 from .. import settings
 from ..errors import MadohubValueError
+from .regex import lazy_compile
 
 if TYPE_CHECKING:
     from .profiles import AgentProfile
 
 # ESC-introduced sequences (ECMA-48), in the order they must be tried.
-ESCAPE_SEQUENCE = re.compile(
+ESCAPE_SEQUENCE = lazy_compile(
     r"""
       \x1b\[ (?P<params>[0-?]*) [ -/]* (?P<final>[@-~])  # CSI: colours, cursor moves, paste marks
     | \x1b\[ [0-?]* [ -/]* \Z                       # a CSI cut off at the end of a capture
@@ -31,7 +32,7 @@ ESCAPE_SEQUENCE = re.compile(
 )
 
 # The same sequences introduced by 8-bit C1 controls (CSI 0x9b, OSC 0x9d, DCS 0x90, ...).
-_C1_SEQUENCE = re.compile(
+_C1_SEQUENCE = lazy_compile(
     r"""
       \x9b [0-?]* [ -/]* [@-~]
     | \x9d [^\x07\x1b\x9c]* (?:\x07|\x9c|\x1b\\|\Z)
@@ -41,23 +42,23 @@ _C1_SEQUENCE = re.compile(
 )
 
 # BEL and shift-out/shift-in (charset switching) carry no text.
-_STRAY_CONTROLS = re.compile(r"[\x07\x0e\x0f]")
+_STRAY_CONTROLS = lazy_compile(r"[\x07\x0e\x0f]")
 
 # Every control character except newline and tab: C0, DEL and C1.
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL_CHARS = lazy_compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # Bracketed-paste markers whose ESC was removed elsewhere ("[200~" starts a paste, "[201~" ends it).
-_PASTE_MARK_REMNANT = re.compile(r"\[20[01]~")
+_PASTE_MARK_REMNANT = lazy_compile(r"\[20[01]~")
 
-_BLANK_RUN = re.compile(r"\n{3,}")
+_BLANK_RUN = lazy_compile(r"\n{3,}")
 
 # Invisible characters that can steer a model or reorder what a reader sees: Unicode tag
 # characters (U+E0000–E007F, "ASCII smuggling") and bidi embeddings, overrides and isolates.
 # ZWJ (U+200D) and variation selectors stay: emoji sequences need them.
-_INVISIBLE = re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE = lazy_compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
 
 # Lone surrogates: not text, and not encodable as UTF-8.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = lazy_compile("[\ud800-\udfff]")
 
 
 def strip_ansi(text: str) -> str:

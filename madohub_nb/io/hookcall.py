@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
 import signal
 import socket
@@ -64,6 +63,8 @@ def build_message(
     sent_at: float | None = None,
 ) -> bytes:
     """One wire message: the header line and the payload bytes."""
+    import secrets
+
     header = {
         "v": PROTOCOL_VERSION,
         "token": token,

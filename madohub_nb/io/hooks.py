@@ -22,11 +22,8 @@ import contextlib
 import json
 import logging
 import os
-import secrets
-import shutil
 import socket
 import struct
-import tempfile
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -150,6 +147,9 @@ class HookChannel:
         )
 
     def _make_socket(self) -> socket.socket:
+        import shutil
+        import tempfile
+
         base = self._base_dir or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
         if not os.path.isdir(base) or len(base) > MAX_UNIX_PATH - 40:
             base = tempfile.gettempdir()
@@ -177,6 +177,8 @@ class HookChannel:
 
     async def close(self) -> None:
         """Stop serving, drop open connections, remove the folder (in a thread)."""
+        import shutil
+
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -195,6 +197,8 @@ class HookChannel:
         ``pane`` may be None when the pane does not exist yet (its environment must
         hold the token when it starts): :meth:`bind` it then. Thread-safe.
         """
+        import secrets
+
         if pane is not None:
             _check_pane(pane)
         token = secrets.token_urlsafe(24)

@@ -18,7 +18,6 @@ plainly safe: the last command of a list of simple commands, naming a program.
 from __future__ import annotations
 
 import re
-import uuid
 
 LAUNCH_BUFFER_PREFIX = "madohub-command-"
 """Names of the tmux buffers that carry a new pane's command (deleted once read)."""
@@ -42,6 +41,8 @@ _NEVER_EXEC = ("trap", "alias", "function")
 
 def launch_buffer_name() -> str:
     """A new, unguessable buffer name for one pane's command."""
+    import uuid
+
     return f"{LAUNCH_BUFFER_PREFIX}{uuid.uuid4().hex}"
 
 

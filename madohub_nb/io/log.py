@@ -57,11 +57,9 @@ import logging
 import math
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -120,11 +118,18 @@ _PROBE_BYTES: Final = 16 * 1024  # a generous round; makes the write probe alloc
 _SQLITE_HEADER: Final = b"SQLite format 3\x00"
 
 
+def new_round_id() -> str:
+    """A fresh round id: 32 hex digits (``uuid`` is imported on the first round)."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
 @dataclass(kw_only=True)
 class RoundRecord:
     """One round as stored in the log; the fields are the log's columns, in order."""
 
-    round_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    round_id: str = field(default_factory=new_round_id)
     route_id: str
     source: str
     target: str
@@ -739,6 +744,8 @@ class RoundLog:
         Blocking (up to ``busy_timeout_ms``, and while a ``df`` of this log reads):
         call it from a worker thread, e.g. ``await asyncio.to_thread(log.ensure_writable)``.
         """
+        import shutil
+
         if not self.in_memory:
             try:
                 free = shutil.disk_usage(self.path.parent).free

@@ -28,11 +28,8 @@ and ``df`` falls back to the rows.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import secrets
 import struct
 import sys
 from array import array
@@ -102,6 +99,8 @@ def chunk_key(*, create: bool) -> bytes | None:
 
 def _new_key(path: Path) -> bytes:
     """Write a new key (0600, folder 0700) unless another process just did; return the file's."""
+    import secrets
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -128,6 +127,8 @@ def seal_chunk(body: bytes, first: int, last: int, key: bytes) -> bytes:
 
 def open_chunk(blob: object, first: int, last: int, key: bytes | None) -> bytes:
     """The body of a chunk sealed for ``first``..``last`` under ``key``; else ``ChunkError``."""
+    import hmac
+
     if key is None:
         raise ChunkError("no chunk key of this user to check chunks with")
     if not isinstance(blob, bytes) or not blob.startswith(SEAL_MAGIC):
@@ -140,6 +141,9 @@ def open_chunk(blob: object, first: int, last: int, key: bytes | None) -> bytes:
 
 
 def _mac(body: bytes, first: int, last: int, key: bytes) -> bytes:
+    import hashlib
+    import hmac
+
     rowids = struct.pack("<qq", first, last)
     return hmac.new(key, rowids + body, hashlib.sha256).digest()
 

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-import psutil
-
 from ..agents.claude import read_small_regular_file
 from ..agents.foreground import ProcStat
 from ..agents.process_table import process_table
@@ -239,6 +237,8 @@ class LocalMachine:
     def pane_processes(self, pane_pid: int) -> list[ProcStat]:
         """The pane's whole process tree, breadth-first from its own process (children by
         pid), with the stats of all of them read at once."""
+        import psutil
+
         try:
             root = psutil.Process(check_pid(pane_pid))
         except psutil.Error:
@@ -258,6 +258,8 @@ class LocalMachine:
         return [st for pid in order if (st := stats.get(pid)) is not None]
 
     def cmdline(self, pid: int) -> list[str]:
+        import psutil
+
         try:
             return list(psutil.Process(int(pid)).cmdline())
         except (psutil.Error, ValueError):
@@ -268,12 +270,16 @@ class LocalMachine:
         return environ_from_bytes(raw, names)
 
     def cwd(self, pid: int) -> str | None:
+        import psutil
+
         try:
             return str(psutil.Process(int(pid)).cwd())
         except (psutil.Error, ValueError):
             return None
 
     def started_at(self, pid: int) -> float | None:
+        import psutil
+
         try:
             return float(psutil.Process(int(pid)).create_time())
         except (psutil.Error, ValueError):
@@ -281,6 +287,8 @@ class LocalMachine:
 
     def open_files(self, pids: Iterable[int], name_glob: str) -> list[OpenFile]:
         """Open files of the processes and all their descendants, oldest modified first."""
+        import psutil
+
         procs: list[psutil.Process] = []
         for pid in pids:
             try:

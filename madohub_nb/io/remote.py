@@ -20,9 +20,7 @@ import os
 import re
 import selectors
 import shlex
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -152,6 +150,8 @@ class SshHost:
         A master that still runs is kept: restarting it would end every client sharing it.
         After :meth:`close` none is made (a reconnect's probe may still run then). The
         interpreter's exit ends it, whether or not the hub was closed."""
+        import tempfile
+
         if self._closed:
             return False
         if self.control_path is not None:
@@ -325,6 +325,8 @@ class SshHost:
 
     def close(self) -> None:
         """End our ssh master for good and remove its socket folder; no master is made again."""
+        import shutil
+
         self._closed = True
         atexit.unregister(self.close)
         self.stop_master()
@@ -672,6 +674,8 @@ class SshMachine(SshHost):
     def with_file(self, path: str, parse: Callable[[Path], T]) -> T | None:
         """``parse`` of the file's last :data:`TAIL_MAX_BYTES` (whole lines) copied into a
         local temporary file."""
+        import tempfile
+
         got = self.read_tail(shlex.quote(path))
         if got is None:
             return None

@@ -28,10 +28,8 @@ import concurrent.futures
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +96,8 @@ class Tmux:
     """One tmux server, addressed by socket name (``tmux -L``); None is the default server."""
 
     def __init__(self, socket_name: str | None = None, remote: RemoteShell | None = None) -> None:
+        import shutil
+
         self.socket_name = check_socket_name(socket_name)
         self.remote = remote
         """A remote host's tmux (``ssh host tmux …``, see io/remote.py); None: this machine's."""
@@ -350,6 +350,8 @@ class Tmux:
     # panes --------------------------------------------------------------
     def pane_info(self, target: str) -> PaneInfo | None:
         """Facts about a pane (by ``%N`` id or ``session:window.pane`` target); None if gone."""
+        import uuid
+
         separator = f"|{uuid.uuid4().hex}|"
         out = self.run(
             "display-message", "-p", "-t", target, separator.join(_PANE_FIELDS), check=False
@@ -381,6 +383,8 @@ class Tmux:
         Like :meth:`send_guarded`, nothing is pasted (and False returned) while
         the pane's window has synchronize-panes on.
         """
+        import uuid
+
         name = f"madohub-{uuid.uuid4().hex}"
         self.run("load-buffer", "-b", name, "-", input=text)
         paste = f"paste-buffer {'-p ' if bracketed else ''}-d -b {name} -t {pane_id}"
@@ -789,6 +793,8 @@ class ControlClient:
         so that it runs even if the command fails): the answer is everything read up to
         the marker, however many ``%end`` lines the pane printed.
         """
+        import uuid
+
         proc = self._proc
         if not self.alive or proc is None or proc.stdin is None:
             raise ChannelClosed()

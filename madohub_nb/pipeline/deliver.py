@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -106,6 +105,7 @@ class Deliverer:
     """Types prompts into panes; one delivery at a time per target pane."""
 
     def __init__(self, rng: random.Random | None = None, sleep: Sleep = asyncio.sleep) -> None:
+        import random
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._locks: dict[str, asyncio.Lock] = {}

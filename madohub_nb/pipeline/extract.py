@@ -13,7 +13,6 @@ followed the last input typed into it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import re
@@ -280,6 +279,8 @@ def _terminal_answer(tile: Tile) -> str:
 
 def from_terminal(tile: Tile) -> Extraction | None:
     """The last answer as shown on screen, without ANSI codes and TUI chrome."""
+    import hashlib
+
     text = _terminal_answer(tile).strip()
     if not text:
         return None

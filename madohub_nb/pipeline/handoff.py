@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +108,8 @@ class Handoff:
         ``reach``: True for every agent tile but shells and terminals; or the names it may
         reach (a shell among them only with ``allow_shell``). ``known=False``: the tile is
         about to be made (its agent starts with the token)."""
+        import secrets
+
         if known and caller not in self._tiles():
             raise ToolRefused(
                 f"{caller!r} is not a tile of this hub; tiles: {sorted(self._tiles())}"

@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -99,6 +98,8 @@ class Ask:
         on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
         signal: str = "screen",
     ) -> None:
+        import uuid
+
         self.id = uuid.uuid4().hex[:8]
         self.kind: AskKind = kind
         self.tile = tile

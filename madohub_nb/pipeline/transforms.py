@@ -23,7 +23,6 @@ appears in a message or a repr.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -123,6 +122,8 @@ def near_miss(slot: str) -> str | None:
     ``{ouput}``, ``{Round}``, ``{max_rounds}`` are near misses (edit distance or
     case); so is a known name with a format spec (``{round:>3}``), which is not filled.
     """
+    import difflib
+
     name = re.match(r"\{(\w+)", slot)
     if name is None:
         return None

@@ -17,7 +17,6 @@ its state, the clock), so it runs without tmux.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -317,6 +316,8 @@ def text_key(found: Extraction | None) -> str | None:
 
 
 def _text_key_of(text: str) -> str:
+    import hashlib
+
     return hashlib.sha1(" ".join(text.split()).encode("utf-8", "replace")).hexdigest()
 
 

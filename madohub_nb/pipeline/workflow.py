@@ -30,7 +30,6 @@ Routes are keyed by their id without the number (``a->b``; a gather's is
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -58,11 +57,6 @@ from ..settings import (
     check_regex,
 )
 from .tile import check_tile_name
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 Check = Callable[[str, Any], object]
 """``check(option name, value)``: raises ``MadohubValueError`` saying what is allowed."""
@@ -235,6 +229,8 @@ class Workflow:
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the workflow to ``path`` (TOML); returns the SHA-256 of the bytes written."""
+        import hashlib
+
         data = self.dumps().encode()
         Path(path).write_bytes(data)
         self.path, self.hash = str(path), hashlib.sha256(data).hexdigest()
@@ -252,6 +248,13 @@ class Workflow:
     @classmethod
     def loads(cls, data: bytes | str, where: str = "workflow.toml") -> Workflow:
         """A workflow from TOML text (``where`` names it in errors)."""
+        import hashlib
+
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib
+
         raw = data.encode() if isinstance(data, str) else data
         _check_no_table_twice(raw, where)
         try:
