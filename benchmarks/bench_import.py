@@ -7,10 +7,14 @@ statement, so interpreter start-up is left out; the process's whole wall time
 is printed too. The three commands take turns, run after run, so a burst of
 other load falls on all of them alike:
 
-- ``import madohub_nb`` (target: median < 120 ms);
+- ``import madohub_nb`` (target: median at most 2.5x the baseline's median);
 - baseline ``import asyncio, json, sqlite3, logging``: the standard library the
   package cannot do without, the plainest import of the same job;
 - ``pass``: the interpreter's start-up alone (whole-process wall time).
+
+The target is a ratio to the baseline measured in the same run, as every speed target
+here: it was "< 120 ms" when the baseline took 32.4 ms (3.7x), and machines where the
+baseline alone takes 85 ms made that a measure of the machine. 2.5x is the stricter one.
 
 Which heavy libraries the import loads (pandas, the SDKs, widgets) is checked,
 untimed, by tests/test_packaging.py.
@@ -31,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, CouldNotMeasure, Report, percentile, run_main  # noqa: E402
 
-IMPORT_TARGET_MS = 120.0
+IMPORT_TARGET_RATIO = 2.5
+"""``import madohub_nb``'s median over the baseline's median, at most."""
 TIMED = """
 import time
 t0 = time.perf_counter()
@@ -82,16 +87,18 @@ def main(args: argparse.Namespace, report: Report) -> None:
     med = {name: statistics.median(values) for name, values in inside.items()}
     wall_med = {name: statistics.median(values) for name, values in whole.items()}
     report.info(f"{args.runs} runs of each, taking turns; times inside the process, then whole")
+    ratio = med["madohub_nb"] / med["stdlib"]
     report.target(
         "import madohub_nb",
-        f"median {med['madohub_nb']:.1f} ms, p95 {percentile(inside['madohub_nb'], 0.95):.1f} ms "
+        f"median {med['madohub_nb']:.1f} ms ({ratio:.2f}x the baseline), p95 "
+        f"{percentile(inside['madohub_nb'], 0.95):.1f} ms "
         f"(whole process median {wall_med['madohub_nb']:.0f} ms)",
-        f"< {IMPORT_TARGET_MS:.0f} ms median",
+        f"median <= {IMPORT_TARGET_RATIO}x the baseline's",
         f"import asyncio, json, sqlite3, logging: median {med['stdlib']:.1f} ms, "
         f"p95 {percentile(inside['stdlib'], 0.95):.1f} ms "
         f"(whole process {wall_med['stdlib']:.0f} ms); python -c pass: whole process "
         f"median {wall_med['pass']:.0f} ms",
-        med["madohub_nb"] < IMPORT_TARGET_MS,
+        ratio <= IMPORT_TARGET_RATIO,
     )
 
 
