@@ -11,6 +11,9 @@ import pytest
 
 from madohub_nb.agents import permission, profiles, screen
 from madohub_nb.agents.regex import LazyPattern, compiled, lazy_compile
+from madohub_nb.io import log, remote, tmux, transcripts
+from madohub_nb.io.agent_records import aider
+from madohub_nb.pipeline import tile, transforms, workflow
 
 
 def test_a_lazy_pattern_compiles_on_first_use_and_matches_like_re() -> None:
@@ -50,8 +53,12 @@ def _patterns(value: object) -> Iterator[LazyPattern]:
             yield from _patterns(getattr(value, name))
 
 
-@pytest.mark.parametrize("module", [profiles, permission, screen], ids=lambda m: m.__name__)
-def test_every_pattern_of_the_agent_tables_compiles(module: ModuleType) -> None:
+MODULES = [profiles, permission, screen, tmux, aider, workflow, tile, transforms, transcripts]
+MODULES += [remote, log]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_every_lazy_pattern_of_the_package_compiles(module: ModuleType) -> None:
     found = [rx for value in vars(module).values() for rx in _patterns(value)]
     assert found, f"no lazy pattern found in {module.__name__}"
     for rx in found:

@@ -56,7 +56,6 @@ import json
 import logging
 import math
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -68,6 +67,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
+from ..agents.regex import lazy_compile
 from ..errors import LogError, MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
 from ..secrets import SecretRegistry, scrub_secrets
@@ -1271,7 +1271,7 @@ def _restrict(path: Path, mode: int, what: str) -> None:
         ) from exc
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE: Final = lazy_compile("[\ud800-\udfff]")
 
 
 def _storable(text: str) -> str:

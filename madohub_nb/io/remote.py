@@ -17,7 +17,6 @@ import atexit
 import base64
 import contextlib
 import os
-import re
 import selectors
 import shlex
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
+from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
 from .machine import SCRIPT_TIMEOUT_S, OpenFile, argv_from_bytes, environ_from_bytes
@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
 """Both ends of a forwarded TCP port: the host's loopback and this machine's."""
-HOST_RE = re.compile(
+HOST_RE = lazy_compile(
     r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$"
 )
 """An ssh destination: ``box``, ``dev-1.example.org``, ``me@box``; never an option (``-o…``)."""

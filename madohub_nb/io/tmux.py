@@ -35,16 +35,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
 from .launch import launch_buffer_name, launcher, with_exec
 
-PANE_ID_RE = re.compile(r"^%\d+$")
-SOCKET_NAME_RE = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
+PANE_ID_RE = lazy_compile(r"^%\d+$")
+SOCKET_NAME_RE = lazy_compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
 SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 """What a guarded send prints instead of typing when the window has synchronize-panes on."""
-_PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9-]+$")
-TARGET_RE = re.compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
+_PLAIN_KEY_RE = lazy_compile(r"^[A-Za-z0-9-]+$")
+TARGET_RE = lazy_compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
 
 _PANE_FIELDS = (
     "#{pane_id}", "#{pane_pid}", "#{pane_dead}", "#{pane_current_command}", "#{session_name}",
@@ -507,7 +508,7 @@ PANE_FREE_FORMATS = frozenset(
 """Format variables no pane can set (numbers, flags, ids): not its text, title, path or
 command name, which a program in the pane chooses and may fill with protocol lines."""
 
-_FORMAT_VARIABLE_RE = re.compile(r"#\{([a-z_]+)\}")
+_FORMAT_VARIABLE_RE = lazy_compile(r"#\{([a-z_]+)\}")
 
 
 def split_commands(args: tuple[str, ...] | list[str]) -> list[list[str]]:
@@ -583,7 +584,7 @@ def command_line(args: tuple[str, ...] | list[str]) -> tuple[str, int]:
     return " ".join(words), commands
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL_RE = lazy_compile(r"[\x00-\x1f\x7f]+")
 
 
 def _escaped_controls(m: re.Match[str]) -> str:

@@ -37,6 +37,8 @@ from ..io.tmux import hex_keys_command, key_command
 from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
 if TYPE_CHECKING:
+    import random
+
     from .tile import Tile
 
 READY_TIMEOUT_S = 600.0
@@ -106,6 +108,7 @@ class Deliverer:
 
     def __init__(self, rng: random.Random | None = None, sleep: Sleep = asyncio.sleep) -> None:
         import random
+
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._locks: dict[str, asyncio.Lock] = {}

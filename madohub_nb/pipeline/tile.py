@@ -46,6 +46,7 @@ from ..agents.profiles import (
     screen_state,
 )
 from ..agents.records import ENV_NAMES as RECORD_ENV
+from ..agents.regex import lazy_compile
 from ..agents.screen import strip_ansi
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.agent_records import read_record, record_turn_finished
@@ -65,8 +66,8 @@ T = TypeVar("T")
 
 EXIT_CHECK_S = 0.5
 """How long a new tile's command is watched for exiting at once."""
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = lazy_compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+ENV_NAME_RE = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class TileHooks:

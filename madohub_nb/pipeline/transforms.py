@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .. import settings
+from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError, MadohubWarning, TransformError
 from ..secrets import scrub_secrets
 
@@ -108,7 +109,7 @@ def _allowed_text() -> str:
 # ("{{{output}}}": literal braces around the value), an escape pair around brace-free text
 # ("{{x}}" -> "{x}"), a "{name}" slot, a "{name...}" slot with a conversion, format spec,
 # attribute or index (left verbatim, but checked for near misses).
-_TOKEN = re.compile(
+_TOKEN = lazy_compile(
     r"\{\{\{(?P<wrapped>" + "|".join(settings.TEMPLATE_PLACEHOLDERS) + r")\}\}\}"
     r"|\{\{(?P<escaped>[^{}]*)\}\}"
     r"|\{(?P<name>\w+)\}"

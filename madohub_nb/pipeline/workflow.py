@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..agents.profiles import known_kinds
+from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError
 from ..secrets import KEY_PATTERNS, SECRET_ENV_VARS
 from ..settings import (
@@ -147,7 +148,7 @@ GATHER_OPTIONS: Final = (*ROUTE_OPTIONS, Option("timeout_s", NUM, None, _positiv
 """``hub.gather``'s keywords after sources and target."""
 
 WORKFLOW_KEYS: Final = ("name", "tiles", "routes")
-ROUTE_ID_RE: Final = re.compile(
+ROUTE_ID_RE: Final = lazy_compile(
     r"^(?P<sources>[^>#+]+(?:\+[^>#+]+)*)->(?P<target>[^>#+]+)(?:#(?P<n>[0-9]+))?$"
 )
 
@@ -343,7 +344,7 @@ def check_workflow(wf: Workflow, where: str) -> None:
                 raise _bad(where, f"{table}.{opt}", "holds an API key; a workflow never keeps one")
 
 
-_TABLE_HEADER: Final = re.compile(r"^\s*\[\s*(tiles|routes)\s*\.\s*(.+?)\s*\]\s*(?:#.*)?$")
+_TABLE_HEADER: Final = lazy_compile(r"^\s*\[\s*(tiles|routes)\s*\.\s*(.+?)\s*\]\s*(?:#.*)?$")
 
 
 def _check_no_table_twice(raw: bytes, where: str) -> None:
@@ -401,7 +402,7 @@ def _from_document(doc: dict[str, Any], where: str) -> Workflow:
 
 
 # writing TOML ---------------------------------------------------------------------
-_BARE_KEY: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY: Final = lazy_compile(r"^[A-Za-z0-9_-]+$")
 _ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
                    "\f": "\\f", "\r": "\\r"}  # fmt: skip
 

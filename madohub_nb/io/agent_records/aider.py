@@ -17,20 +17,20 @@ give the turn's usage (Aider rounds counts over 1000 to ``1.2k``).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Generator
 from contextlib import closing
 from pathlib import Path
 
+from ...agents.regex import lazy_compile
 from ..records import Extraction, ReadStats, TurnUsage, check_path
 from .common import ANSWER_SCAN_BYTES, TURN_SCAN_BYTES, lines_newest_first, opened
 
 SESSION_START = "# aider chat started at "
 PROMPT_PREFIX = "#### "
-_TOKENS = re.compile(r"^> Tokens: (.+?)\.?\s*(?:Cost:.*)?$")
-_COUNT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(k|M)?\s+(sent|received|cache write|cache hit)$")
-_MODEL = re.compile(r"^> Model: (\S+)")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_TOKENS = lazy_compile(r"^> Tokens: (.+?)\.?\s*(?:Cost:.*)?$")
+_COUNT = lazy_compile(r"^([0-9]+(?:\.[0-9]+)?)(k|M)?\s+(sent|received|cache write|cache hit)$")
+_MODEL = lazy_compile(r"^> Model: (\S+)")
+_FENCE = lazy_compile(r"^ {0,3}(```|~~~)")
 
 MODEL_SCAN_BYTES = 1024 * 1024
 """How far back the ``> Model:`` line of the session is sought (beyond it the model is None)."""
