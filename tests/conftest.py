@@ -30,6 +30,19 @@ SHARED = Path(os.environ.get("MADOHUB_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C interrupts the suite even when it was started in the background.
+
+    A shell without job control starts a background command with SIGINT ignored, and
+    Python then leaves it ignored: so does `make pytest`'s first tier, and so does a
+    suite run from such a shell. The tests that interrupt a call (an experiment's
+    Ctrl-C) would see nothing, and the person pressing Ctrl-C would leave that tier
+    running. Python's own handler is put back.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """``../shared/fixtures``: real files written by real agents."""
