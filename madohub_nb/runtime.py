@@ -168,6 +168,7 @@ class Runtime:
                 threading.Thread(
                     target=self.tmux.kill_session, args=(self.session_name,), daemon=True
                 ).start()
+            self.tiles.close_hosts_now()
         self._finish_close()
 
     def _finish_close(self) -> None:

@@ -560,6 +560,14 @@ class TileRegistry:
         if self._channel is not None:
             await self._channel.close()
 
+    def close_hosts_now(self) -> None:
+        """The shutdown ran out of time (any thread): each host's session this hub made
+        ends if the host answers at once, and every host's ssh master ends by pid before
+        close() returns (else it outlived the hub, its forwards and folder with it)."""
+        made = {t.machine.name for t in self.tiles.values() if t.created}
+        for name, link in list(self.hosts.items()):
+            link.close_now(self.session_name if name in made else None)
+
 
 def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> None:
     """Forget a tile's token and remove its private hook folder."""

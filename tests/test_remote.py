@@ -268,6 +268,38 @@ def test_after_close_no_probe_starts_an_ssh_master_again(rhub: mh.Hub) -> None:
     assert not os.path.exists(folder)
 
 
+def test_a_close_that_runs_out_of_time_still_ends_the_hosts_master_and_session(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, project: Path
+) -> None:
+    """A host slow to remove the hub's hook folders holds the shutdown past its budget:
+    close() still ends the host's session and our ssh master by pid, its folder removed,
+    before it returns (it left them to a cancelled task: the master outlived the hub)."""
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"rm -rf"*', "sleep 4")
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
+        ssh_command=ssh_command, remote_socket_name=remote_socket,
+    )  # fmt: skip
+    try:
+        start_standin(hub, "far", cwd=project, host="box", hooks=True)
+        link = hub.hosts["box"]
+        master, folder = link.ssh._master, link.ssh._control_dir
+        assert master is not None and folder is not None and os.path.isdir(folder)
+        flag.touch()
+        started = time.monotonic()
+        hub.close()
+        took = time.monotonic() - started
+    finally:
+        hub.close()
+    assert took < 4, f"close() waited on the slow host ({took:.1f} s)"
+    assert not _running(master.pid), "our ssh master outlived close()"
+    assert not os.path.exists(folder)
+    alive = subprocess.run(
+        ["tmux", "-L", remote_socket, "has-session", "-t", hub.session_name],
+        capture_output=True,
+    )
+    assert alive.returncode != 0, "the hub's session still runs on the host"
+
+
 def _flaky_ssh(sshd: object, tmp_path: Path, when: str, then: str) -> tuple[str, Path]:
     """An ssh_command that, while its flag file exists, answers remote commands matching the
     shell pattern ``when`` by running ``then`` here instead (a host misbehaving on one read)."""

@@ -175,18 +175,31 @@ class HostLink:
         await self.watcher.close()
         if session is None or not self.reachable:
             self.ssh.close()
-        else:
-            # A thread of its own: a host that stopped answering must not hold close() up.
-            done = threading.Event()
+        elif not await asyncio.to_thread(self._end_session(session).wait, CLOSE_WAIT_S):
+            # Slow or silent host: our ssh child ends now all the same (by pid), which
+            # also ends a kill still waiting on its shared connection.
+            await asyncio.to_thread(self.ssh.close)
 
-            def kill() -> None:
-                with contextlib.suppress(MadohubError, OSError):
-                    self.tmux.kill_session(session)
-                self.ssh.close()
-                done.set()
+    def close_now(self, session: str | None) -> None:
+        """What :meth:`close` does, from any thread, when the hub's shutdown ran out of time
+        before it got here: no master is made again, ``session`` ends if the host answers
+        within ``CLOSE_WAIT_S``, and our ssh master ends by pid (its folder removed) before
+        this returns. (The engine's loop is being cancelled: watches end with it.)"""
+        self.ssh.closing = True
+        if session is not None and self.reachable:
+            self._end_session(session).wait(CLOSE_WAIT_S)
+        self.ssh.close()
 
-            threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
-            if not await asyncio.to_thread(done.wait, CLOSE_WAIT_S):
-                # Slow or silent host: our ssh child ends now all the same (by pid), which
-                # also ends a kill still waiting on its shared connection.
-                await asyncio.to_thread(self.ssh.close)
+    def _end_session(self, session: str) -> threading.Event:
+        """Kill ``session`` on the host, then end our ssh master, on a thread of its own (a
+        host that stopped answering must not hold close() up); set once both are done."""
+        done = threading.Event()
+
+        def kill() -> None:
+            with contextlib.suppress(MadohubError, OSError):
+                self.tmux.kill_session(session)
+            self.ssh.close()
+            done.set()
+
+        threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
+        return done
