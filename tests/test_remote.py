@@ -274,11 +274,7 @@ def test_a_close_that_runs_out_of_time_still_ends_the_hosts_master_and_session(
     """A host slow to remove the hub's hook folders holds the shutdown past its budget:
     close() still ends the host's session and our ssh master by pid, its folder removed,
     before it returns (it left them to a cancelled task: the master outlived the hub)."""
-    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"rm -rf"*', "sleep 4")
-    hub = mh.Hub(
-        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
-        ssh_command=ssh_command, remote_socket_name=remote_socket,
-    )  # fmt: skip
+    hub, flag = _flaky_hub(sshd, tmux_socket, remote_socket, tmp_path, '*"rm -rf"*', "sleep 4")
     try:
         start_standin(hub, "far", cwd=project, host="box", hooks=True)
         link = hub.hosts["box"]
@@ -314,16 +310,26 @@ def _flaky_ssh(sshd: object, tmp_path: Path, when: str, then: str) -> tuple[str,
     return str(wrapper), flag
 
 
+def _flaky_hub(
+    sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, when: str, then: str
+) -> tuple[mh.Hub, Path]:
+    """A hub whose host ``box`` is reached through :func:`_flaky_ssh`, and its flag file."""
+    ssh_command, flag = _flaky_ssh(sshd, tmp_path, when, then)
+    hub = mh.Hub(
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
+        ssh_command=ssh_command, remote_socket_name=remote_socket,
+    )  # fmt: skip
+    return hub, flag
+
+
 def test_a_failed_read_of_process_stats_on_the_host_is_not_an_exit(
     sshd: object, tmux_socket: str, remote_socket: str, tmp_path: Path, project: Path
 ) -> None:
     """Issue 22.11: a stats read the host did not answer reads unreachable, not exited (then
     deliveries would fail with "has exited"), and the tile is itself again once it answers."""
-    ssh_command, flag = _flaky_ssh(sshd, tmp_path, '*"/proc/"*"/stat "*', "exit 255")
-    hub = mh.Hub(
-        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS, log_path=tmp_path / "r.sqlite3",
-        ssh_command=ssh_command, remote_socket_name=remote_socket,
-    )  # fmt: skip
+    hub, flag = _flaky_hub(
+        sshd, tmux_socket, remote_socket, tmp_path, '*"/proc/"*"/stat "*', "exit 255"
+    )
     try:
         tile = start_standin(hub, "far", cwd=project, host="box")
         flag.touch()
