@@ -544,13 +544,11 @@ class TileRegistry:
               for p in places.values() if p.machine.reachable),
             return_exceptions=True,
         )  # fmt: skip
-        made = {t.machine.name for t in self.tiles.values() if t.created}
         await asyncio.gather(
-            *(link.close(self.session_name if name in made else None)
-              for name, link in self.hosts.items()),
+            *(link.close(session) for link, session in self._host_sessions()),
             return_exceptions=True,
-        )  # fmt: skip
-        if None in made:
+        )
+        if self.made_here:
             await asyncio.to_thread(self.tmux.kill_session, self.session_name)
         hooked, self._hooked = self._hooked, {}
         for token, tile in hooked.items():
@@ -564,9 +562,22 @@ class TileRegistry:
         """The shutdown ran out of time (any thread): each host's session this hub made
         ends if the host answers at once, and every host's ssh master ends by pid before
         close() returns (else it outlived the hub, its forwards and folder with it)."""
+        ends = [
+            threading.Thread(target=link.close_now, args=(session,), daemon=True)
+            for link, session in self._host_sessions()
+        ]
+        for end in ends:  # side by side, as close() does: each waits on its host
+            end.start()
+        for end in ends:
+            end.join()
+
+    def _host_sessions(self) -> list[tuple[HostLink, str | None]]:
+        """Each host's link, and the session this hub made on it (None: it made none)."""
         made = {t.machine.name for t in self.tiles.values() if t.created}
-        for name, link in list(self.hosts.items()):
-            link.close_now(self.session_name if name in made else None)
+        return [
+            (link, self.session_name if name in made else None)
+            for name, link in list(self.hosts.items())
+        ]
 
 
 def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> None:
