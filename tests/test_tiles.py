@@ -17,7 +17,9 @@ def test_created_tile_runs_its_agent_and_reads_idle(hub: mh.Hub, project: Path) 
     tile = start_standin(hub, "writer", cwd=project)
     assert tile.agent == "claude"
     assert tile.pane_id.startswith("%")
-    assert "❯" in tile.screen()
+    # Its sessions file says idle from its first moment, before its first paint: under load
+    # the screen can still be blank when the state reads idle, so the prompt is waited for.
+    wait_until(lambda: "❯" in tile.screen(), 10, what="the prompt on its screen")
     assert hub.tiles["writer"] is tile
     assert tile.agent_process() is not None and "claude" in tile.agent_process().comm
 
