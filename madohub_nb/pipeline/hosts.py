@@ -173,20 +173,17 @@ class HostLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         await self.watcher.close()
-        if session is None or not self.reachable:
-            self.ssh.close()
-        elif not await asyncio.to_thread(self._end_session(session).wait, CLOSE_WAIT_S):
-            # Slow or silent host: our ssh child ends now all the same (by pid), which
-            # also ends a kill still waiting on its shared connection.
-            await asyncio.to_thread(self.ssh.close)
+        await asyncio.to_thread(self.close_now, session)
 
     def close_now(self, session: str | None) -> None:
-        """What :meth:`close` does, from any thread, when the hub's shutdown ran out of time
-        before it got here: no master is made again, ``session`` ends if the host answers
-        within ``CLOSE_WAIT_S``, and our ssh master ends by pid (its folder removed) before
-        this returns. (The engine's loop is being cancelled: watches end with it.)"""
-        self.ssh.closing = True
+        """The end of :meth:`close`, from any thread (also when the hub's shutdown ran out of
+        time before close got here): no master is made again, ``session`` ends if the host
+        answers within ``CLOSE_WAIT_S``, and our ssh master ends by pid (its folder removed)
+        before this returns. (A cancelled engine loop ends the watches with it.)"""
+        self.ssh.closing = True  # not stop_waiting(): its asyncio event is the loop's alone
         if session is not None and self.reachable:
+            # A slow or silent host: our ssh child ends now all the same (by pid), which
+            # also ends a kill still waiting on its shared connection.
             self._end_session(session).wait(CLOSE_WAIT_S)
         self.ssh.close()
 
