@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
 from madohub_nb.agents.profiles import get_profile, submit_keys_for
 from madohub_nb.errors import DeliveryError, MadohubValueError
 from madohub_nb.io.tmux import key_name
-from madohub_nb.pipeline.deliver import Deliverer, TypingStopped
+from madohub_nb.pipeline.deliver import ECHO_TIMEOUT_S, Deliverer, TypingStopped, input_pending
 from madohub_nb.pipeline.round import hand_send_plan
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.testing.memory import MemoryMachine, MemoryPane, MemoryProcess
@@ -112,6 +113,37 @@ def test_deliveries_into_one_target_are_serialised() -> None:
     assert words in (["a1", "a2", "a3", "b1", "b2", "b3"], ["b1", "b2", "b3", "a1", "a2", "a3"])
     # The first prompt is submitted (both Enters) before the second one's first line.
     assert pane.typed[5:7] == ["<C-m>", "<C-m>"] and pane.typed[7] in ("a1", "b1")
+
+
+RULE = "─" * 100
+
+
+def _copilot_box(*lines: str) -> str:
+    """A Copilot CLI screen's bottom (tests/fixtures/screens/copilot/05_*): its input box."""
+    rows = [f"❯ {lines[0]}" if lines else "❯ ", *(f"  {line}" for line in lines[1:])]
+    return "\n".join([" ~/proj", RULE, *rows, RULE, " Interactive · Manual Approval"])
+
+
+def test_a_prompt_wrapped_in_the_box_is_still_pending() -> None:
+    """The box wraps a long line: the prompt's end, split over two rows, is still found, so a
+    submit that did not take is pressed again rather than logged as taken."""
+    copilot = get_profile("copilot")
+    text = "Review this: the parser drops the last token of every line"
+    wrapped = _copilot_box("Review this: the parser drops the last token of every l", "ine")
+    assert input_pending(copilot, wrapped, text)
+    assert not input_pending(copilot, _copilot_box(), text)
+
+
+def test_a_box_that_shows_a_paste_its_own_way_is_submitted_once_it_settles() -> None:
+    """An agent that shows a prompt as "[Pasted text #1 +2 lines]" never shows its text:
+    delivery presses submit once the box holds still, not after waiting the whole bound."""
+    machine = MemoryMachine()
+    pane = machine.add_pane(screen=_copilot_box("[Pasted text #1 +2 lines]"), comm="copilot")
+    tile = _ready(Tile("co", pane.pane_id, "copilot", machine, session="s", created=False))
+    started = time.monotonic()
+    result = asyncio.run(_deliverer().deliver(tile, "one\ntwo\nthree"))
+    assert pane.typed[-1] == "<C-m>" and result.verified
+    assert time.monotonic() - started < ECHO_TIMEOUT_S
 
 
 def test_a_shell_target_needs_allow_shell() -> None:

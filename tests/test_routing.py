@@ -183,6 +183,27 @@ def test_hand_send_is_logged_as_round_zero(hub: mh.Hub, project: Path) -> None:
     wait_until(lambda: user_prompts(target) == ["line one\nline two"], 10)
 
 
+def test_submit_is_pressed_once_a_slow_agent_shows_the_prompt(hub: mh.Hub, project: Path) -> None:
+    """An agent slow to read its input (a loaded machine) would get the text and the submit
+    key in one read, and the Codex stand-in, like the real one, takes an Enter that close to
+    typed text as a newline: delivery waits until the prompt shows in its box. (Before, the
+    box, not yet repainted, looked as if the prompt had left it: the round was logged as
+    submitted while the prompt sat in the box; seen with the real Copilot CLI.)"""
+    from madohub_nb.demo import standin_command
+    from madohub_nb.demo.standin_tui import READ_LAG_ENV
+
+    env = {"MADOHUB_STANDIN_THINK_S": "0.2", READ_LAG_ENV: "1.5"}
+    coder = hub.tile("coder", agent="codex", command=standin_command("codex"), cwd=project, env=env)
+    wait_until(lambda: coder.state == "idle", 15, what="coder idle")
+    rec = hub.send("coder", "Slow prompt one").result(60)
+    assert rec.status == "delivered" and rec.meta["submit_verified"], rec.error
+    found = wait_until(
+        lambda: (r := coder.last_response()) and r.method == "rollout" and r, 20, what="an answer"
+    )
+    assert found.text == "Done: Slow prompt one"
+    assert rec.meta["submit_attempts"] == 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

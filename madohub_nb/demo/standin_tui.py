@@ -32,6 +32,9 @@ from typing import Any, Final, Generic, TypeVar
 from . import personas
 
 THINK_ENV: Final = "MADOHUB_STANDIN_THINK_S"
+READ_LAG_ENV: Final = "MADOHUB_STANDIN_READ_LAG_S"
+"""Seconds the stand-in takes to get to input after it arrives, as a TUI on a loaded machine
+does: everything typed meanwhile (text and the submit key alike) comes in one read."""
 TICK_S: Final = 0.5
 """Busy stand-ins redraw their spinner this often, like the real ones."""
 
@@ -510,6 +513,7 @@ class StandinApp:
         self.running = True
         self.quit_hint_until = 0.0
         """While set, the footer says how to quit and another Ctrl-C quits."""
+        self.read_lag_s = float(os.environ.get(READ_LAG_ENV) or 0)
 
     def quit_twice(self, now: float) -> None:
         """Ctrl-C on an empty prompt: quit if pressed again soon, else show the hint."""
@@ -601,6 +605,9 @@ class StandinApp:
             now = time.monotonic()
             keys: list[Key] = []
             if ready:
+                if self.read_lag_s:
+                    time.sleep(self.read_lag_s)
+                    now = time.monotonic()
                 data = os.read(self.fd_in, 65536)
                 if not data:
                     return

@@ -47,6 +47,12 @@ READY_POLL_S = 0.25
 VERIFY_TIMEOUT_S = 3.0
 """How long to look for evidence that the prompt was submitted, per attempt."""
 SUBMIT_RETRIES = 2
+ECHO_TIMEOUT_S = 3.0
+"""How long delivery waits for the typed prompt to show in the agent's input box before it
+presses submit all the same."""
+ECHO_SETTLED_S = 0.3
+"""A box holding other text unchanged this long has read it all (an agent that shows a long
+paste its own way, as "[Pasted text #1 +12 lines]")."""
 START_WAIT_S = 10.0
 """How long a delivery waits for a just-made target's start-up check."""
 SEND_KEYS_MAX_BYTES = 4096
@@ -96,11 +102,17 @@ def byte_chunks(line: str, max_bytes: int = SEND_KEYS_MAX_BYTES) -> list[str]:
 
 def input_pending(profile: AgentProfile, screen: str, text: str) -> bool:
     """Is (the end of) ``text`` still sitting in the agent's input line?"""
-    probe = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")[-24:]
-    if not probe:
-        return False
-    typed = input_text(screen, profile)
-    return typed is not None and probe in typed
+    return _shows(_probe(text), input_text(screen, profile))
+
+
+def _probe(text: str) -> str:
+    """The end of ``text``'s last non-blank line, without whitespace (a box wraps long lines)."""
+    last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+    return "".join(last.split())[-24:]
+
+
+def _shows(probe: str, typed: str | None) -> bool:
+    return bool(probe) and typed is not None and probe in "".join(typed.split())
 
 
 class Deliverer:
@@ -293,6 +305,7 @@ class Deliverer:
 
     async def _press_submit(self, pane: _GuardedPane, profile: AgentProfile, content: str) -> None:
         pane_id = pane.tile.pane_id
+        await self._wait_for_echo(pane.tile, profile, content)
         await self._sleep(profile.pre_submit_delay_ms / 1000)
         keys = [key_command(pane_id, k) for k in submit_keys_for(profile, content)]
         if profile.between_submit_keys_ms == 0:
@@ -302,6 +315,27 @@ class Deliverer:
             if i:
                 await self._sleep(profile.between_submit_keys_ms / 1000)
             await pane.send([key], submit=True)
+
+    async def _wait_for_echo(self, tile: Tile, profile: AgentProfile, content: str) -> None:
+        """Wait until the agent's input box shows what was typed: it has read it, so the
+        submit key comes in a read of its own. A TUI that gets the key in the same read as
+        the text may take it as part of a paste and drop it, and its box, not repainted yet,
+        looks as if the prompt had left it (seen: the real Copilot CLI on a loaded machine)."""
+        if profile.executes_input:
+            return  # a shell echoes nothing to wait for: its line runs at the submit key
+        probe = _probe(content)
+        seen, since = "", 0.0
+        deadline = time.monotonic() + ECHO_TIMEOUT_S
+        while time.monotonic() < deadline:
+            typed = input_text(await asyncio.to_thread(tile.screen), profile)
+            if typed is None or _shows(probe, typed):
+                return  # no box this profile can read, or the prompt is in it
+            now = time.monotonic()
+            if typed != seen:
+                seen, since = typed, now
+            elif typed and now - since >= ECHO_SETTLED_S:
+                return  # other text, unchanged: the agent shows the prompt its own way
+            await self._sleep(0.05)
 
     async def _submit(
         self, pane: _GuardedPane, profile: AgentProfile, content: str
