@@ -248,15 +248,17 @@ def wait_for(
 SHELL_COMMAND = "bash --norc --noprofile"
 
 CLAUDE_LIKE_SOURCE = r'''#!{python}
-"""A quiet Claude-like pane program for benchmarks: draws Claude's idle input box, records input.
+"""A quiet Claude-like pane program for benchmarks: draws Claude's input box, records input.
 
 Its file is named ``claude`` (run through its #! line, so the process is named
 ``claude`` too): the toolkit finds it as the agent process.
 Every message typed into it (up to a CR outside a bracketed paste) is appended
 to the log as a JSON line: {"first": <wall time of its first byte>, "end": ..., "text": ...}.
-It never redraws, so an idle tile of it is silent.
+Like Claude it shows the draft in its box (the last line; a long paste as "[Pasted text #N
++L lines]") and empties the box on submit. It redraws only when typed into, so an idle tile
+of it is silent; like Claude's renderer it draws at most once per 20 ms of typing.
 """
-import json, os, re, sys, time, tty
+import json, os, re, select, sys, time, tty
 
 TOKEN = re.compile(rb"\x1b\[20[01]~|\r")
 log = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -267,7 +269,13 @@ first = None
 text = bytearray()
 pending = b""
 in_paste = False
+shown, pasted_at, pastes = "", 0, 0  # the draft as the box shows it
+dirty = False
 while True:
+    if dirty and not select.select([0], [], [], 0.02)[0]:
+        os.write(1, ("\x1b[2;1H\x1b[2K\u276f " + shown.rsplit("\n", 1)[-1][-55:]).encode())
+        dirty = False
+        continue
     data = os.read(0, 65536)
     if not data:
         break
@@ -281,21 +289,32 @@ while True:
         if m.start() > pos:
             first = first or now
             text += data[pos:m.start()]
+            if not in_paste:
+                shown += data[pos:m.start()].decode("utf-8", "replace")
         pos = m.end()
         token = m.group()
         if token == b"\x1b[200~":
-            in_paste, first = True, first or now
+            in_paste, first, pasted_at = True, first or now, len(text)
         elif token == b"\x1b[201~":
             in_paste = False
+            paste = text[pasted_at:].decode("utf-8", "replace")
+            lines = paste.count("\n")
+            if lines > 2 or len(paste) > 800:
+                pastes += 1
+                paste = f"[Pasted text #{pastes} +{lines} lines]"
+            shown += paste
         elif in_paste:
             text += b"\n"  # tmux turns a pasted LF into CR
         elif first is not None:
             record = {"first": first, "end": now, "text": text.decode("utf-8", "replace")}
             os.write(log, (json.dumps(record) + "\n").encode())  # one write: readers never see half
-            first, text = None, bytearray()
+            first, text, shown = None, bytearray(), ""
     if pos < len(data):
         first = first or now
         text += data[pos:]
+        if not in_paste:
+            shown += data[pos:].decode("utf-8", "replace")
+    dirty = True
 '''
 
 

@@ -16,7 +16,13 @@ import pytest
 from madohub_nb.agents.profiles import get_profile, submit_keys_for
 from madohub_nb.errors import DeliveryError, MadohubValueError
 from madohub_nb.io.tmux import key_name
-from madohub_nb.pipeline.deliver import ECHO_TIMEOUT_S, Deliverer, TypingStopped, input_pending
+from madohub_nb.pipeline.deliver import (
+    ECHO_POLL_S,
+    ECHO_TIMEOUT_S,
+    Deliverer,
+    TypingStopped,
+    input_pending,
+)
 from madohub_nb.pipeline.round import hand_send_plan
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.testing.memory import MemoryMachine, MemoryPane, MemoryProcess
@@ -144,6 +150,25 @@ def test_a_box_that_shows_a_paste_its_own_way_is_submitted_once_it_settles() -> 
     result = asyncio.run(_deliverer().deliver(tile, "one\ntwo\nthree"))
     assert pane.typed[-1] == "<C-m>" and result.verified
     assert time.monotonic() - started < ECHO_TIMEOUT_S
+
+
+def test_a_paste_the_agent_shows_as_a_label_is_submitted_without_waiting() -> None:
+    """Claude shows a long paste as "[Pasted text #1 +3 lines]" (its profile's paste_labels):
+    it has read the paste, so submit is pressed without polling for the text to show."""
+    machine = MemoryMachine()
+    tile, pane, _ = _claude(machine)
+    pane.screen = "\n".join([RULE, "❯ [Pasted text #1 +3 lines]", RULE])
+    slept: list[float] = []
+
+    async def record(s: float) -> None:
+        slept.append(s)
+        await asyncio.sleep(0)
+
+    result = asyncio.run(
+        Deliverer(sleep=record).deliver(tile, "alpha\nbeta\ngamma\ndelta", mode="paste")
+    )
+    assert pane.typed[-2:] == _keys("claude", "x") and result.verified
+    assert ECHO_POLL_S not in slept, slept
 
 
 def test_a_shell_target_needs_allow_shell() -> None:

@@ -89,6 +89,9 @@ class AgentProfile:
     """The input box over the cleaned screen; group ``text`` holds what is typed in it."""
     input_placeholders: tuple[Pattern, ...]
     """Texts shown in an empty input box (full match)."""
+    paste_labels: tuple[Pattern, ...]
+    """How the box shows a long paste instead of its text (searched for): the agent has
+    read the prompt, so delivery presses submit without waiting for the text to show."""
     submit_keys: tuple[str, ...]
     """Keys for ``tmux send-keys`` after the content: ``\\r`` is Enter, ``\\n`` is Ctrl-J."""
     pre_submit_delay_ms: int
@@ -217,6 +220,7 @@ CLAUDE: Final = AgentProfile(
     tool_output=_rx(r"^[ \t]+⎿"),
     input_line=_rx(rf"^{_RULE}\n❯[ \xa0]?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
     input_placeholders=(_rx(r"Press up to edit queued messages"), _rx(r'Try "[^\n]*"')),
+    paste_labels=(_rx(r"\[Pasted text #\d+(?: \+\d+ lines)?\]"),),  # REAL-AGENTS.md, "Input"
     submit_keys=("\r", "\r"),
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
@@ -287,6 +291,7 @@ CODEX: Final = AgentProfile(
             "Use /skills to list available skills",
         )
     ),
+    paste_labels=(_rx(r"\[Pasted Content \d+ chars\]"),),  # codex-rs, a paste over 1,000 chars
     submit_keys=("\r", "\r"),
     # An Enter right after typed text is swallowed as part of a paste burst (REAL-AGENTS.md).
     pre_submit_delay_ms=800,
@@ -331,6 +336,7 @@ AMP: Final = AgentProfile(
     tool_output=None,
     input_line=None,  # the box's "│ … │" rows: not read (delivery checks the bottom lines)
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\r",),  # observed: one Enter right after the text submits
     pre_submit_delay_ms=200,  # a margin for slow panes
     between_submit_keys_ms=0,
@@ -376,6 +382,7 @@ OPENCODE: Final = AgentProfile(
         rf"[ \t]*┃[ \t]*\n[ \t]*┃  \S[^\n]*\n{_OPENCODE_BOX_EDGE}"
     ),
     input_placeholders=(_rx(r"Ask anything…[^\n]*"),),
+    paste_labels=(),
     submit_keys=("\r", "\r"),
     pre_submit_delay_ms=500,
     between_submit_keys_ms=0,
@@ -421,6 +428,7 @@ QWEN: Final = AgentProfile(
     tool_output=None,
     input_line=_rx(rf"^{_RULE}\n> ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
     input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=300,
     between_submit_keys_ms=0,
@@ -475,6 +483,7 @@ AIDER: Final = AgentProfile(
         rf"{_AIDER_LAST_RULE}\n{_AIDER_PROMPT} ?(?P<text>[^\n]*(?:\n{_AIDER_PROMPT} [^\n]*)*)\Z"
     ),
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=200,
     between_submit_keys_ms=0,
@@ -527,6 +536,7 @@ GEMINI: Final = AgentProfile(
     tool_output=None,
     input_line=_rx(rf"^{_RULE}\n(?:[^\n]*\n){{0,2}}? > ?(?P<text>[^\n]*(?:\n {{3}}\S[^\n]*)*)"),
     input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=500,  # observed: an Enter at once is swallowed, 300 ms later it submits
     between_submit_keys_ms=0,
@@ -576,6 +586,7 @@ COPILOT: Final = AgentProfile(
     tool_output=_rx(r"^[ \t]+└"),
     input_line=_rx(rf"^{_RULE}\n❯ ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=200,  # observed: an Enter at once submits; a margin for slow panes
     between_submit_keys_ms=0,
@@ -623,6 +634,7 @@ PI: Final = AgentProfile(
     tool_output=None,
     input_line=_rx(rf"^{_RULE}\n(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=200,  # observed: an Enter at once submits; a margin for slow panes
     between_submit_keys_ms=0,
@@ -651,6 +663,7 @@ SHELL: Final = AgentProfile(
     tool_output=None,
     input_line=None,
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\n",),
     pre_submit_delay_ms=0,
     between_submit_keys_ms=0,
@@ -680,6 +693,7 @@ TERMINAL: Final = AgentProfile(
     tool_output=None,
     input_line=None,
     input_placeholders=(),
+    paste_labels=(),
     submit_keys=("\r",),
     pre_submit_delay_ms=0,
     between_submit_keys_ms=0,

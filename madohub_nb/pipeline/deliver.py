@@ -52,7 +52,8 @@ ECHO_TIMEOUT_S = 3.0
 presses submit all the same."""
 ECHO_SETTLED_S = 0.3
 """A box holding other text unchanged this long has read it all (an agent that shows a long
-paste its own way, as "[Pasted text #1 +12 lines]")."""
+paste its own way, not in its profile's ``paste_labels``)."""
+ECHO_POLL_S = 0.05
 START_WAIT_S = 10.0
 """How long a delivery waits for a just-made target's start-up check."""
 SEND_KEYS_MAX_BYTES = 4096
@@ -330,12 +331,14 @@ class Deliverer:
             typed = input_text(await asyncio.to_thread(tile.screen), profile)
             if typed is None or _shows(probe, typed):
                 return  # no box this profile can read, or the prompt is in it
+            if any(label.search(typed) for label in profile.paste_labels):
+                return  # the agent shows the paste as a label: it has read it
             now = time.monotonic()
             if typed != seen:
                 seen, since = typed, now
             elif typed and now - since >= ECHO_SETTLED_S:
                 return  # other text, unchanged: the agent shows the prompt its own way
-            await self._sleep(0.05)
+            await self._sleep(ECHO_POLL_S)
 
     async def _submit(
         self, pane: _GuardedPane, profile: AgentProfile, content: str
