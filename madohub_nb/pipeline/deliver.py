@@ -323,7 +323,7 @@ class Deliverer:
         the text may take it as part of a paste and drop it, and its box, not repainted yet,
         looks as if the prompt had left it (seen: the real Copilot CLI on a loaded machine)."""
         if profile.executes_input:
-            return  # a shell echoes nothing to wait for: its line runs at the submit key
+            return  # a shell has no input box: its line runs at the submit key
         probe = _probe(content)
         seen, since = "", 0.0
         deadline = time.monotonic() + ECHO_TIMEOUT_S
