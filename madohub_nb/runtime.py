@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
 
+KILL_WAIT_S = 1.0
+"""How long a close that ran out of time waits for tmux to kill the hub's session."""
+
 
 @dataclass(frozen=True)
 class CloseSummary:
@@ -164,11 +167,16 @@ class Runtime:
         try:
             self.engine.run_sync(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except Exception:  # a dead tmux server or a stuck task: still end the thread below
+            kill = threading.Thread(
+                target=self.tmux.kill_session, args=(self.session_name,), daemon=True
+            )
             if self.tiles.made_here:
-                threading.Thread(
-                    target=self.tmux.kill_session, args=(self.session_name,), daemon=True
-                ).start()
+                kill.start()
             self.tiles.close_hosts_now()
+            if kill.is_alive():
+                # Not while the control client is torn down below: tmux 3.3a's server then
+                # exits now and then, taking adopted panes with it (as _at_exit says).
+                kill.join(KILL_WAIT_S)
         self._finish_close()
 
     def _finish_close(self) -> None:
