@@ -9,7 +9,10 @@ command still runs in its cwd with its env, ``exec``\\ s its last program as
 
 from __future__ import annotations
 
+import base64
+import os
 import secrets
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,9 +20,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import wait_until
+from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
+from madohub_nb.demo import standin_command
 from madohub_nb.errors import TileError
 from madohub_nb.io.launch import LAUNCH_BUFFER_PREFIX, with_exec
 from madohub_nb.io.tmux import command_line
@@ -48,6 +52,59 @@ class ArgvWatch:
         self._stop.set()
         self._thread.join(10)
         return self.found
+
+
+class EveryArgv:
+    """Every distinct cmdline of every process seen until stopped (psutil, in a thread):
+    for secrets not known before the processes start (a token the hub makes)."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str, ...]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for proc in psutil.process_iter(["cmdline"]):
+                self.seen.add(tuple(proc.info["cmdline"] or ()))
+
+    def stop(self) -> set[tuple[str, ...]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.seen
+
+
+WRAPPED = ("ssh", "sh", "bash", "tmux", "git", "python3")
+"""Programs the hub (or the host's shell) starts by name: each one's argv is logged."""
+
+
+def argv_wrappers(folder: Path, log: Path) -> str:
+    """A folder of scripts, one per :data:`WRAPPED` program, that append their argv to
+    ``log`` and exec the real program: even a process that lives a millisecond is seen.
+    The PATH to give the hub (the folder first)."""
+    folder.mkdir()
+    for name in WRAPPED:
+        real = shutil.which(name)
+        if real is None:
+            continue
+        script = folder / name
+        script.write_text(
+            f"#!/bin/sh\nprintf '%s\\n' '--- {name}' \"$@\" >> '{log}'\nexec '{real}' \"$@\"\n"
+        )
+        script.chmod(0o755)
+    return f"{folder}:{os.environ.get('PATH', '')}"
+
+
+def encoded_forms(secret: str) -> list[str]:
+    """``secret`` and the base64 text that holds it at any of the three alignments (its
+    edges dropped, which depend on the bytes around it): a secret hidden in an encoded
+    file is still on the command line."""
+    forms = [secret]
+    for shift in range(3):
+        text = base64.b64encode(b"x" * shift + secret.encode()).decode()
+        forms.append(text[4 if shift else 0 : -4])
+    return forms
 
 
 @pytest.fixture
@@ -178,3 +235,49 @@ def test_any_argument_fits_one_tmux_command_line(tmux_socket: str) -> None:
         ["tmux", "-L", tmux_socket, "show-buffer", "-b", "x"], capture_output=True, check=True
     )
     assert shown.stdout == text.encode()
+
+
+def test_no_token_is_on_any_command_line_while_a_remote_mcp_tile_is_set_up(
+    tmux_socket: str, remote_socket: str, sshd: object, home: Path, project: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Issue 38 item 2: the MCP token's config file (and the hook command) reach the host
+    through ssh's stdin; no argv of the hub's processes, here or on the host, holds the
+    MCP token or the hook token, plain or base64-encoded."""
+    log = tmp_path / "argv.log"
+    log.touch()
+    monkeypatch.setenv("PATH", argv_wrappers(tmp_path / "wrappers", log))
+    every = EveryArgv()
+    hub = mh.Hub(
+        socket_name=tmux_socket,
+        idle_delay_ms=FAST_IDLE_MS,
+        log_path=tmp_path / "rounds.sqlite3",
+        ssh_command=sshd.ssh_command,  # type: ignore[attr-defined]
+        remote_socket_name=remote_socket,
+    )
+    try:
+        start_standin(hub, "near", cwd=project)
+        lead = hub.tile(
+            "lead", agent="claude", command=standin_command("claude"), host="box",
+            mcp=["near"],
+        )  # fmt: skip
+        wait_until(lambda: lead.state == "idle", 30, what="the remote lead idle")
+        mcp_token = hub.mcp.token("lead")
+        info = lead.pane_info()
+        assert mcp_token is not None and info is not None
+        hook_token = psutil.Process(info.pid).environ().get("MADOHUB_HOOK_TOKEN")
+        assert hook_token, "the remote lead runs with hooks (its token in its pane's env)"
+        agent = lead.agent_process()
+        assert agent is not None
+        argv = psutil.Process(agent.pid).cmdline()
+        config = argv[argv.index("--mcp-config") + 1]
+    finally:
+        hub.close()
+        seen = every.stop()
+    logged = log.read_text()
+    # The wrappers saw the hub's ssh calls, the one that wrote the token's file among them.
+    assert "--- ssh" in logged and "--- tmux" in logged and config in logged
+    needles = [*encoded_forms(mcp_token), *encoded_forms(hook_token)]
+    assert [n for n in needles if n in logged] == []
+    leaked = [argv for argv in seen if any(n in " ".join(argv) for n in needles)]
+    assert leaked == []

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import base64
 import contextlib
 import os
 import selectors
@@ -24,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
 from ..agents.regex import lazy_compile
@@ -274,19 +273,24 @@ class SshHost:
         return folder
 
     def write_private(self, files: Mapping[str, str]) -> None:
-        """Write ``files`` (absolute host paths → text) on the host, 0600 in 0700 folders,
-        in one bounded call; the texts travel base64-encoded in the command line."""
-        steps = ["umask 077"]
+        """Write ``files`` (absolute host paths → text) on the host, 0600 in 0700 folders.
+
+        Each text travels on ssh's stdin to ``cat`` (one bounded call per file), never in a
+        command line: a token in one would be in the argv of the local ssh and of the
+        host's shell, which every user of either machine can read (``ps``).
+        """
         for path, text in files.items():
             folder = shlex.quote(os.path.dirname(path))
-            data = base64.b64encode(text.encode()).decode()
-            steps.append(f"mkdir -p {folder} && printf %s {data} | base64 -d > {shlex.quote(path)}")
-        proc = self.run(" && ".join(steps), max_bytes=STAT_MAX_BYTES)
-        if proc.returncode != 0:
-            raise TmuxError(
-                f"host {self.host!r} could not write {', '.join(files)}: "
-                f"{_last_line(proc.stderr) or f'exit status {proc.returncode}'}"
+            proc = self.run(
+                f"umask 077 && mkdir -p {folder} && cat > {shlex.quote(path)}",
+                max_bytes=STAT_MAX_BYTES,
+                input=text.encode(),
             )
+            if proc.returncode != 0:
+                raise TmuxError(
+                    f"host {self.host!r} could not write {path}: "
+                    f"{_last_line(proc.stderr) or f'exit status {proc.returncode}'}"
+                )
 
     def remove_trees(self, paths: Iterable[str], timeout_s: float = 3.0) -> None:
         """Remove folders this hub made on the host, in one call (best effort, bounded: the
@@ -366,19 +370,24 @@ class SshHost:
         ]  # fmt: skip
 
     def run(
-        self, shell: str, timeout_s: float = READ_TIMEOUT_S, max_bytes: int = ANSWER_MAX_BYTES
+        self,
+        shell: str,
+        timeout_s: float = READ_TIMEOUT_S,
+        max_bytes: int = ANSWER_MAX_BYTES,
+        input: bytes | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run one bounded read (``shell``, built by this class) on the host.
 
         Bounded in time (``timeout_s``) and in bytes: a host answering more than
         ``max_bytes`` (or :data:`STDERR_MAX_BYTES` of complaints) is cut off at once,
         with a TmuxError, so a hostile host cannot fill memory for the whole timeout.
+        ``input`` goes to the command's stdin (the way for anything secret: never argv).
         """
         self.reads += 1
         argv = self.argv((), shell=shell)
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=client_environment(),
+            argv, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=client_environment(),
         )  # fmt: skip
         assert proc.stdout is not None and proc.stderr is not None
         out, err = bytearray(), bytearray()
@@ -386,11 +395,15 @@ class SshHost:
             proc.stdout.fileno(): (out, max_bytes),
             proc.stderr.fileno(): (err, STDERR_MAX_BYTES),
         }
+        pending = memoryview(input or b"")
         deadline = time.monotonic() + timeout_s
         try:
             with selectors.DefaultSelector() as selector:
                 for pipe in (proc.stdout, proc.stderr):
                     selector.register(pipe, selectors.EVENT_READ)
+                if proc.stdin is not None:
+                    os.set_blocking(proc.stdin.fileno(), False)
+                    selector.register(proc.stdin, selectors.EVENT_WRITE)
                 while selector.get_map():
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -398,6 +411,9 @@ class SshHost:
                             f"host {self.host!r} did not answer within {timeout_s:.0f} s"
                         )
                     for key, _ in selector.select(left):
+                        if key.fileobj is proc.stdin:
+                            pending = _feed(selector, proc.stdin, pending)
+                            continue
                         chunk = os.read(key.fd, 65536)
                         if not chunk:
                             selector.unregister(key.fileobj)
@@ -417,8 +433,10 @@ class SshHost:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
         return subprocess.CompletedProcess(argv, returncode, bytes(out), bytes(err))
 
     # bounded reads ---------------------------------------------------------------
@@ -703,6 +721,21 @@ def _home_path(path: str) -> str:
     if path.startswith("~/"):
         return '"$HOME"/' + shlex.quote(path[2:])
     return shlex.quote(path)
+
+
+def _feed(selector: selectors.BaseSelector, pipe: IO[bytes], pending: memoryview) -> memoryview:
+    """Write what ``pipe`` takes of ``pending`` (non-blocking); close it once all is written
+    (the command reads end of file) or the reader has gone. What is left to write."""
+    try:
+        pending = pending[os.write(pipe.fileno(), pending[:65536]) :] if pending else pending
+    except BlockingIOError:
+        return pending
+    except BrokenPipeError:
+        pending = pending[:0]
+    if not pending:
+        selector.unregister(pipe)
+        pipe.close()
+    return pending
 
 
 def _last_line(data: bytes) -> str:
