@@ -41,7 +41,7 @@ from .profiles import (
 AGENTS_FILE: Final = "madohub_nb/agents.toml"
 """Under ``$XDG_CONFIG_HOME`` (default ``~/.config``)."""
 
-KIND_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+KIND_RE: Final = re.compile(r"^[a-z][a-z0-9_-]{0,39}\Z")
 
 _REGEX_LISTS: Final = ("busy_markers", "idle_markers", "waiting_markers", "title_busy_markers")
 _STRING_LISTS: Final = ("process_tokens", "idle_commands", "submit_keys", "command_submit_keys")
@@ -73,7 +73,7 @@ def agents_file() -> Path:
 
 def build_profile(kind: str, fields: Mapping[str, Any], where: str) -> AgentProfile:
     """A checked ``AgentProfile`` from a user description; errors name ``where.field``."""
-    if not isinstance(kind, str) or not KIND_RE.match(kind):
+    if not isinstance(kind, str) or not KIND_RE.fullmatch(kind):
         raise MadohubValueError(
             f"{where}: agent name {kind!r} is not allowed; use a lower-case letter, then "
             "letters, digits, '-' or '_'"

@@ -38,7 +38,7 @@ T = TypeVar("T")
 LOOPBACK = "127.0.0.1"
 """Both ends of a forwarded TCP port: the host's loopback and this machine's."""
 HOST_RE = lazy_compile(
-    r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}$"
+    r"^(?:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}@)?[A-Za-z0-9_][A-Za-z0-9_.:%-]{0,252}\Z"
 )
 """An ssh destination: ``box``, ``dev-1.example.org``, ``me@box``; never an option (``-o…``)."""
 CONNECT_TIMEOUT_S = 10.0
@@ -83,7 +83,7 @@ user's login shell (zsh, fish) does not change how words split."""
 
 def check_host(host: object) -> str:
     """``host`` if it is a plain ssh destination, else a one-line error saying what is allowed."""
-    if not isinstance(host, str) or not HOST_RE.match(host):
+    if not isinstance(host, str) or not HOST_RE.fullmatch(host):
         raise MadohubValueError(
             f"host {host!r} is not an ssh destination; use a name from your ssh config or "
             "'user@hostname' (letters, digits, '.', '-', '_'; no spaces, not starting with '-')"

@@ -40,12 +40,12 @@ from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
 from .launch import launch_buffer_name, launcher, with_exec
 
-PANE_ID_RE = lazy_compile(r"^%\d+$")
-SOCKET_NAME_RE = lazy_compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
+PANE_ID_RE = lazy_compile(r"^%\d+\Z")
+SOCKET_NAME_RE = lazy_compile(r"^[A-Za-z0-9_.@+-]{1,100}\Z")
 SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 """What a guarded send prints instead of typing when the window has synchronize-panes on."""
-_PLAIN_KEY_RE = lazy_compile(r"^[A-Za-z0-9-]+$")
-TARGET_RE = lazy_compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?$")
+_PLAIN_KEY_RE = lazy_compile(r"^[A-Za-z0-9-]+\Z")
+TARGET_RE = lazy_compile(r"^[^:\s]+(:[^.\s]*(\.\d+)?)?\Z")
 
 _PANE_FIELDS = (
     "#{pane_id}", "#{pane_pid}", "#{pane_dead}", "#{pane_current_command}", "#{session_name}",
@@ -361,7 +361,7 @@ class Tmux:
         if not answer.strip():
             return None
         info = _parse_pane_info(answer, separator)
-        if info is None or (PANE_ID_RE.match(target) and info.pane_id != target):
+        if info is None or (PANE_ID_RE.fullmatch(target) and info.pane_id != target):
             # display-message falls back to the current pane for unknown ids.
             return None
         return info
@@ -433,7 +433,9 @@ class Tmux:
 
     def resolve_pane(self, pane: str) -> PaneInfo:
         """Check an adopted pane reference and return its info, or raise a teaching error."""
-        if not isinstance(pane, str) or not (PANE_ID_RE.match(pane) or TARGET_RE.match(pane)):
+        if not isinstance(pane, str) or not (
+            PANE_ID_RE.fullmatch(pane) or TARGET_RE.fullmatch(pane)
+        ):
             raise MadohubValueError(
                 f"pane {pane!r} is not a tmux pane reference; use a pane id like '%3' "
                 "or a target like 'session:window.pane'"
@@ -468,7 +470,7 @@ def _pane_and_pid(out: str) -> tuple[str, int]:
     """``"%3 4242"`` (what ``-P -F '#{pane_id} #{pane_pid}'`` prints) → ``("%3", 4242)``."""
     first = out.strip().splitlines()[0] if out.strip() else ""
     pane_id, _, pid = first.partition(" ")
-    if not PANE_ID_RE.match(pane_id) or not pid.isdigit():
+    if not PANE_ID_RE.fullmatch(pane_id) or not pid.isdigit():
         raise TmuxError(f"tmux did not report the new pane (it printed {out.strip()!r})")
     return pane_id, int(pid)
 
@@ -613,7 +615,7 @@ def hex_keys_command(pane_id: str, text: str) -> str:
 def key_command(pane_id: str, key: str) -> str:
     """A ``send-keys`` command string pressing one key (a profile key or a control character)."""
     name = key_name(key)
-    if _PLAIN_KEY_RE.match(name):
+    if _PLAIN_KEY_RE.fullmatch(name):
         return f"send-keys -t {pane_id} {name}"
     return hex_keys_command(pane_id, key)
 
@@ -628,7 +630,7 @@ def check_socket_name(socket_name: str | None) -> str | None:
         return None
     if (
         not isinstance(socket_name, str)
-        or not SOCKET_NAME_RE.match(socket_name)
+        or not SOCKET_NAME_RE.fullmatch(socket_name)
         or socket_name in (".", "..")
     ):
         raise MadohubValueError(

@@ -66,8 +66,8 @@ T = TypeVar("T")
 
 EXIT_CHECK_S = 0.5
 """How long a new tile's command is watched for exiting at once."""
-NAME_RE = lazy_compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
-ENV_NAME_RE = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = lazy_compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}\Z")
+ENV_NAME_RE = lazy_compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class TileHooks:
@@ -131,7 +131,7 @@ def check_new_tile(
     if env is not None and not (
         isinstance(env, Mapping)
         and all(
-            isinstance(k, str) and isinstance(v, str) and ENV_NAME_RE.match(k)
+            isinstance(k, str) and isinstance(v, str) and ENV_NAME_RE.fullmatch(k)
             for k, v in env.items()
         )
     ):
@@ -163,10 +163,13 @@ def worktree_branch(name: str, worktree: object) -> str | None:
 
 
 def check_tile_name(name: object) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    """``name`` if it is a tile's name, whole (a trailing line break is not one)."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        spaced = isinstance(name, str) and name.strip() != name
         raise MadohubValueError(
-            f"tile name {name!r} is not allowed; use a letter then letters, digits, '-' or '_' "
-            "(at most 40), e.g. 'writer'"
+            f"tile name {name!r} is not allowed"
+            f"{' (it has a line break or space at an end)' if spaced else ''}; use a letter "
+            "then letters, digits, '-' or '_' (at most 40), e.g. 'writer'"
         )
     return name
 

@@ -149,7 +149,7 @@ GATHER_OPTIONS: Final = (*ROUTE_OPTIONS, Option("timeout_s", NUM, None, _positiv
 
 WORKFLOW_KEYS: Final = ("name", "tiles", "routes")
 ROUTE_ID_RE: Final = lazy_compile(
-    r"^(?P<sources>[^>#+]+(?:\+[^>#+]+)*)->(?P<target>[^>#+]+)(?:#(?P<n>[0-9]+))?$"
+    r"^(?P<sources>[^>#+\s]+(?:\+[^>#+\s]+)*)->(?P<target>[^>#+\s]+)(?:#(?P<n>[0-9]+))?\Z"
 )
 
 
@@ -269,6 +269,9 @@ class Workflow:
 
 # checking -------------------------------------------------------------------------
 def _bad(where: str, table: str, message: str) -> MadohubValueError:
+    """One line naming ``where:table`` (a line break in a table's name shown as ``\\n``)."""
+    if not table.isprintable():
+        table = repr(table)[1:-1]
     return MadohubValueError(f"{where}:{table}: {message}")
 
 
@@ -380,7 +383,7 @@ def _from_document(doc: dict[str, Any], where: str) -> Workflow:
         table = f"routes.{key}"
         if not isinstance(options, dict):
             raise _bad(where, table, f"must be a table, got {options!r}")
-        found = ROUTE_ID_RE.match(key)
+        found = ROUTE_ID_RE.fullmatch(key)
         if found is None:
             raise _bad(where, table, "a route's table is named by its id: "
                        "source->target, or a+b->target for a gather (then #2, #3 for more)")  # fmt: skip
@@ -402,7 +405,7 @@ def _from_document(doc: dict[str, Any], where: str) -> Workflow:
 
 
 # writing TOML ---------------------------------------------------------------------
-_BARE_KEY: Final = lazy_compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY: Final = lazy_compile(r"^[A-Za-z0-9_-]+\Z")
 _ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
                    "\f": "\\f", "\r": "\\r"}  # fmt: skip
 
@@ -422,7 +425,7 @@ def toml_string(text: str) -> str:
 
 def toml_key(key: str) -> str:
     """A bare key when TOML allows one, else a quoted one."""
-    return key if _BARE_KEY.match(key) else toml_string(key)
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
 def toml_value(value: Any) -> str:
