@@ -96,6 +96,7 @@ class TileRegistry:
         remote_socket_name: str | None,
         closed: Callable[[], bool],
         on_first_pane: Callable[[], None],
+        on_secret: Callable[[str], None],
     ) -> None:
         self.tmux = tmux
         self.session_name = session_name
@@ -108,6 +109,8 @@ class TileRegistry:
         """The tmux socket (``tmux -L``) used on remote hosts; None: their default server."""
         self._closed = closed
         self._on_first_pane = on_first_pane
+        self._on_secret = on_secret
+        """Told each hook token made here (the round log redacts it from then on)."""
         self._hooks_lock = threading.Lock()
         """The hub's hook channel, started on first use (None: it cannot start here)."""
         self._hooked: dict[str, Tile] = {}
@@ -376,6 +379,7 @@ class TileRegistry:
                 raise
         self._channel = channel
         token = channel.register(None, setup.agent)
+        self._on_secret(token)
         return _HookPlan(channel, token, setup, folder)
 
     def _host_hook_place(
@@ -427,6 +431,7 @@ class TileRegistry:
                     raise MadohubValueError(f"tile {name!r}: hooks=True, but {exc}") from exc
                 return None
         token = channel.register(None, setup.agent)
+        self._on_secret(token)
         return _HookPlan(channel, token, setup, None, place.socket_path)
 
     def on_hook(self, event: HookEvent) -> None:
