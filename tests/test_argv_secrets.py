@@ -237,13 +237,24 @@ def test_any_argument_fits_one_tmux_command_line(tmux_socket: str) -> None:
     assert shown.stdout == text.encode()
 
 
-def test_no_token_is_on_any_command_line_while_a_remote_mcp_tile_is_set_up(
+def _tokens(hub: mh.Hub, tile: mh.Tile) -> list[str]:
+    """The tile's MCP token and its pane's hook token (from the pane's environment)."""
+    info = tile.pane_info()
+    token = hub.mcp.token(tile.name)
+    assert token is not None and info is not None
+    hook_token = psutil.Process(info.pid).environ().get("MADOHUB_HOOK_TOKEN")
+    assert hook_token, f"{tile.name} runs with hooks (their token in its pane's env)"
+    return [token, hook_token]
+
+
+def test_no_token_is_on_any_command_line_while_mcp_tiles_are_set_up(
     tmux_socket: str, remote_socket: str, sshd: object, home: Path, project: Path,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """Issue 38 item 2: the MCP token's config file (and the hook command) reach the host
-    through ssh's stdin; no argv of the hub's processes, here or on the host, holds the
-    MCP token or the hook token, plain or base64-encoded."""
+    """Issue 38 item 2: a remote Claude tile's MCP config file (and the hook files) reach
+    the host through ssh's stdin; the tokens of it, of a remote Codex tile and of a local
+    Claude tile are in no argv of the hub's processes, here or on the host, plain or
+    base64-encoded."""
     log = tmp_path / "argv.log"
     log.touch()
     monkeypatch.setenv("PATH", argv_wrappers(tmp_path / "wrappers", log))
@@ -257,17 +268,16 @@ def test_no_token_is_on_any_command_line_while_a_remote_mcp_tile_is_set_up(
     )
     try:
         start_standin(hub, "near", cwd=project)
-        lead = hub.tile(
-            "lead", agent="claude", command=standin_command("claude"), host="box",
-            mcp=["near"],
-        )  # fmt: skip
-        wait_until(lambda: lead.state == "idle", 30, what="the remote lead idle")
-        mcp_token = hub.mcp.token("lead")
-        info = lead.pane_info()
-        assert mcp_token is not None and info is not None
-        hook_token = psutil.Process(info.pid).environ().get("MADOHUB_HOOK_TOKEN")
-        assert hook_token, "the remote lead runs with hooks (its token in its pane's env)"
-        agent = lead.agent_process()
+        tiles = [
+            hub.tile(name, agent=kind, command=standin_command(kind), host=host, mcp=["near"])
+            for name, kind, host in [
+                ("lead", "claude", "box"), ("cx", "codex", "box"), ("here", "claude", None)
+            ]
+        ]  # fmt: skip
+        for tile in tiles:
+            wait_until(lambda t=tile: t.state == "idle", 30, what=f"{tile.name} idle")
+        needles = [form for tile in tiles for t in _tokens(hub, tile) for form in encoded_forms(t)]
+        agent = tiles[0].agent_process()
         assert agent is not None
         argv = psutil.Process(agent.pid).cmdline()
         config = argv[argv.index("--mcp-config") + 1]
@@ -277,7 +287,6 @@ def test_no_token_is_on_any_command_line_while_a_remote_mcp_tile_is_set_up(
     logged = log.read_text()
     # The wrappers saw the hub's ssh calls, the one that wrote the token's file among them.
     assert "--- ssh" in logged and "--- tmux" in logged and config in logged
-    needles = [*encoded_forms(mcp_token), *encoded_forms(hook_token)]
     assert [n for n in needles if n in logged] == []
     leaked = [argv for argv in seen if any(n in " ".join(argv) for n in needles)]
     assert leaked == []
