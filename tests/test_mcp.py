@@ -334,6 +334,81 @@ def test_an_ask_that_would_wait_on_its_own_caller_is_refused_at_once(
     assert took < 2.5  # at once, not after the lead's ask ended
 
 
+def _ask(url: str, token: str, to: str, text: str) -> Awaitable[Call]:
+    return _session(url, token, lambda c: _call(c, "ask", dict(to=to, text=text, timeout_s=60)))
+
+
+def test_every_ask_in_flight_counts_in_the_cycle_check(hub: mh.Hub, project: Path) -> None:
+    """lead → reviewer and lead → tester both in flight: reviewer → lead closes a ring through
+    the first of them (one kept target per caller would only know the second)."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "reviewer", cwd=project, think_s=4)
+    tester = start_standin(hub, "tester", cwd=project, think_s=4)
+    lead, reviewer = hub.mcp.grant("lead"), hub.mcp.grant("reviewer")
+    url = hub.mcp.url
+
+    async def three() -> tuple[Call, Call, Call, float]:
+        first = asyncio.ensure_future(_ask(url, lead, "reviewer", "r?"))
+        await asyncio.sleep(1.0)
+        second = asyncio.ensure_future(_ask(url, lead, "tester", "t?"))
+        await asyncio.sleep(1.0)  # both of the lead's asks are in flight
+        started = time.monotonic()
+        back = await _ask(url, reviewer, "lead", "b?")
+        took = time.monotonic() - started
+        return await first, await second, back, took
+
+    first, second, back, took = asyncio.run(three())
+    assert (first, second) == ((False, "Done: r?"), (False, "Done: t?"))
+    assert back[0] and "would wait on you: reviewer -> lead -> reviewer" in back[1], back
+    assert took < 2.5
+    assert user_prompts(tester) == ["t?"]
+    assert not [r for r in mcp_rows(hub) if r["route_id"] == "mcp:reviewer->lead" and r["round"]]
+
+
+def test_an_ask_of_a_target_busy_in_its_own_turn_gets_the_answer_to_its_own_prompt(
+    hub: mh.Hub, project: Path
+) -> None:
+    """The target's turn in progress ends first; the ask's answer is the next one, which its
+    own prompt started (never "Done: first task")."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=3.0)
+    token = hub.mcp.grant("lead")
+    hub.send("reviewer", "first task").result(30)
+    wait_until(lambda: reviewer.state == "busy", 10, what="the reviewer busy in its turn")
+    is_error, text = call(hub, token, "ask", to="reviewer", text="second task", timeout_s=60)
+    assert (is_error, text) == (False, "Done: second task")
+    assert user_prompts(reviewer) == ["first task", "second task"]
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 10, what="both rows")
+    assert mcp_rows(hub)[1]["extracted"] == "Done: second task"
+
+
+def test_two_callers_asking_one_agent_at_once_each_get_their_own_answer(
+    hub: mh.Hub, project: Path
+) -> None:
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "tester", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=1.5)
+    lead, tester = hub.mcp.grant("lead"), hub.mcp.grant("tester")
+    url = hub.mcp.url
+
+    async def both() -> list[Call]:
+        return list(
+            await asyncio.gather(
+                _ask(url, lead, "reviewer", "from lead"),
+                _ask(url, tester, "reviewer", "from tester"),
+            )
+        )
+
+    assert asyncio.run(both()) == [(False, "Done: from lead"), (False, "Done: from tester")]
+    assert sorted(user_prompts(reviewer)) == ["from lead", "from tester"]
+    wait_until(lambda: len(mcp_rows(hub)) == 4, 10, what="four rows")
+    answers = {r["target"]: r["extracted"] for r in mcp_rows(hub) if r["source"] == "reviewer"}
+    assert answers == {"lead": "Done: from lead", "tester": "Done: from tester"}
+
+
 def test_a_burst_of_calls_is_refused(hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]) -> None:
     async def burst(client: Any) -> list[Call]:
         return list(await asyncio.gather(*(_call(client, "list_agents", {}) for _ in range(40))))

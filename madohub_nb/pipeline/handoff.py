@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..errors import DeliveryError
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
@@ -45,6 +46,8 @@ ASK_TIMEOUT_S_MAX: Final = 3600.0
 LATE_ANSWER_WAIT_S: Final = 3600.0
 """After an ``ask`` timed out, the target's answer is still awaited this long and logged."""
 TRIGGER: Final = "mcp"
+EAR_START_TIMEOUT_S: Final = 10.0
+"""How long an ``ask`` waits to start listening to its target before it types nothing."""
 
 
 def pair_id(caller: str, target: str) -> str:
@@ -89,8 +92,11 @@ class Handoff:
         self._pairs: dict[tuple[str, str], _Pair] = {}
         self._limits: dict[str, McpLimits] = {}
         """Callers whose loop protection is not the hub's settings (None in it: the setting)."""
-        self._asking: dict[str, str] = {}
-        """caller -> target of every ``ask`` in flight (the cycle check)."""
+        self._asking: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Every ``ask`` in flight, queued ones too, as (caller, target) edges counted (a
+        caller may wait on several targets at once): the cycle check walks them all."""
+        self._ask_locks: dict[str, asyncio.Lock] = {}
+        """One per target: its asks go one at a time, each waiting for its own answer."""
         self.late: set[asyncio.Task[None]] = set()
         """Ears still listening for an answer that came after its ask timed out."""
 
@@ -299,44 +305,104 @@ class Handoff:
 
     async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str:
         grant = self._caller(token)
+        edge: tuple[str, str] | None = None
         try:
             tile, text = await self._target(grant, to), self._text(text)
             wait_s = _check_timeout(timeout_s)
-            self._check_cycle(grant.caller, tile.name)
+            edge = self._start_asking(grant.caller, tile.name)
             number = await self._turn_of(grant.caller, tile.name)
         except ToolRefused as exc:
+            if edge is not None:
+                self._stop_asking(edge)
             await self._refused(grant, to, "ask", str(exc))
             raise
-        self._asking[grant.caller] = tile.name
+        try:
+            return await self._ask_in_turn(grant, tile, text, number, wait_s)
+        finally:
+            self._stop_asking(edge)
+
+    def _start_asking(self, caller: str, target: str) -> tuple[str, str]:
+        """Check that the ask would not wait on its own caller, and count it in flight (in
+        one step: two asks that would close a ring cannot both pass)."""
+        ring = self._ring(caller, target)
+        if ring is not None:
+            raise ToolRefused(
+                f"asking {target!r} would wait on you: {' -> '.join(ring)} (each waits "
+                "for the next's answer); answer the ask you are in first; nothing was typed"
+            )
+        edge = (caller, target)
+        self._asking[edge] += 1
+        return edge
+
+    def _stop_asking(self, edge: tuple[str, str]) -> None:
+        self._asking[edge] -= 1
+        if self._asking[edge] <= 0:
+            del self._asking[edge]
+
+    def _ring(self, caller: str, target: str) -> list[str] | None:
+        """The chain ``caller -> target -> ... -> caller`` through the asks in flight, if any."""
+        waits_on: dict[str, set[str]] = collections.defaultdict(set)
+        for asker, asked in self._asking:
+            waits_on[asker].add(asked)
+        paths, seen = [[caller, target]], {target}
+        while paths:
+            path = paths.pop(0)
+            for nxt in sorted(waits_on.get(path[-1], ())):
+                if nxt == caller:
+                    return [*path, nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+        return None
+
+    async def _ask_in_turn(
+        self, grant: Grant, tile: Tile, text: str, number: int, wait_s: float
+    ) -> str:
+        """Asks of one target go one at a time (queued up to the hub's ``target_wait_s``):
+        each one's answer is the turn its own prompt started."""
+        lock = self._ask_locks.setdefault(tile.name, asyncio.Lock())
+        queue_s = float(self._setting("target_wait_s"))
+        try:
+            await asyncio.wait_for(lock.acquire(), queue_s)
+        except asyncio.TimeoutError:
+            why = (
+                f"{tile.name!r} was still answering other asks after target_wait_s="
+                f"{queue_s:g} s; nothing was typed"
+            )
+            await self._refused(grant, tile.name, "ask", why)
+            raise ToolRefused(why) from None
         try:
             return await self._ask(grant, tile, text, number, wait_s)
         finally:
-            if self._asking.get(grant.caller) == tile.name:
-                del self._asking[grant.caller]
-
-    def _check_cycle(self, caller: str, target: str) -> None:
-        chain, at = [caller, target], target
-        while at in self._asking:
-            at = self._asking[at]
-            chain.append(at)
-            if at == caller:
-                raise ToolRefused(
-                    f"asking {target!r} would wait on you: {' -> '.join(chain)} (each waits "
-                    "for the next's answer); answer the ask you are in first; nothing was typed"
-                )
-            if len(chain) > len(self._asking) + 2:
-                break
+            lock.release()
 
     async def _ask(self, grant: Grant, tile: Tile, text: str, number: int, wait_s: float) -> str:
         answers: asyncio.Queue[Turn] = asyncio.Queue()
-        ear = _ear(self._context, tile, self._tiles()[grant.caller], answers)
-        ear.start()
+        ear: Route | None = None
+
+        async def listen() -> None:
+            # Under the target's pane lock, once it is ready, just before the prompt is typed:
+            # a turn in progress has ended and no other delivery can start one, so the next
+            # turn the ear hears is the one this prompt starts.
+            nonlocal ear
+            ear = _ear(self._context, tile, self._tiles()[grant.caller], answers)
+            ear.start()
+            try:
+                await asyncio.wait_for(ear.ready.wait(), EAR_START_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise DeliveryError(
+                    f"the hub could not listen to {tile.name!r} within "
+                    f"{EAR_START_TIMEOUT_S:g} s; nothing was typed"
+                ) from None
+
         late = False
+        plan = self._plan(grant, tile, text, number, "ask")
+        plan.when_ready = listen
         try:
-            await ear.ready.wait()
-            sent = await run_round(self._services, self._plan(grant, tile, text, number, "ask"))
+            sent = await run_round(self._services, plan)
             if sent.status != "delivered":
                 raise ToolRefused(f"not delivered to {tile.name!r}: {sent.error}")
+            assert ear is not None
             try:
                 turn = await asyncio.wait_for(answers.get(), wait_s)
             except asyncio.TimeoutError:
@@ -347,7 +413,7 @@ class Handoff:
                     "its answer will be in the hub's round log when it comes"
                 ) from None
         finally:
-            if not late:
+            if not late and ear is not None:
                 ear.cancel()
         await self._answered(grant, tile, number, sent, turn)
         if turn.found is None or not turn.found.text.strip():
