@@ -419,6 +419,56 @@ def test_a_burst_of_calls_is_refused(hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile])
     assert len(results) - len(refused) >= 20
 
 
+def _log_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("rounds.sqlite3*"))
+
+
+def test_refused_calls_log_bounded_fields(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile], tmp_path: Path
+) -> None:
+    """8 calls with a 1 MB ``to``: the rows keep a cut name (with a visible mark), not 24 MB."""
+    before = _log_bytes(tmp_path)
+    huge = "x" * 1_000_000
+
+    async def eight(client: Any) -> list[Call]:
+        return [await _call(client, "send", dict(to=huge, text="hi")) for _ in range(8)]
+
+    results = asyncio.run(_session(hub.mcp.url, hub.mcp.token("lead"), eight))
+    wait_until(lambda: len(mcp_rows(hub)) == 8, 10, what="eight refused rows")
+    grown = _log_bytes(tmp_path) - before
+    assert grown < 100_000, f"the log grew by {grown} bytes"
+    assert all(is_error and "there is no agent 'xxx" in text for is_error, text in results)
+    assert all(len(text) < 1000 and "cut 999920 characters" in text for _, text in results)
+    row = mcp_rows(hub)[0]
+    assert len(row["route_id"]) < 200 and "cut 999920 characters" in row["target"]
+    assert len(row["error"]) < 2200
+
+
+def test_a_burst_of_refused_calls_is_cut_short_and_not_logged(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """After 10 refusals in a minute every call of that token is refused at once, and one
+    row (not one per call) says so; other callers are not affected."""
+    _, reviewer = pair
+
+    async def many(client: Any) -> list[Call]:
+        return [await _call(client, "send", dict(to=f"nobody{i}", text="x")) for i in range(25)]
+
+    results = asyncio.run(_session(hub.mcp.url, hub.mcp.token("lead"), many))
+    assert all(is_error for is_error, _ in results)
+    assert all("there is no agent 'nobody" in text for _, text in results[:10])
+    assert all("made 10 refused calls within 60 s" in text for _, text in results[10:])
+    wait_until(lambda: len(mcp_rows(hub)) == 11, 10, what="ten refusals and one summary")
+    rows = mcp_rows(hub)
+    assert "refused calls within 60 s" in rows[-1]["error"] and "not logged" in rows[-1]["error"]
+    is_error, text = call(hub, hub.mcp.token("lead"), "send", to="reviewer", text="hi")
+    assert is_error and "refused for" in text  # a good call too, until the minute is over
+    assert user_prompts(reviewer) == []
+    other = hub.mcp.grant("reviewer")
+    assert call(hub, other, "list_agents")[0] is False
+    assert len(mcp_rows(hub)) == 11
+
+
 def test_an_ask_past_its_timeout_errors_and_the_late_answer_is_logged(
     hub: mh.Hub, project: Path
 ) -> None:

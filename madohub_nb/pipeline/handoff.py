@@ -12,8 +12,12 @@ second row of the same route id, source = the target, target = the caller.
 
 Loop protection holds per pair: ``mcp_max_rounds`` calls, ``mcp_cooldown_ms`` apart
 (the hub's settings, or the caller's own limits: :meth:`Handoff.set_limits`); an
-``ask`` that would wait on its own caller is refused at once, naming the cycle; a
-burst of calls is refused beyond :data:`CALLS_PER_S` a second per caller.
+``ask`` that would wait on its own caller (through any of the asks in flight) is
+refused at once, naming the cycle; asks of one target go one at a time, each
+answered by the turn its own prompt started; a burst of calls is refused beyond
+:data:`CALLS_PER_S` a second per caller. A refused call is a row whose fields the
+caller controls are bounded, and a caller past :data:`REFUSED_PER_WINDOW` refusals
+has its calls refused at once, unlogged, for the rest of the window.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
 from ..model import HubEvent
+from ..settings import CUT_MARKER
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
 from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
@@ -46,6 +51,16 @@ ASK_TIMEOUT_S_MAX: Final = 3600.0
 LATE_ANSWER_WAIT_S: Final = 3600.0
 """After an ``ask`` timed out, the target's answer is still awaited this long and logged."""
 TRIGGER: Final = "mcp"
+SHOWN_MAX_CHARS: Final = 80
+"""The most of a caller's value (a ``to`` that is no agent, a bad ``timeout_s``) a refusal
+echoes, in its message and its row; a longer one is cut with a visible mark."""
+LOGGED_ERROR_MAX_CHARS: Final = 2000
+"""The most of a refusal's reason its row keeps (cut with a visible mark)."""
+REFUSED_PER_WINDOW: Final = 10
+REFUSED_WINDOW_S: Final = 60.0
+"""A caller with ``REFUSED_PER_WINDOW`` refused calls within ``REFUSED_WINDOW_S`` has every
+call refused at once, unlogged (one row says so), until the oldest is that old: a loop of
+bad calls cannot fill the log."""
 EAR_START_TIMEOUT_S: Final = 10.0
 """How long an ``ask`` waits to start listening to its target before it types nothing."""
 
@@ -65,6 +80,18 @@ class Grant:
     reach: frozenset[str] | None
     allow_shell: bool = False
     calls: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=64))
+    refused: collections.deque[float] = field(default_factory=collections.deque)
+    """When its logged refusals were (the last ``REFUSED_WINDOW_S``)."""
+    muted: bool = False
+    """Over the refusal limit: its calls are refused unlogged (one row said so)."""
+
+    def refusals(self, now: float) -> int:
+        """Its logged refusals within the last ``REFUSED_WINDOW_S`` (older ones forgotten)."""
+        while self.refused and now - self.refused[0] >= REFUSED_WINDOW_S:
+            self.refused.popleft()
+        if len(self.refused) < REFUSED_PER_WINDOW:
+            self.muted = False
+        return len(self.refused)
 
 
 @dataclass
@@ -175,7 +202,7 @@ class Handoff:
         pair = self._pairs.get((caller, target))
         return pair.rounds if pair is not None else 0
 
-    def _caller(self, token: str | None) -> Grant:
+    async def _caller(self, token: str | None) -> Grant:
         if token is None:
             raise ToolRefused(
                 "this call carries no bearer token (an 'Authorization: Bearer <token>' header); "
@@ -193,6 +220,18 @@ class Handoff:
                 "nothing was typed"
             )
         now = time.monotonic()
+        if grant.refusals(now) >= REFUSED_PER_WINDOW:
+            wait_s = REFUSED_WINDOW_S - (now - grant.refused[0])
+            why = (
+                f"{grant.caller!r} made {REFUSED_PER_WINDOW} refused calls within "
+                f"{REFUSED_WINDOW_S:g} s; every call of it is refused for {wait_s:.0f} s more "
+                "(read the refusals' reasons and fix the calls rather than retrying); "
+                "nothing was typed"
+            )
+            if not grant.muted:  # one row says so; the calls refused meanwhile are not logged
+                grant.muted = True
+                await self._record_refusal(grant, "*", "any", f"{why}; not logged until then")
+            raise ToolRefused(why)
         grant.calls.append(now)
         recent = [t for t in grant.calls if now - t < 1.0]
         if len(recent) > CALLS_PER_S:
@@ -219,7 +258,7 @@ class Handoff:
             raise ToolRefused(f"{to!r} is you; you may reach {allowed}")
         tile = tiles.get(to)
         if tile is None:
-            raise ToolRefused(f"there is no agent {to!r}; you may reach {allowed}")
+            raise ToolRefused(f"there is no agent {shown(to)}; you may reach {allowed}")
         if tile.profile.executes_input and not (
             grant.allow_shell and grant.reach is not None and to in grant.reach
         ):
@@ -271,19 +310,25 @@ class Handoff:
         )  # fmt: skip
 
     async def _refused(self, grant: Grant, to: object, tool: str, why: str) -> None:
-        """A refused call of a known caller is a row too (nothing lost from the log)."""
+        """A refused call of a known caller is a row too (nothing lost from the log), its
+        fields bounded; it counts towards the caller's ``REFUSED_PER_WINDOW``."""
+        grant.refused.append(time.monotonic())
+        await self._record_refusal(grant, to, tool, why)
+
+    async def _record_refusal(self, grant: Grant, to: object, tool: str, why: str) -> None:
+        target = cut(to, SHOWN_MAX_CHARS) if isinstance(to, str) else shown(to)
         await self._services.record(
             RoundRecord(
-                route_id=pair_id(grant.caller, str(to)), source=grant.caller, target=str(to),
+                route_id=pair_id(grant.caller, target), source=grant.caller, target=target,
                 round=0, trigger=TRIGGER, transform="none", dispatch="madoagent",
-                status="error", error=f"refused: {why}", session_id=self._services.session_id,
-                meta={"tool": tool},
+                status="error", error=cut(f"refused: {why}", LOGGED_ERROR_MAX_CHARS),
+                session_id=self._services.session_id, meta={"tool": tool},
             )
         )  # fmt: skip
 
     # the tools -----------------------------------------------------------------------
     async def list_agents(self, token: str | None) -> list[dict[str, str]]:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         found = []
         for tile in self._tiles().values():
             if self._reachable(grant, tile):
@@ -291,7 +336,7 @@ class Handoff:
         return found
 
     async def send(self, token: str | None, to: str, text: str) -> str:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         try:
             tile, text = await self._target(grant, to), self._text(text)
             number = await self._turn_of(grant.caller, tile.name)
@@ -304,7 +349,7 @@ class Handoff:
         return "delivered"
 
     async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         edge: tuple[str, str] | None = None
         try:
             tile, text = await self._target(grant, to), self._text(text)
@@ -471,6 +516,23 @@ class Handoff:
         return await self._services.record(rec)
 
 
+def cut(text: str, max_chars: int) -> str:
+    """``text`` bounded to about ``max_chars`` characters, a visible mark where it was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + CUT_MARKER.format(cut=len(text) - max_chars)
+
+
+def shown(value: object) -> str:
+    """A caller's value as a refusal echoes it: its ``repr``, bounded (``SHOWN_MAX_CHARS``)."""
+    if isinstance(value, str):
+        return repr(cut(value, SHOWN_MAX_CHARS))
+    try:
+        return cut(repr(value), SHOWN_MAX_CHARS)
+    except ValueError:  # (an int too long to print)
+        return f"a {type(value).__name__}"
+
+
 def _mono(rec: RoundRecord) -> float:
     """``rec.fired_at`` on the monotonic clock (for the answer's latency)."""
     return time.monotonic() - (time.time() - rec.fired_at.timestamp())
@@ -485,7 +547,7 @@ def _check_timeout(timeout_s: object) -> float:
     ):
         raise ToolRefused(
             f"timeout_s must be a number of seconds > 0 and <= {ASK_TIMEOUT_S_MAX:g}, "
-            f"got {timeout_s!r}"
+            f"got {shown(timeout_s)}"
         )
     return float(timeout_s)
 
