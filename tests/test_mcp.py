@@ -148,20 +148,111 @@ def test_ask_returns_the_targets_next_whole_answer(
     assert answered["meta"]["answer_to"] == asked["round_id"]
 
 
-def test_calls_without_a_good_token_are_refused_and_type_nothing(
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}  # fmt: skip
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def _initialize(http: Any, url: str, token: str | None) -> Any:
+    """One raw ``initialize`` POST (a new session), as any HTTP client can send it."""
+    headers = dict(MCP_HEADERS)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return await http.post(url, json=INITIALIZE, headers=headers)
+
+
+def _messages(exc: BaseException) -> str:
+    """Every message of ``exc`` and the exceptions grouped in it."""
+    return " | ".join([str(exc), *(_messages(e) for e in getattr(exc, "exceptions", ()))])
+
+
+def test_requests_without_a_good_token_get_401_and_open_no_session(
     hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
 ) -> None:
+    """Refused at the transport, before the SDK makes a session: no token, a token the hub
+    did not give, one that ended; the SDK's own client fails to connect and types nothing."""
     _, reviewer = pair
-    old = hub.mcp.token("lead")
+    url, old = hub.mcp.url, hub.mcp.token("lead")
     hub.mcp.grant("lead")  # a new token: the old one ends
-    for token, says in [
-        (None, "carries no bearer token"),
-        ("not-a-token", "not one this hub gave"),
-        (old, "not one this hub gave"),
-    ]:
-        is_error, text = call(hub, token, "send", to="reviewer", text="hello")
-        assert is_error and says in text, text
-    assert user_prompts(reviewer) == []
+
+    async def raw() -> list[Any]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            return [await _initialize(http, url, t) for t in (None, "not-a-token", old)]
+
+    for response, says in zip(
+        asyncio.run(raw()),
+        ["carries no bearer token", "not one this hub gave", "not one"],
+        strict=True,
+    ):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert "mcp-session-id" not in response.headers
+        assert says in response.json()["error"]["message"]
+    for token, says in [(None, "no bearer token"), ("not-a-token", "not one this hub gave")]:
+        with pytest.raises(Exception) as refused:  # noqa: PT011 (the SDK's error, in a group)
+            call(hub, token, "send", to="reviewer", text="hello")
+        assert says in _messages(refused.value)
+    gate = hub.mcp.gate
+    assert gate is not None and gate.refused >= 6
+    assert user_prompts(reviewer) == [] and mcp_rows(hub) == []
+
+
+def test_many_tokenless_clients_do_not_lock_the_token_holder_out(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    url, token = hub.mcp.url, hub.mcp.token("lead")
+
+    async def crowd() -> tuple[list[int], float]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            codes = await asyncio.gather(
+                *(_initialize(http, url, None if i % 2 else f"guess-{i}") for i in range(300))
+            )
+        started = time.monotonic()
+        ok = await _session(url, token, lambda c: _call(c, "list_agents", {}))
+        assert ok[0] is False and '"reviewer"' in ok[1]
+        return [r.status_code for r in codes], time.monotonic() - started
+
+    codes, took = asyncio.run(crowd())
+    assert set(codes) == {401}
+    assert took < 5, took
+
+
+def test_a_token_keeps_at_most_its_session_cap_and_its_oldest_close(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    from madohub_nb.io.mcp import SESSIONS_PER_TOKEN
+
+    url, token = hub.mcp.url, hub.mcp.token("lead")
+    gate = hub.mcp.gate
+    assert gate is not None
+
+    async def open_many() -> tuple[list[str], list[int]]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            opened = []
+            for _ in range(SESSIONS_PER_TOKEN + 4):
+                response = await _initialize(http, url, token)
+                assert response.status_code == 200, response.text
+                opened.append(response.headers["mcp-session-id"])
+            headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+            codes = []
+            for session in opened:
+                response = await http.post(
+                    url, json=ping, headers={**headers, "mcp-session-id": session}
+                )
+                codes.append(response.status_code)
+            return opened, codes
+
+    opened, codes = asyncio.run(open_many())
+    assert gate.sessions(token) == opened[4:]
+    assert codes[:4] == [404] * 4  # the oldest were closed
+    assert all(code < 400 for code in codes[4:]), codes
+    assert call(hub, token, "list_agents")[0] is False  # a new session still opens
 
 
 def test_bad_targets_and_texts_are_clear_tool_errors(
