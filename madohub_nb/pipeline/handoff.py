@@ -164,6 +164,10 @@ class Handoff:
         if old is not None:
             self._by_token.pop(old.token, None)
 
+    def knows(self, token: str) -> bool:
+        """``token`` is one this hub gave and has not ended (checked before any session)."""
+        return token in self._by_token
+
     def token(self, caller: str) -> str | None:
         """``caller``'s token now (None: it has none)."""
         grant = self._grants.get(caller)
@@ -350,18 +354,19 @@ class Handoff:
 
     async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str:
         grant = await self._caller(token)
-        edge: tuple[str, str] | None = None
         try:
             tile, text = await self._target(grant, to), self._text(text)
             wait_s = _check_timeout(timeout_s)
             edge = self._start_asking(grant.caller, tile.name)
-            number = await self._turn_of(grant.caller, tile.name)
         except ToolRefused as exc:
-            if edge is not None:
-                self._stop_asking(edge)
             await self._refused(grant, to, "ask", str(exc))
             raise
-        try:
+        try:  # (in flight from here, its cooldown and its queue included)
+            try:
+                number = await self._turn_of(grant.caller, tile.name)
+            except ToolRefused as exc:
+                await self._refused(grant, to, "ask", str(exc))
+                raise
             return await self._ask_in_turn(grant, tile, text, number, wait_s)
         finally:
             self._stop_asking(edge)
