@@ -80,8 +80,11 @@ class Grant:
     reach: frozenset[str] | None
     allow_shell: bool = False
     calls: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=64))
-    refused: collections.deque[float] = field(default_factory=collections.deque)
-    """When its logged refusals were (the last ``REFUSED_WINDOW_S``)."""
+    refused: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=4 * REFUSED_PER_WINDOW)
+    )
+    """When its logged refusals were (the last ``REFUSED_WINDOW_S``; bounded even when many
+    calls in flight at once are refused together)."""
     muted: bool = False
     """Over the refusal limit: its calls are refused unlogged (one row said so)."""
 
