@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .agents.mcp_setup import MCP_AGENTS, McpSetup, SystemLayers, http_server, mcp_setup
 from .errors import MadohubError, MadohubValueError
-from .io.mcp import MCP_HOST, MCP_PATH, SERVER_NAME, TOKEN_ENV, McpEndpoint, ToolRefused
+from .io.mcp import (
+    MCP_HOST,
+    MCP_PATH,
+    SERVER_NAME,
+    TOKEN_ENV,
+    BearerGate,
+    McpEndpoint,
+    ToolRefused,
+)
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
@@ -142,6 +150,12 @@ class HubMcp:
             self._rt.engine.run_sync(self._endpoint.start(), START_TIMEOUT_S)
         assert self._endpoint.url is not None
         return self._endpoint.url
+
+    @property
+    def gate(self) -> BearerGate | None:
+        """The token check in front of the server (None before it starts): its 401 count,
+        each token's open sessions."""
+        return self._endpoint.gate
 
     @property
     def started(self) -> bool:

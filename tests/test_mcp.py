@@ -148,20 +148,111 @@ def test_ask_returns_the_targets_next_whole_answer(
     assert answered["meta"]["answer_to"] == asked["round_id"]
 
 
-def test_calls_without_a_good_token_are_refused_and_type_nothing(
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}  # fmt: skip
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def _initialize(http: Any, url: str, token: str | None) -> Any:
+    """One raw ``initialize`` POST (a new session), as any HTTP client can send it."""
+    headers = dict(MCP_HEADERS)
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return await http.post(url, json=INITIALIZE, headers=headers)
+
+
+def _messages(exc: BaseException) -> str:
+    """Every message of ``exc`` and the exceptions grouped in it."""
+    return " | ".join([str(exc), *(_messages(e) for e in getattr(exc, "exceptions", ()))])
+
+
+def test_requests_without_a_good_token_get_401_and_open_no_session(
     hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
 ) -> None:
+    """Refused at the transport, before the SDK makes a session: no token, a token the hub
+    did not give, one that ended; the SDK's own client fails to connect and types nothing."""
     _, reviewer = pair
-    old = hub.mcp.token("lead")
+    url, old = hub.mcp.url, hub.mcp.token("lead")
     hub.mcp.grant("lead")  # a new token: the old one ends
-    for token, says in [
-        (None, "carries no bearer token"),
-        ("not-a-token", "not one this hub gave"),
-        (old, "not one this hub gave"),
-    ]:
-        is_error, text = call(hub, token, "send", to="reviewer", text="hello")
-        assert is_error and says in text, text
-    assert user_prompts(reviewer) == []
+
+    async def raw() -> list[Any]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            return [await _initialize(http, url, t) for t in (None, "not-a-token", old)]
+
+    for response, says in zip(
+        asyncio.run(raw()),
+        ["carries no bearer token", "not one this hub gave", "not one"],
+        strict=True,
+    ):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert "mcp-session-id" not in response.headers
+        assert says in response.json()["error"]["message"]
+    for token, says in [(None, "no bearer token"), ("not-a-token", "not one this hub gave")]:
+        with pytest.raises(Exception) as refused:  # noqa: PT011 (the SDK's error, in a group)
+            call(hub, token, "send", to="reviewer", text="hello")
+        assert says in _messages(refused.value)
+    gate = hub.mcp.gate
+    assert gate is not None and gate.refused >= 6
+    assert user_prompts(reviewer) == [] and mcp_rows(hub) == []
+
+
+def test_many_tokenless_clients_do_not_lock_the_token_holder_out(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    url, token = hub.mcp.url, hub.mcp.token("lead")
+
+    async def crowd() -> tuple[list[int], float]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            codes = await asyncio.gather(
+                *(_initialize(http, url, None if i % 2 else f"guess-{i}") for i in range(300))
+            )
+        started = time.monotonic()
+        ok = await _session(url, token, lambda c: _call(c, "list_agents", {}))
+        assert ok[0] is False and '"reviewer"' in ok[1]
+        return [r.status_code for r in codes], time.monotonic() - started
+
+    codes, took = asyncio.run(crowd())
+    assert set(codes) == {401}
+    assert took < 5, took
+
+
+def test_a_token_keeps_at_most_its_session_cap_and_its_oldest_close(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    from madohub_nb.io.mcp import SESSIONS_PER_TOKEN
+
+    url, token = hub.mcp.url, hub.mcp.token("lead")
+    gate = hub.mcp.gate
+    assert gate is not None
+
+    async def open_many() -> tuple[list[str], list[int]]:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            opened = []
+            for _ in range(SESSIONS_PER_TOKEN + 4):
+                response = await _initialize(http, url, token)
+                assert response.status_code == 200, response.text
+                opened.append(response.headers["mcp-session-id"])
+            headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+            ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+            codes = []
+            for session in opened:
+                response = await http.post(
+                    url, json=ping, headers={**headers, "mcp-session-id": session}
+                )
+                codes.append(response.status_code)
+            return opened, codes
+
+    opened, codes = asyncio.run(open_many())
+    assert gate.sessions(token) == opened[4:]
+    assert codes[:4] == [404] * 4  # the oldest were closed
+    assert all(code < 400 for code in codes[4:]), codes
+    assert call(hub, token, "list_agents")[0] is False  # a new session still opens
 
 
 def test_bad_targets_and_texts_are_clear_tool_errors(
@@ -334,6 +425,81 @@ def test_an_ask_that_would_wait_on_its_own_caller_is_refused_at_once(
     assert took < 2.5  # at once, not after the lead's ask ended
 
 
+def _ask(url: str, token: str, to: str, text: str) -> Awaitable[Call]:
+    return _session(url, token, lambda c: _call(c, "ask", dict(to=to, text=text, timeout_s=60)))
+
+
+def test_every_ask_in_flight_counts_in_the_cycle_check(hub: mh.Hub, project: Path) -> None:
+    """lead → reviewer and lead → tester both in flight: reviewer → lead closes a ring through
+    the first of them (one kept target per caller would only know the second)."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "reviewer", cwd=project, think_s=4)
+    tester = start_standin(hub, "tester", cwd=project, think_s=4)
+    lead, reviewer = hub.mcp.grant("lead"), hub.mcp.grant("reviewer")
+    url = hub.mcp.url
+
+    async def three() -> tuple[Call, Call, Call, float]:
+        first = asyncio.ensure_future(_ask(url, lead, "reviewer", "r?"))
+        await asyncio.sleep(1.0)
+        second = asyncio.ensure_future(_ask(url, lead, "tester", "t?"))
+        await asyncio.sleep(1.0)  # both of the lead's asks are in flight
+        started = time.monotonic()
+        back = await _ask(url, reviewer, "lead", "b?")
+        took = time.monotonic() - started
+        return await first, await second, back, took
+
+    first, second, back, took = asyncio.run(three())
+    assert (first, second) == ((False, "Done: r?"), (False, "Done: t?"))
+    assert back[0] and "would wait on you: reviewer -> lead -> reviewer" in back[1], back
+    assert took < 2.5
+    assert user_prompts(tester) == ["t?"]
+    assert not [r for r in mcp_rows(hub) if r["route_id"] == "mcp:reviewer->lead" and r["round"]]
+
+
+def test_an_ask_of_a_target_busy_in_its_own_turn_gets_the_answer_to_its_own_prompt(
+    hub: mh.Hub, project: Path
+) -> None:
+    """The target's turn in progress ends first; the ask's answer is the next one, which its
+    own prompt started (never "Done: first task")."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=3.0)
+    token = hub.mcp.grant("lead")
+    hub.send("reviewer", "first task").result(30)
+    wait_until(lambda: reviewer.state == "busy", 10, what="the reviewer busy in its turn")
+    is_error, text = call(hub, token, "ask", to="reviewer", text="second task", timeout_s=60)
+    assert (is_error, text) == (False, "Done: second task")
+    assert user_prompts(reviewer) == ["first task", "second task"]
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 10, what="both rows")
+    assert mcp_rows(hub)[1]["extracted"] == "Done: second task"
+
+
+def test_two_callers_asking_one_agent_at_once_each_get_their_own_answer(
+    hub: mh.Hub, project: Path
+) -> None:
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    start_standin(hub, "tester", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=1.5)
+    lead, tester = hub.mcp.grant("lead"), hub.mcp.grant("tester")
+    url = hub.mcp.url
+
+    async def both() -> list[Call]:
+        return list(
+            await asyncio.gather(
+                _ask(url, lead, "reviewer", "from lead"),
+                _ask(url, tester, "reviewer", "from tester"),
+            )
+        )
+
+    assert asyncio.run(both()) == [(False, "Done: from lead"), (False, "Done: from tester")]
+    assert sorted(user_prompts(reviewer)) == ["from lead", "from tester"]
+    wait_until(lambda: len(mcp_rows(hub)) == 4, 10, what="four rows")
+    answers = {r["target"]: r["extracted"] for r in mcp_rows(hub) if r["source"] == "reviewer"}
+    assert answers == {"lead": "Done: from lead", "tester": "Done: from tester"}
+
+
 def test_a_burst_of_calls_is_refused(hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]) -> None:
     async def burst(client: Any) -> list[Call]:
         return list(await asyncio.gather(*(_call(client, "list_agents", {}) for _ in range(40))))
@@ -342,6 +508,56 @@ def test_a_burst_of_calls_is_refused(hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile])
     refused = [text for is_error, text in results if is_error]
     assert refused and all("more than 20 calls within a second" in t for t in refused)
     assert len(results) - len(refused) >= 20
+
+
+def _log_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("rounds.sqlite3*"))
+
+
+def test_refused_calls_log_bounded_fields(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile], tmp_path: Path
+) -> None:
+    """8 calls with a 1 MB ``to``: the rows keep a cut name (with a visible mark), not 24 MB."""
+    before = _log_bytes(tmp_path)
+    huge = "x" * 1_000_000
+
+    async def eight(client: Any) -> list[Call]:
+        return [await _call(client, "send", dict(to=huge, text="hi")) for _ in range(8)]
+
+    results = asyncio.run(_session(hub.mcp.url, hub.mcp.token("lead"), eight))
+    wait_until(lambda: len(mcp_rows(hub)) == 8, 10, what="eight refused rows")
+    grown = _log_bytes(tmp_path) - before
+    assert grown < 100_000, f"the log grew by {grown} bytes"
+    assert all(is_error and "there is no agent 'xxx" in text for is_error, text in results)
+    assert all(len(text) < 1000 and "cut 999920 characters" in text for _, text in results)
+    row = mcp_rows(hub)[0]
+    assert len(row["route_id"]) < 200 and "cut 999920 characters" in row["target"]
+    assert len(row["error"]) < 2200
+
+
+def test_a_burst_of_refused_calls_is_cut_short_and_not_logged(
+    hub: mh.Hub, pair: tuple[mh.Tile, mh.Tile]
+) -> None:
+    """After 10 refusals in a minute every call of that token is refused at once, and one
+    row (not one per call) says so; other callers are not affected."""
+    _, reviewer = pair
+
+    async def many(client: Any) -> list[Call]:
+        return [await _call(client, "send", dict(to=f"nobody{i}", text="x")) for i in range(25)]
+
+    results = asyncio.run(_session(hub.mcp.url, hub.mcp.token("lead"), many))
+    assert all(is_error for is_error, _ in results)
+    assert all("there is no agent 'nobody" in text for _, text in results[:10])
+    assert all("made 10 refused calls within 60 s" in text for _, text in results[10:])
+    wait_until(lambda: len(mcp_rows(hub)) == 11, 10, what="ten refusals and one summary")
+    rows = mcp_rows(hub)
+    assert "refused calls within 60 s" in rows[-1]["error"] and "not logged" in rows[-1]["error"]
+    is_error, text = call(hub, hub.mcp.token("lead"), "send", to="reviewer", text="hi")
+    assert is_error and "refused for" in text  # a good call too, until the minute is over
+    assert user_prompts(reviewer) == []
+    other = hub.mcp.grant("reviewer")
+    assert call(hub, other, "list_agents")[0] is False
+    assert len(mcp_rows(hub)) == 11
 
 
 def test_an_ask_past_its_timeout_errors_and_the_late_answer_is_logged(

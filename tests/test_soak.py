@@ -765,7 +765,10 @@ class Soak:
         async def one(client: Any) -> tuple[bool, str]:
             return await _mcp_call(client, tool, args)
 
-        return asyncio.run(_mcp_session(self.hub.mcp.url, token, one))
+        try:
+            return asyncio.run(_mcp_session(self.hub.mcp.url, token, one))
+        except Exception as exc:  # refused at the transport (HTTP 401): no session at all
+            return True, _messages(exc)
 
     def mcp_expect(self, what: str, got: tuple[bool, str], error: bool, says: str) -> None:
         if got[0] != error or says not in got[1]:
@@ -1001,6 +1004,11 @@ async def _mcp_session(url: str, token: str | None, work: Any) -> Any:
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             return await work(client)
+
+
+def _messages(exc: BaseException) -> str:
+    """Every message of ``exc`` and of the exceptions grouped in it (the SDK's 401 error)."""
+    return " | ".join([str(exc), *(_messages(e) for e in getattr(exc, "exceptions", ()))])
 
 
 async def _mcp_call(client: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str]:

@@ -7,16 +7,23 @@ bound to the loopback address. Each call hands the tools the caller's bearer tok
 (``Authorization: Bearer …``), taken from the HTTP request that carried the call;
 the tools decide who that is. A refusal is a :class:`ToolRefused`, which the
 caller sees as a tool error (``isError``), never as a crash.
+
+In front of the SDK's app, :class:`BearerGate` answers HTTP 401 to any request
+without a token the hub gave, before the SDK sees it (no session is made for it),
+and keeps at most :data:`SESSIONS_PER_TOKEN` sessions per token open (a new one
+closes that token's oldest): a client without a token cannot use up the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import json
 import logging
 import socket
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any, Final, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,6 +43,27 @@ TOKEN_ENV = "MADOHUB_MCP_TOKEN"
 the stdio bridge's): never on a command line."""
 
 
+SESSIONS_PER_TOKEN: Final = 8
+"""The most MCP sessions one token keeps open; a new one closes its oldest (an agent that
+reconnects is never locked out; one that opens sessions in a loop holds no more)."""
+UNAUTHORIZED_CODE: Final = -32001
+"""The JSON-RPC error code of the 401's body (the SDK's client raises it as an MCPError)."""
+UNAUTHORIZED_NO_TOKEN: Final = (
+    "this request carries no bearer token (an 'Authorization: Bearer <token>' header); the "
+    "hub gives each tile it starts with mcp= its own (hub.mcp.grant gives one by hand)"
+)
+UNAUTHORIZED_BAD_TOKEN: Final = (
+    "the bearer token is not one this hub gave (or its tile was closed and the token "
+    "ended); hub.mcp.grant(name) gives a new one"
+)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
 class ToolRefused(Exception):
     """A call the hub refuses: its message is what the calling agent reads."""
 
@@ -49,6 +77,10 @@ class HandoffTools(Protocol):
 
     async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str: ...
 
+    def knows(self, token: str) -> bool:
+        """``token`` is one the hub gave and has not ended (the transport's check)."""
+        ...
+
 
 def bearer_token(headers: Mapping[str, str] | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header; None when there is none."""
@@ -59,6 +91,112 @@ def bearer_token(headers: Mapping[str, str] | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+class BearerGate:
+    """ASGI middleware in front of the SDK's app: a request without a token the hub gave is
+    answered 401 (``WWW-Authenticate: Bearer``, the hub's words in a JSON-RPC error) before
+    the SDK sees it; each token keeps at most ``max_sessions`` sessions (its oldest is
+    closed, by a DELETE of the protocol's own, when it opens one more)."""
+
+    def __init__(
+        self, app: Asgi, knows: Callable[[str], bool], max_sessions: int = SESSIONS_PER_TOKEN
+    ) -> None:
+        self._app = app
+        self._knows = knows
+        self._max_sessions = max_sessions
+        self._sessions: dict[str, collections.OrderedDict[str, Scope]] = {}
+        """token -> its open sessions' ids (oldest first), each with its opening request."""
+        self.refused = 0
+        """Requests answered 401 so far."""
+
+    def sessions(self, token: str) -> list[str]:
+        """The ids of the sessions ``token`` opened that are still counted (oldest first)."""
+        return list(self._sessions.get(token, ()))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # (lifespan)
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = bearer_token(headers)
+        if token is None or not self._knows(token):
+            self.refused += 1
+            await _unauthorized(
+                send, UNAUTHORIZED_NO_TOKEN if token is None else UNAUTHORIZED_BAD_TOKEN
+            )
+            return
+        for gone in [t for t in self._sessions if t != token and not self._knows(t)]:
+            del self._sessions[gone]  # (ended tokens: their sessions answer 401 from now on)
+        session = headers.get("mcp-session-id")
+        if session is not None:
+            if scope.get("method") == "DELETE":
+                self._sessions.get(token, {}).pop(session, None)
+            await self._app(scope, receive, send)
+            return
+        opened: list[str] = []
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                for key, value in message.get("headers", ()):
+                    if key.decode("latin-1").lower() == "mcp-session-id":
+                        opened.append(value.decode("latin-1"))
+            await send(message)
+
+        await self._app(scope, receive, watch)
+        if opened:
+            await self._opened(token, opened[0], scope)
+
+    async def _opened(self, token: str, session: str, scope: Scope) -> None:
+        """Count ``token``'s new session; past the cap, close its oldest."""
+        mine = self._sessions.setdefault(token, collections.OrderedDict())
+        mine[session] = scope
+        while len(mine) > self._max_sessions:
+            oldest, opening = mine.popitem(last=False)
+            log.info(
+                "MCP: a token opened more than %d sessions; its oldest ends", self._max_sessions
+            )
+            await self._close(oldest, opening)
+
+    async def _close(self, session: str, opening: Scope) -> None:
+        """End ``session`` as its client would: a DELETE with its id (answered to no one)."""
+        headers = [(k, v) for k, v in opening["headers"] if k.lower() != b"mcp-session-id"]
+        scope = {
+            **opening,
+            "method": "DELETE",
+            "headers": [*headers, (b"mcp-session-id", session.encode())],
+        }
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message: Message) -> None:
+            return None
+
+        with contextlib.suppress(Exception):
+            await self._app(scope, receive, discard)
+
+
+async def _unauthorized(send: Send, why: str) -> None:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": UNAUTHORIZED_CODE, "message": f"Unauthorized: {why}"},
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer realm="madohub", error="invalid_token"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _build_server(tools: HandoffTools) -> Any:
@@ -109,6 +247,8 @@ class McpEndpoint:
         self._task: asyncio.Task[None] | None = None
         self.url: str | None = None
         self.port: int | None = None
+        self.gate: BearerGate | None = None
+        """The token check in front of the SDK (once started)."""
 
     async def start(self) -> str:
         """Bind 127.0.0.1 on a free port and serve (engine loop only); returns the URL."""
@@ -119,11 +259,12 @@ class McpEndpoint:
         app = _build_server(self._tools).streamable_http_app(
             streamable_http_path=MCP_PATH, host=MCP_HOST
         )
+        self.gate = BearerGate(app, self._tools.knows)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((MCP_HOST, 0))
         config = uvicorn.Config(
-            app, log_config=None, log_level=logging.WARNING, lifespan="on", access_log=False
+            self.gate, log_config=None, log_level=logging.WARNING, lifespan="on", access_log=False
         )
         # (After the Config, which sets the level.) Its "Exception in ASGI application" at
         # close is an agent's event stream cut off (Claude Code keeps a GET open); the

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 from urllib.parse import urlparse
 
-from .mcp import MCP_HOST, MCP_PATH, SERVER_NAME, TOKEN_ENV
+from .mcp import MCP_HOST, MCP_PATH, SERVER_NAME, TOKEN_ENV, UNAUTHORIZED_CODE
 
 CONNECT_TIMEOUT_S = 10.0
 READ_MARGIN_S = 30.0
@@ -55,6 +55,9 @@ async def forward(url: str, token: str | None, tool: str, args: dict[str, Any]) 
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 result = await client.call_tool(tool, args)
     except Exception as exc:
+        refused = _unauthorized(exc)
+        if refused is not None:  # the hub refused the token before any session: its words
+            raise ToolError(f"{refused}; nothing was typed") from None
         raise ToolError(
             f"the hub's MCP server at {url} cannot be reached ({type(exc).__name__}: {exc}); "
             "is its hub still open? nothing was typed"
@@ -63,6 +66,18 @@ async def forward(url: str, token: str | None, tool: str, args: dict[str, Any]) 
     if result.is_error:
         raise ToolError(text.removeprefix(f"Error executing tool {tool}: "))
     return text
+
+
+def _unauthorized(exc: BaseException) -> str | None:
+    """The hub's reason when it refused the token (HTTP 401, which the SDK raises as an
+    ``MCPError`` of code ``UNAUTHORIZED_CODE``), found in a group too; None otherwise."""
+    if getattr(exc, "code", None) == UNAUTHORIZED_CODE:
+        return str(getattr(exc, "message", "") or "").removeprefix("Unauthorized: ") or None
+    for inner in getattr(exc, "exceptions", ()):
+        found = _unauthorized(inner)
+        if found is not None:
+            return found
+    return None
 
 
 def build_bridge(url: str, token: str | None) -> Any:

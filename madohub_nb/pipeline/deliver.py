@@ -196,8 +196,13 @@ class Deliverer:
         ready_timeout_s: float = READY_TIMEOUT_S,
         before_typing: Callable[[], None] | None = None,
         allow_shell: bool = False,
+        when_ready: Callable[[], Awaitable[None]] | None = None,
     ) -> DeliveryResult:
         """Type ``text`` into ``tile`` and submit it. Serialised per target pane.
+
+        ``when_ready``: awaited under the pane's lock once the target is ready, just before
+        typing (an ``ask`` starts listening there: the next turn it hears is the one its
+        prompt starts, not one in progress or one another delivery started).
 
         ``allow_shell``: the user's opt-in to typing where the reader is a shell or an
         interpreter at its prompt; without it such a reader takes nothing, whatever the
@@ -221,6 +226,8 @@ class Deliverer:
                 await self.wait_ready(tile, ready_timeout_s)
             if before_typing is not None:  # (it checks the log file: never on the loop)
                 await asyncio.to_thread(before_typing)
+            if when_ready is not None:
+                await when_ready()
             info = await asyncio.to_thread(tile.pane_info)
             if info is None or info.dead:
                 raise DeliveryError(

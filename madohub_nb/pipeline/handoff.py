@@ -12,8 +12,12 @@ second row of the same route id, source = the target, target = the caller.
 
 Loop protection holds per pair: ``mcp_max_rounds`` calls, ``mcp_cooldown_ms`` apart
 (the hub's settings, or the caller's own limits: :meth:`Handoff.set_limits`); an
-``ask`` that would wait on its own caller is refused at once, naming the cycle; a
-burst of calls is refused beyond :data:`CALLS_PER_S` a second per caller.
+``ask`` that would wait on its own caller (through any of the asks in flight) is
+refused at once, naming the cycle; asks of one target go one at a time, each
+answered by the turn its own prompt started; a burst of calls is refused beyond
+:data:`CALLS_PER_S` a second per caller. A refused call is a row whose fields the
+caller controls are bounded, and a caller past :data:`REFUSED_PER_WINDOW` refusals
+has its calls refused at once, unlogged, for the rest of the window.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..errors import DeliveryError
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
 from ..model import HubEvent
+from ..settings import CUT_MARKER
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
 from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
@@ -45,6 +51,18 @@ ASK_TIMEOUT_S_MAX: Final = 3600.0
 LATE_ANSWER_WAIT_S: Final = 3600.0
 """After an ``ask`` timed out, the target's answer is still awaited this long and logged."""
 TRIGGER: Final = "mcp"
+SHOWN_MAX_CHARS: Final = 80
+"""The most of a caller's value (a ``to`` that is no agent, a bad ``timeout_s``) a refusal
+echoes, in its message and its row; a longer one is cut with a visible mark."""
+LOGGED_ERROR_MAX_CHARS: Final = 2000
+"""The most of a refusal's reason its row keeps (cut with a visible mark)."""
+REFUSED_PER_WINDOW: Final = 10
+REFUSED_WINDOW_S: Final = 60.0
+"""A caller with ``REFUSED_PER_WINDOW`` refused calls within ``REFUSED_WINDOW_S`` has every
+call refused at once, unlogged (one row says so), until the oldest is that old: a loop of
+bad calls cannot fill the log."""
+EAR_START_TIMEOUT_S: Final = 10.0
+"""How long an ``ask`` waits to start listening to its target before it types nothing."""
 
 
 def pair_id(caller: str, target: str) -> str:
@@ -62,6 +80,21 @@ class Grant:
     reach: frozenset[str] | None
     allow_shell: bool = False
     calls: collections.deque[float] = field(default_factory=lambda: collections.deque(maxlen=64))
+    refused: collections.deque[float] = field(
+        default_factory=lambda: collections.deque(maxlen=4 * REFUSED_PER_WINDOW)
+    )
+    """When its logged refusals were (the last ``REFUSED_WINDOW_S``; bounded even when many
+    calls in flight at once are refused together)."""
+    muted: bool = False
+    """Over the refusal limit: its calls are refused unlogged (one row said so)."""
+
+    def refusals(self, now: float) -> int:
+        """Its logged refusals within the last ``REFUSED_WINDOW_S`` (older ones forgotten)."""
+        while self.refused and now - self.refused[0] >= REFUSED_WINDOW_S:
+            self.refused.popleft()
+        if len(self.refused) < REFUSED_PER_WINDOW:
+            self.muted = False
+        return len(self.refused)
 
 
 @dataclass
@@ -89,8 +122,11 @@ class Handoff:
         self._pairs: dict[tuple[str, str], _Pair] = {}
         self._limits: dict[str, McpLimits] = {}
         """Callers whose loop protection is not the hub's settings (None in it: the setting)."""
-        self._asking: dict[str, str] = {}
-        """caller -> target of every ``ask`` in flight (the cycle check)."""
+        self._asking: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Every ``ask`` in flight, queued ones too, as (caller, target) edges counted (a
+        caller may wait on several targets at once): the cycle check walks them all."""
+        self._ask_locks: dict[str, asyncio.Lock] = {}
+        """One per target: its asks go one at a time, each waiting for its own answer."""
         self.late: set[asyncio.Task[None]] = set()
         """Ears still listening for an answer that came after its ask timed out."""
 
@@ -131,6 +167,10 @@ class Handoff:
         if old is not None:
             self._by_token.pop(old.token, None)
 
+    def knows(self, token: str) -> bool:
+        """``token`` is one this hub gave and has not ended (checked before any session)."""
+        return token in self._by_token
+
     def token(self, caller: str) -> str | None:
         """``caller``'s token now (None: it has none)."""
         grant = self._grants.get(caller)
@@ -169,7 +209,7 @@ class Handoff:
         pair = self._pairs.get((caller, target))
         return pair.rounds if pair is not None else 0
 
-    def _caller(self, token: str | None) -> Grant:
+    async def _caller(self, token: str | None) -> Grant:
         if token is None:
             raise ToolRefused(
                 "this call carries no bearer token (an 'Authorization: Bearer <token>' header); "
@@ -187,6 +227,18 @@ class Handoff:
                 "nothing was typed"
             )
         now = time.monotonic()
+        if grant.refusals(now) >= REFUSED_PER_WINDOW:
+            wait_s = REFUSED_WINDOW_S - (now - grant.refused[0])
+            why = (
+                f"{grant.caller!r} made {REFUSED_PER_WINDOW} refused calls within "
+                f"{REFUSED_WINDOW_S:g} s; every call of it is refused for {wait_s:.0f} s more "
+                "(read the refusals' reasons and fix the calls rather than retrying); "
+                "nothing was typed"
+            )
+            if not grant.muted:  # one row says so; the calls refused meanwhile are not logged
+                grant.muted = True
+                await self._record_refusal(grant, "*", "any", f"{why}; not logged until then")
+            raise ToolRefused(why)
         grant.calls.append(now)
         recent = [t for t in grant.calls if now - t < 1.0]
         if len(recent) > CALLS_PER_S:
@@ -213,7 +265,7 @@ class Handoff:
             raise ToolRefused(f"{to!r} is you; you may reach {allowed}")
         tile = tiles.get(to)
         if tile is None:
-            raise ToolRefused(f"there is no agent {to!r}; you may reach {allowed}")
+            raise ToolRefused(f"there is no agent {shown(to)}; you may reach {allowed}")
         if tile.profile.executes_input and not (
             grant.allow_shell and grant.reach is not None and to in grant.reach
         ):
@@ -265,19 +317,25 @@ class Handoff:
         )  # fmt: skip
 
     async def _refused(self, grant: Grant, to: object, tool: str, why: str) -> None:
-        """A refused call of a known caller is a row too (nothing lost from the log)."""
+        """A refused call of a known caller is a row too (nothing lost from the log), its
+        fields bounded; it counts towards the caller's ``REFUSED_PER_WINDOW``."""
+        grant.refused.append(time.monotonic())
+        await self._record_refusal(grant, to, tool, why)
+
+    async def _record_refusal(self, grant: Grant, to: object, tool: str, why: str) -> None:
+        target = cut(to, SHOWN_MAX_CHARS) if isinstance(to, str) else shown(to)
         await self._services.record(
             RoundRecord(
-                route_id=pair_id(grant.caller, str(to)), source=grant.caller, target=str(to),
+                route_id=pair_id(grant.caller, target), source=grant.caller, target=target,
                 round=0, trigger=TRIGGER, transform="none", dispatch="madoagent",
-                status="error", error=f"refused: {why}", session_id=self._services.session_id,
-                meta={"tool": tool},
+                status="error", error=cut(f"refused: {why}", LOGGED_ERROR_MAX_CHARS),
+                session_id=self._services.session_id, meta={"tool": tool},
             )
         )  # fmt: skip
 
     # the tools -----------------------------------------------------------------------
     async def list_agents(self, token: str | None) -> list[dict[str, str]]:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         found = []
         for tile in self._tiles().values():
             if self._reachable(grant, tile):
@@ -285,7 +343,7 @@ class Handoff:
         return found
 
     async def send(self, token: str | None, to: str, text: str) -> str:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         try:
             tile, text = await self._target(grant, to), self._text(text)
             number = await self._turn_of(grant.caller, tile.name)
@@ -298,45 +356,106 @@ class Handoff:
         return "delivered"
 
     async def ask(self, token: str | None, to: str, text: str, timeout_s: float) -> str:
-        grant = self._caller(token)
+        grant = await self._caller(token)
         try:
             tile, text = await self._target(grant, to), self._text(text)
             wait_s = _check_timeout(timeout_s)
-            self._check_cycle(grant.caller, tile.name)
-            number = await self._turn_of(grant.caller, tile.name)
+            edge = self._start_asking(grant.caller, tile.name)
         except ToolRefused as exc:
             await self._refused(grant, to, "ask", str(exc))
             raise
-        self._asking[grant.caller] = tile.name
+        try:  # (in flight from here, its cooldown and its queue included)
+            try:
+                number = await self._turn_of(grant.caller, tile.name)
+            except ToolRefused as exc:
+                await self._refused(grant, to, "ask", str(exc))
+                raise
+            return await self._ask_in_turn(grant, tile, text, number, wait_s)
+        finally:
+            self._stop_asking(edge)
+
+    def _start_asking(self, caller: str, target: str) -> tuple[str, str]:
+        """Check that the ask would not wait on its own caller, and count it in flight (in
+        one step: two asks that would close a ring cannot both pass)."""
+        ring = self._ring(caller, target)
+        if ring is not None:
+            raise ToolRefused(
+                f"asking {target!r} would wait on you: {' -> '.join(ring)} (each waits "
+                "for the next's answer); answer the ask you are in first; nothing was typed"
+            )
+        edge = (caller, target)
+        self._asking[edge] += 1
+        return edge
+
+    def _stop_asking(self, edge: tuple[str, str]) -> None:
+        self._asking[edge] -= 1
+        if self._asking[edge] <= 0:
+            del self._asking[edge]
+
+    def _ring(self, caller: str, target: str) -> list[str] | None:
+        """The chain ``caller -> target -> ... -> caller`` through the asks in flight, if any."""
+        waits_on: dict[str, set[str]] = collections.defaultdict(set)
+        for asker, asked in self._asking:
+            waits_on[asker].add(asked)
+        paths, seen = [[caller, target]], {target}
+        while paths:
+            path = paths.pop(0)
+            for nxt in sorted(waits_on.get(path[-1], ())):
+                if nxt == caller:
+                    return [*path, nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+        return None
+
+    async def _ask_in_turn(
+        self, grant: Grant, tile: Tile, text: str, number: int, wait_s: float
+    ) -> str:
+        """Asks of one target go one at a time (queued up to the hub's ``target_wait_s``):
+        each one's answer is the turn its own prompt started."""
+        lock = self._ask_locks.setdefault(tile.name, asyncio.Lock())
+        queue_s = float(self._setting("target_wait_s"))
+        try:
+            await asyncio.wait_for(lock.acquire(), queue_s)
+        except asyncio.TimeoutError:
+            why = (
+                f"{tile.name!r} was still answering other asks after target_wait_s="
+                f"{queue_s:g} s; nothing was typed"
+            )
+            await self._refused(grant, tile.name, "ask", why)
+            raise ToolRefused(why) from None
         try:
             return await self._ask(grant, tile, text, number, wait_s)
         finally:
-            if self._asking.get(grant.caller) == tile.name:
-                del self._asking[grant.caller]
-
-    def _check_cycle(self, caller: str, target: str) -> None:
-        chain, at = [caller, target], target
-        while at in self._asking:
-            at = self._asking[at]
-            chain.append(at)
-            if at == caller:
-                raise ToolRefused(
-                    f"asking {target!r} would wait on you: {' -> '.join(chain)} (each waits "
-                    "for the next's answer); answer the ask you are in first; nothing was typed"
-                )
-            if len(chain) > len(self._asking) + 2:
-                break
+            lock.release()
 
     async def _ask(self, grant: Grant, tile: Tile, text: str, number: int, wait_s: float) -> str:
         answers: asyncio.Queue[Turn] = asyncio.Queue()
-        ear = _ear(self._context, tile, self._tiles()[grant.caller], answers)
-        ear.start()
+        ear: Route | None = None
+
+        async def listen() -> None:
+            # Under the target's pane lock, once it is ready, just before the prompt is typed:
+            # a turn in progress has ended and no other delivery can start one, so the next
+            # turn the ear hears is the one this prompt starts.
+            nonlocal ear
+            ear = _ear(self._context, tile, self._tiles()[grant.caller], answers)
+            ear.start()
+            try:
+                await asyncio.wait_for(ear.ready.wait(), EAR_START_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise DeliveryError(
+                    f"the hub could not listen to {tile.name!r} within "
+                    f"{EAR_START_TIMEOUT_S:g} s; nothing was typed"
+                ) from None
+
         late = False
+        plan = self._plan(grant, tile, text, number, "ask")
+        plan.when_ready = listen
         try:
-            await ear.ready.wait()
-            sent = await run_round(self._services, self._plan(grant, tile, text, number, "ask"))
+            sent = await run_round(self._services, plan)
             if sent.status != "delivered":
                 raise ToolRefused(f"not delivered to {tile.name!r}: {sent.error}")
+            assert ear is not None
             try:
                 turn = await asyncio.wait_for(answers.get(), wait_s)
             except asyncio.TimeoutError:
@@ -347,7 +466,7 @@ class Handoff:
                     "its answer will be in the hub's round log when it comes"
                 ) from None
         finally:
-            if not late:
+            if not late and ear is not None:
                 ear.cancel()
         await self._answered(grant, tile, number, sent, turn)
         if turn.found is None or not turn.found.text.strip():
@@ -405,6 +524,23 @@ class Handoff:
         return await self._services.record(rec)
 
 
+def cut(text: str, max_chars: int) -> str:
+    """``text`` bounded to about ``max_chars`` characters, a visible mark where it was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + CUT_MARKER.format(cut=len(text) - max_chars)
+
+
+def shown(value: object) -> str:
+    """A caller's value as a refusal echoes it: its ``repr``, bounded (``SHOWN_MAX_CHARS``)."""
+    if isinstance(value, str):
+        return repr(cut(value, SHOWN_MAX_CHARS))
+    try:
+        return cut(repr(value), SHOWN_MAX_CHARS)
+    except ValueError:  # (an int too long to print)
+        return f"a {type(value).__name__}"
+
+
 def _mono(rec: RoundRecord) -> float:
     """``rec.fired_at`` on the monotonic clock (for the answer's latency)."""
     return time.monotonic() - (time.time() - rec.fired_at.timestamp())
@@ -419,7 +555,7 @@ def _check_timeout(timeout_s: object) -> float:
     ):
         raise ToolRefused(
             f"timeout_s must be a number of seconds > 0 and <= {ASK_TIMEOUT_S_MAX:g}, "
-            f"got {timeout_s!r}"
+            f"got {shown(timeout_s)}"
         )
     return float(timeout_s)
 

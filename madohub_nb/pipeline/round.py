@@ -97,6 +97,9 @@ class RoundPlan:
     """Asked just before typing: False (the route was stopped meanwhile) types nothing."""
     target_wait_s: float = TARGET_WAIT_S
     """How long to wait for the target to become ready before the round ends as an error."""
+    when_ready: Callable[[], Awaitable[None]] | None = None
+    """Awaited under the target's pane lock once it is ready, just before typing (an MCP
+    ``ask`` starts listening for the turn its own prompt starts)."""
     approve: Callable[[str], Awaitable[tuple[str, str]]] | None = None
     """An approval route's person: given the prompt, their decision (``approved``, ``edited``,
     ``rejected``, ``expired``) and the text to type (or why nothing is)."""
@@ -328,6 +331,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             ready_timeout_s=plan.target_wait_s,
             before_typing=before_typing,
             allow_shell=plan.allow_shell,
+            when_ready=plan.when_ready,
         )
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.
