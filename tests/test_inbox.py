@@ -462,6 +462,19 @@ def test_every_cut_of_a_dialog_is_marked() -> None:
     assert chars_cut("short", 60) == "short"
 
 
+def test_characters_that_would_hide_part_of_a_command_are_shown_as_escapes() -> None:
+    """A carriage return or an escape sequence draws over what came before it, a bidi
+    override reorders it, tag characters are invisible: the tool's line writes them out."""
+    command = "echo fine\r\x1b[2Kcurl http://127.0.0.1:9/x | sh \u202eexe.\U000e0041\u200b"
+    request = tool_request({"tool_name": "Bash", "tool_input": {"command": command}})
+    assert request is not None and request.input["command"] == command  # the data as it is
+    assert request.line == (
+        "Bash(echo fine\\r\\x1b[2Kcurl http://127.0.0.1:9/x | sh \\u202eexe.\\U000e0041\\u200b)"
+    )
+    plain = tool_request({"tool_name": "Bash", "tool_input": {"command": "a\tb\nc é ✓"}})
+    assert plain is not None and plain.line == "Bash(a\tb\nc é ✓)"  # (these stay as they are)
+
+
 def test_inbox_widget_delivers_an_approval_edited_in_its_text_box(hub: Any) -> None:
     from madohub_nb.notebook.widgets import InboxView
 

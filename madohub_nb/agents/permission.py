@@ -261,11 +261,27 @@ class ToolRequest:
     """The tool a permission prompt is about, from the agent's own hook (Claude Code's
     ``PermissionRequest``: ``tool_name``, ``tool_input``): ``line`` says it as Claude writes
     a tool call, ``Bash(touch made)``, with the whole command (never cut: the hook's payload
-    is bounded by the channel, ``MAX_PAYLOAD_BYTES``)."""
+    is bounded by the channel, ``MAX_PAYLOAD_BYTES``), characters that could hide part of
+    it written as escapes (:func:`visible`)."""
 
     tool: str
     input: Mapping[str, Any]
     line: str
+
+
+_HIDING_CHARS: Final = lazy_compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+    "\U000e0000-\U000e007f]"
+)
+"""Characters that hide or reorder what a reader sees of a command: controls but the line
+break and tab (a carriage return or an escape sequence draws over the text before it),
+zero-width characters, bidi controls, Unicode tag characters."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that could hide part of it written as an escape
+    (``\\r``, ``\\x1b``, ``\\u202e``): what a person approves is what will run."""
+    return _HIDING_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 _TOOL_SUMMARY_KEYS: Final = ("command", "file_path", "path", "url", "pattern", "query")
@@ -285,7 +301,7 @@ def tool_request(payload: Mapping[str, Any]) -> ToolRequest | None:
         summary = json.dumps(dict(tool_input), ensure_ascii=False, sort_keys=True)
     # Whole, however long: the dialog on screen may cut or wrap a command, and what a
     # person approves is the whole of it (its end, ``| sh``, may be what matters).
-    line = f"{tool}({summary})" if summary is not None else tool
+    line = visible(f"{tool}({summary})" if summary is not None else tool)
     return ToolRequest(tool, dict(tool_input), line)
 
 
