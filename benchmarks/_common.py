@@ -42,6 +42,11 @@ class CouldNotMeasure(Exception):
     """The benchmark could not take its measurement (not: a target was missed)."""
 
 
+class NegativeDuration(CouldNotMeasure):
+    """A duration came out below zero: its two ends were read from different clocks or
+    origins, so the figure says nothing and is neither printed nor checked."""
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -109,6 +114,27 @@ def machine() -> str:
         subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip() or "no tmux"
     )
     return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {tmux}"
+
+
+def elapsed_ms(start_s: float, end_s: float, what: str) -> float:
+    """``end_s - start_s`` in ms, both seconds on one clock; a :class:`NegativeDuration`
+    naming ``what`` when the end comes before the start."""
+    return durations_ms([(end_s - start_s) * 1000], what)[0]
+
+
+def durations_ms(values_ms: list[float], what: str) -> list[float]:
+    """``values_ms`` as they are, once each is checked to be a duration (>= 0): a benchmark
+    prints and checks only durations that passed here. A negative one raises
+    :class:`NegativeDuration` (exit 2, "could not measure") naming ``what`` and the value."""
+    for i, value in enumerate(values_ms):
+        if not value >= 0:  # (NaN too)
+            raise NegativeDuration(
+                f"{what}: sample {i + 1} of {len(values_ms)} is {value:.1f} ms, not a duration; "
+                "its two ends were read from different clocks or origins. Measure both ends on "
+                "one clock (one process's time.monotonic(), or two stamps of one recorder) and "
+                "from the moment the figure means; nothing was printed or checked"
+            )
+    return values_ms
 
 
 def percentile(values: list[float], q: float) -> float:

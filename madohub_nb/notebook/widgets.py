@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import ipywidgets as widgets
 
+from ..agents.permission import chars_cut
 from ..errors import MadohubError, MadohubValueError
 from ..render import (
+    ask_text_html,
     round_row,
     rounds_table_html,
     route_summary_html,
@@ -441,6 +443,9 @@ def _is_mcp_round(hub: Hub, record: Any) -> bool:
 
 
 INBOX_CLASS: Final = "madohub-inbox"
+BUTTON_MAX_CHARS: Final = 60
+"""A choice's button shows this much of its label (a longer one says how much more; the
+whole label is its tooltip)."""
 
 
 class AskRow(widgets.VBox):
@@ -464,9 +469,10 @@ class AskRow(widgets.VBox):
             self.buttons = [approve, reject]
             body.append(self.prompt)
         else:
-            body.append(widgets.HTML(f"<pre style='margin:2px 0'>{html.escape(ask.text)}</pre>"))
+            body.append(widgets.HTML(ask_text_html(ask.text)))
             for index, label in enumerate(ask.choices):
-                button = widgets.Button(description=f"{index + 1}. {label}"[:60], tooltip=label)
+                description = chars_cut(f"{index + 1}. {label}", BUTTON_MAX_CHARS)
+                button = widgets.Button(description=description, tooltip=label)
                 button.on_click(lambda _, i=index: on_answer(ask, lambda: ask.choose(i)))
                 self.buttons.append(button)
         for button in self.buttons:
@@ -485,7 +491,7 @@ class AskRow(widgets.VBox):
     def snapshot_html(self) -> str:
         text = self.prompt.value if self.prompt is not None else self.ask.text
         choices = " / ".join(html.escape(c) for c in self.ask.choices)
-        return f"<div>{self._header_html()}<pre>{html.escape(text)}</pre>{choices}</div>"
+        return f"<div>{self._header_html()}{ask_text_html(text)}{choices}</div>"
 
 
 class InboxView(_HubView):

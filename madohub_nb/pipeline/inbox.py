@@ -30,6 +30,7 @@ from ..agents.foreground import Reader
 from ..agents.permission import (
     PermissionPrompt,
     ToolRequest,
+    chars_cut,
     needs_colours,
     read_permission_prompt,
     says_no,
@@ -56,6 +57,8 @@ PRESSED_HOLD_S: Final = 2.0
 redrawn yet, not a new ask: for this long; a prompt still shown after it is asked again."""
 REWATCH_S: Final = 2.0
 """How soon the inbox opens a host's tile's output again after its stream ended."""
+REPR_TEXT_CHARS: Final = 60
+"""An ask's repr shows this much of its text's last line (``ask.text`` has it all)."""
 UNASKING_KINDS: Final = ("shell", "terminal")
 """Tiles that never show a permission prompt: not watched for one."""
 
@@ -224,9 +227,10 @@ class Ask:
         )
 
     def __repr__(self) -> str:
-        first = self.text.strip().splitlines()[-1] if self.text.strip() else ""
+        last = self.text.strip().splitlines()[-1] if self.text.strip() else ""
         choices = f" choices={list(self.choices)}" if self.choices else ""
-        return f"<Ask {self.kind} {self.tile} {self.state} {first[:60]!r}{choices}>"
+        shown = chars_cut(last, REPR_TEXT_CHARS)
+        return f"<Ask {self.kind} {self.tile} {self.state} {shown!r}{choices}>"
 
 
 class Approval:
