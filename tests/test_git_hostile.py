@@ -156,7 +156,7 @@ def test_a_worktree_holding_only_ignored_files_is_kept(
     assert git(Path(str(a.worktree)), "status", "--porcelain") == ""  # all of it is ignored
     summary = hub.close()
     assert summary is not None
-    assert [(e.tile, e.why) for e in summary.worktrees_kept] == [("a", "2 ignored files")]
+    assert [(e.tile, e.why) for e in summary.worktrees_kept] == [("a", "2 ignored paths")]
     assert (Path(str(a.worktree)) / "out" / "results.csv").read_text() == "1\n"
 
 

@@ -415,8 +415,10 @@ cd {q(plan.path)} 2>/dev/null || {{ echo gone; exit 0; }}
 st=$(mktemp "${{TMPDIR:-/tmp}}/madohub-status.XXXXXX") || exit 4
 refs=$(mktemp "${{TMPDIR:-/tmp}}/madohub-refs.XXXXXX") || exit 4
 trap 'rm -f "$st" "$refs"' EXIT
-git status --porcelain --untracked-files=all --ignored --ignore-submodules=all > "$st" || exit 5
-files=$(grep -vc '^!! ' "$st")
+git status --porcelain --untracked-files=all --ignore-submodules=all > "$st" || exit 5
+files=$(grep -c '' "$st")
+git status --porcelain --untracked-files=normal --ignored --ignore-submodules=all > "$st" ||
+  exit 5
 ignored=$(grep -c '^!! ' "$st")
 git log -g --format=%H HEAD >> "$refs" 2>/dev/null
 git log -g --format=%H {q("refs/heads/" + plan.branch)} >> "$refs" 2>/dev/null
@@ -445,7 +447,7 @@ true
         return WorktreeEnd(tile, plan, True, f"not checked ({_last_line(done.stderr)})")
     files, ignored, commits = (int(counts.get(k, "0")) for k in ("files", "ignored", "commits"))
     parts = [f"{files} changed file{'s' * (files != 1)}"] if files else []
-    parts += [f"{ignored} ignored file{'s' * (ignored != 1)}"] if ignored else []
+    parts += [f"{ignored} ignored path{'s' * (ignored != 1)}"] if ignored else []
     parts += [f"{commits} new commit{'s' * (commits != 1)}"] if commits else []
     return WorktreeEnd(tile, plan, True, ", ".join(parts) or "could not be removed")
 
