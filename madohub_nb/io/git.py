@@ -73,11 +73,16 @@ mh_git_off() {
 $mh_names
 MH_NAMES
 }
-git() { mh_git_off && command git "$@"; }
+mh_git_off || exit 8
+mh_off_in=$PWD
+git() {
+  if [ "$mh_off_in" != "$PWD" ]; then mh_git_off || return; mh_off_in=$PWD; fi
+  command git "$@"
+}
 """
 """Run before every git script (:func:`git_script`): the environment without any ``GIT_*``
-variable of the caller's, no system config or attributes, and a ``git`` that first turns
-off every program its configuration names: fsmonitor, hooks, pager, ssh, and each filter
+variable of the caller's, no system config or attributes, and a ``git`` that first (once
+per folder) turns off every program its configuration names: fsmonitor, hooks, pager, ssh, and each filter
 (clean, smudge, process) any config file defines (their names read with ``git config``,
 which runs nothing), through ``GIT_CONFIG_PARAMETERS`` so that the git processes git starts
 get the same. (So a worktree of a Git LFS repository holds LFS's pointer files.)"""
@@ -107,32 +112,35 @@ out=$(git rev-parse --path-format=absolute --show-toplevel --git-path index 2>/d
 top=${out%%"$nl"*}
 index=${out#*"$nl"}
 cd "$top" || exit 3
-tmp=$(mktemp "${TMPDIR:-/tmp}/madohub-index.XXXXXX") || exit 4
-spec=$(mktemp "${TMPDIR:-/tmp}/madohub-spec.XXXXXX") || exit 4
-info=$(mktemp "${TMPDIR:-/tmp}/madohub-info.XXXXXX") || exit 4
-big=$(mktemp "${TMPDIR:-/tmp}/madohub-big.XXXXXX") || exit 4
-trap 'rm -f "$tmp" "$spec" "$info" "$big" "$big.out"' EXIT
+d=$(mktemp -d "${TMPDIR:-/tmp}/madohub-snapshot.XXXXXX") || exit 4
+trap 'rm -rf "$d"' EXIT
+tmp=$d/index spec=$d/spec info=$d/info big=$d/big
+: > "$info"
 if [ -f "$index" ]; then cp "$index" "$tmp"; else rm -f "$tmp"; fi
 export GIT_INDEX_FILE="$tmp" spec info max
 printf '.\0' > "$spec"
-git ls-files -z -o -m --exclude-standard > "$big" || exit 5
-xargs -0 sh -c '[ $# -gt 0 ] || exit 0; n=$#; for f do set -- "$@" "./$f"; done; shift $n
-find "$@" -prune -type f -size +"$max"c -print0 2>/dev/null; exit 0' sh < "$big" > "$big.out" ||
-  exit 5
-xargs -0 sh -c '
-for f do
-  f=${f#./}
-  s=$(wc -c < "$f") || continue
-  s=${s##* }
-  t=$(stat -c %Y "$f" 2>/dev/null || stat -f %m "$f" 2>/dev/null)
-  b=$(printf "madohub: not read, %s bytes, time %s\0" "$s" "$t" |
-    git hash-object --no-filters -w --stdin) || exit 255
-  printf ":(exclude,literal)%s\0" "$f" >> "$spec"
-  printf "100644 %s\t%s\0" "$b" "$f" >> "$info"
-  printf "%s\t%s\0" "$s" "$f"
-done
-exit 0' sh < "$big.out" > "$big" || exit 5
-rm -f "$big.out"
+find . -name .git -prune -o -type f -size +"$max"c -print0 > "$big.out" 2>/dev/null
+if [ -s "$big.out" ]; then  # the big files git would read: untracked or modified
+  GIT_LITERAL_PATHSPECS=1 xargs -0 git ls-files -z -o -m --exclude-standard -- \
+    < "$big.out" > "$big" || exit 5
+  xargs -0 sh -c '
+  for f do
+    [ -f "$f" ] && [ ! -h "$f" ] || continue
+    s=$(wc -c < "$f") || continue
+    s=${s##* }
+    [ "$s" -gt "$max" ] || continue
+    t=$(stat -c %Y "$f" 2>/dev/null || stat -f %m "$f" 2>/dev/null)
+    b=$(printf "madohub: not read, %s bytes, time %s\0" "$s" "$t" |
+      git hash-object --no-filters -w --stdin) || exit 255
+    printf ":(exclude,literal)%s\0" "$f" >> "$spec"
+    printf "100644 %s\t%s\0" "$b" "$f" >> "$info"
+    printf "%s\t%s\0" "$s" "$f"
+  done
+  exit 0' sh < "$big" > "$big.out" || exit 5
+  mv "$big.out" "$big"
+else
+  : > "$big"
+fi
 if [ -s "$info" ]; then
   git add -A --pathspec-from-file="$spec" --pathspec-file-nul >/dev/null || exit 5
   git update-index -z --index-info < "$info" || exit 5
