@@ -21,7 +21,7 @@ from conftest import log_rows, shell_tile, wait_until
 
 import madohub_nb as mh
 from madohub_nb.errors import TmuxError
-from madohub_nb.io.git import snapshot
+from madohub_nb.io.git import git_script, snapshot
 from madohub_nb.io.machine import LocalMachine
 
 KEY = "sk-ant-api03-git38-never-in-a-file"
@@ -267,8 +267,19 @@ def test_a_script_gets_the_hubs_environment_without_its_keys(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("MADOHUB_PLAIN", "kept")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
     done = LocalMachine().run_script("env", str(tmp_path))
     assert KEY.encode() not in done.stdout and b"MADOHUB_PLAIN=kept" in done.stdout
+    assert b"GIT_DIR" not in done.stdout
+
+
+def test_a_git_script_drops_the_git_variables_a_hosts_login_sets(repo: Path) -> None:
+    """On a host the environment is the login's: the script itself drops every ``GIT_*``."""
+    script = "export GIT_DIR=/nowhere GIT_WORK_TREE=/\n" + git_script(
+        "git rev-parse --show-toplevel"
+    )
+    done = LocalMachine().run_script(script, str(repo))
+    assert (done.returncode, done.stdout.decode().strip()) == (0, str(repo))
 
 
 def test_a_script_out_of_time_on_a_host_is_ended_there_with_its_git(

@@ -51,7 +51,9 @@ GIT_CONFIG_OFF: tuple[tuple[str, str], ...] = (
 that it does not: the repository's working tree and ``.git/config`` are the agent's."""
 
 _GIT_PRELUDE = r"""
-for mh_v in $(env | sed -n 's/^\(GIT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$mh_v"; done
+case $(export -p) in *GIT_*)  # (none here: LocalMachine drops them; a host may have some)
+  for mh_v in $(env | sed -n 's/^\(GIT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$mh_v"; done ;;
+esac
 export GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0
 export GIT_PAGER=cat GIT_NO_REPLACE_OBJECTS=1
 mh_fixed=@FIXED@

@@ -343,14 +343,14 @@ class LocalMachine:
     def run_script(
         self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
     ) -> subprocess.CompletedProcess[bytes]:
-        """With the hub's environment cleaned (:func:`~madohub_nb.io.tmux.client_environment`:
-        no API keys for the programs a repository may start), in a process group of its own,
-        all of which is killed when ``timeout_s`` runs out (git too, not only the shell)."""
+        """With :func:`script_environment` (no API keys for the programs a repository may
+        start, no ``GIT_*``), in a process group of its own, all of which is killed when
+        ``timeout_s`` runs out (git too, not only the shell)."""
         argv = ["sh", "-c", script]
         try:
             proc = subprocess.Popen(
                 argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=client_environment(), start_new_session=True,
+                stderr=subprocess.PIPE, env=script_environment(), start_new_session=True,
             )  # fmt: skip
         except OSError as exc:
             raise TmuxError(f"could not run a script in {cwd}: {exc}") from None
@@ -366,6 +366,13 @@ class LocalMachine:
                 if pipe is not None:
                     pipe.close()
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def script_environment() -> dict[str, str]:
+    """The environment of a script run here (git's, io/git.py): tmux's client environment
+    (:func:`~madohub_nb.io.tmux.client_environment`, the hub's without its keys) without
+    any ``GIT_*`` variable, which would point git at other repositories, configs or programs."""
+    return {k: v for k, v in client_environment().items() if not k.startswith("GIT_")}
 
 
 def _read_proc_file(pid: int, name: str, max_bytes: int) -> bytes:
