@@ -144,6 +144,25 @@ def test_a_source_on_a_host_runs_none_of_the_repositorys_programs_either(
     assert sorted(p.name for p in leaks.iterdir()) == []
 
 
+def test_a_filter_git_cannot_switch_off_stops_the_hubs_git_before_anything_runs(
+    hub: mh.Hub, repo: Path, tmp_path: Path
+) -> None:
+    """``filter.a=b.clean``: ``-c``/``GIT_CONFIG_PARAMETERS`` cannot name it (they split at
+    the first ``=``), so no git command runs there: no worktree, no change stats."""
+    leaks = tmp_path / "leaks"
+    leaks.mkdir()
+    git(repo, "config", "filter.a=b.clean", f"env > {leaks}/clean; cat")
+    (repo / ".git" / "info" / "attributes").write_text("* filter=a=b\n")
+    with pytest.raises(ValueError, match=r"filter name filter\.a=b cannot be switched off"):
+        hub.tile("t", command="sh", cwd=repo, worktree=True)
+    shell_tile(hub, "w", cwd=repo)
+    route = _route(hub, "w")
+    run_in(hub, hub.tiles["w"], "echo x > new.txt", tmp_path / "m")
+    wait_until(lambda: len(log_rows(hub, route)) == 1, 30, what="round 1")
+    assert "changed_paths" not in log_rows(hub, route)[0]["meta"]
+    assert list(leaks.iterdir()) == []
+
+
 # item 3: close() keeps every piece of an agent's work ------------------------------------
 
 

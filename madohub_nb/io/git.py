@@ -36,6 +36,9 @@ FILE_MAX_BYTES = 10 * 1024 * 1024
 objects at every change): it counts as changed when its size or time changes, its size is
 in the round's ``meta["big_files"]``."""
 
+_FILTER_NOT_OFF = 8
+"""The prelude's exit when a filter cannot be switched off (its name holds ``=``)."""
+
 GIT_CONFIG_OFF: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", ""),
     ("core.hooksPath", "/dev/null"),
@@ -75,7 +78,7 @@ mh_git_off() {
 $mh_names
 MH_NAMES
 }
-mh_git_off || exit 8
+mh_git_off || exit @FILTER_NOT_OFF@
 mh_off_in=$PWD
 git() {
   if [ "$mh_off_in" != "$PWD" ]; then mh_git_off || return; mh_off_in=$PWD; fi
@@ -94,7 +97,8 @@ def git_script(body: str) -> str:
     """``body`` (a ``sh`` script calling ``git``) with git's programs off: the one place that
     builds how the hub runs git (its environment comes from the machine, cleaned of keys)."""
     fixed = " ".join(_sq(f"{key}={value}") for key, value in GIT_CONFIG_OFF)
-    return _GIT_PRELUDE.replace("@FIXED@", shlex.quote(fixed)) + body
+    prelude = _GIT_PRELUDE.replace("@FIXED@", shlex.quote(fixed))
+    return prelude.replace("@FILTER_NOT_OFF@", str(_FILTER_NOT_OFF)) + body
 
 
 def _sq(text: str) -> str:
@@ -352,6 +356,11 @@ true
     done = run_git(machine, script, cwd)
     if done.returncode == 127:
         raise MadohubValueError(f"worktree= needs git, and it does not run in {cwd}")
+    if done.returncode == _FILTER_NOT_OFF:
+        raise MadohubValueError(
+            f"worktree= refused for {cwd}: {_last_line(done.stderr)}, and the hub runs none "
+            "of a repository's programs; rename that filter (git config --rename-section)"
+        )
     facts: dict[str, str] = {}
     for line in done.stdout.decode(errors="replace").splitlines():
         key, _, value = line.partition("=")
