@@ -2,13 +2,16 @@
 
 Everything here is a short ``sh`` script run by a tile's machine
 (:meth:`~madohub_nb.io.machine.Machine.run_script`) in a folder, on this machine or a
-host alike, and parsed here; callers run it on a thread, never on the engine loop.
+host alike, and parsed here; callers run it on a thread, never on the engine loop. Each
+goes through :func:`git_script`: the working tree and its ``.git/config`` are the agent's,
+so git runs none of the programs they name (hooks, fsmonitor, filters).
 
 What a turn changed is read from snapshots: the whole working tree (tracked changes and
 untracked files, ignored files left out) written as a git tree through a throw-away
 index, so the agent's own index and commits are untouched; two snapshots' trees are
 compared with ``git diff-tree --numstat``. A snapshot stores the working tree's new
-file contents as loose objects in the repository (unreachable: ``git gc`` prunes them).
+file contents as loose objects in the repository (unreachable: ``git gc`` prunes them),
+but for files over :data:`FILE_MAX_BYTES`, which a small stand-in replaces.
 """
 
 from __future__ import annotations
@@ -64,13 +67,14 @@ mh_git_off() {
   GIT_CONFIG_PARAMETERS=$mh_fixed
   export GIT_CONFIG_PARAMETERS
   mh_names=$(command git config --name-only --get-regexp '^filter\.' 2>/dev/null)
+  if [ $? -gt 1 ]; then echo "git config could not be read here" >&2; return 1; fi
   while IFS= read -r mh_n; do
     [ -n "$mh_n" ] || continue
     mh_n=${mh_n%.*}
     case $mh_n in
       *=*) echo "git filter name $mh_n cannot be switched off (it holds '=')" >&2; return 1 ;;
     esac
-    mh_n=$(printf '%s' "$mh_n" | sed "s/'/'\\\\''/g")
+    case $mh_n in *"'"*) mh_n=$(printf '%s' "$mh_n" | sed "s/'/'\\\\''/g") ;; esac
     for mh_k in clean= smudge= process= required=false; do
       GIT_CONFIG_PARAMETERS="$GIT_CONFIG_PARAMETERS '$mh_n.$mh_k'"
     done
@@ -87,10 +91,12 @@ git() {
 """
 """Run before every git script (:func:`git_script`): the environment without any ``GIT_*``
 variable of the caller's, no system config or attributes, and a ``git`` that first (once
-per folder) turns off every program its configuration names: fsmonitor, hooks, pager, ssh, and each filter
-(clean, smudge, process) any config file defines (their names read with ``git config``,
-which runs nothing), through ``GIT_CONFIG_PARAMETERS`` so that the git processes git starts
-get the same. (So a worktree of a Git LFS repository holds LFS's pointer files.)"""
+per folder) turns off every program its configuration names: fsmonitor, hooks, pager,
+ssh, and each filter (clean, smudge, process) any config file defines (their names read
+with ``git config``, which runs nothing), through ``GIT_CONFIG_PARAMETERS`` so that the
+git processes git starts get the same; where that cannot be done, the script stops
+(exit :data:`_FILTER_NOT_OFF`) before git runs. (So a worktree of a Git LFS repository
+holds LFS's pointer files.)"""
 
 
 def git_script(body: str) -> str:
