@@ -2,18 +2,22 @@
 
 Everything here is a short ``sh`` script run by a tile's machine
 (:meth:`~madohub_nb.io.machine.Machine.run_script`) in a folder, on this machine or a
-host alike, and parsed here; callers run it on a thread, never on the engine loop.
+host alike, and parsed here; callers run it on a thread, never on the engine loop. Each
+goes through :func:`git_script`: the working tree and its ``.git/config`` are the agent's,
+so git runs none of the programs they name (hooks, fsmonitor, filters).
 
 What a turn changed is read from snapshots: the whole working tree (tracked changes and
 untracked files, ignored files left out) written as a git tree through a throw-away
 index, so the agent's own index and commits are untouched; two snapshots' trees are
 compared with ``git diff-tree --numstat``. A snapshot stores the working tree's new
-file contents as loose objects in the repository (unreachable: ``git gc`` prunes them).
+file contents as loose objects in the repository (unreachable: ``git gc`` prunes them),
+but for files over :data:`FILE_MAX_BYTES`, which a small stand-in replaces.
 """
 
 from __future__ import annotations
 
 import shlex
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +34,89 @@ WORKTREES_SUFFIX = ".worktrees"
 BRANCH_PREFIX = "madohub/"
 """A worktree tile's branch unless named: ``madohub/<tile>``."""
 
+FILE_MAX_BYTES = 10 * 1024 * 1024
+"""A snapshot does not read a file bigger than this (it would be copied into the repository's
+objects at every change): it counts as changed when its size or time changes, its size is
+in the round's ``meta["big_files"]``."""
+
+_FILTER_NOT_OFF = 8
+"""The prelude's exit when a filter cannot be switched off (its name holds ``=``)."""
+
+GIT_CONFIG_OFF: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", ""),
+    ("core.hooksPath", "/dev/null"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "false"),
+    ("protocol.allow", "never"),
+    ("submodule.recurse", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+"""Configuration that would make git start a program, set (on top of every config file) so
+that it does not: the repository's working tree and ``.git/config`` are the agent's."""
+
+_GIT_PRELUDE = r"""
+case $(export -p) in *GIT_*)  # (none here: LocalMachine drops them; a host may have some)
+  for mh_v in $(env | sed -n 's/^\(GIT_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$mh_v"; done ;;
+esac
+export GIT_CONFIG_NOSYSTEM=1 GIT_ATTR_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0
+export GIT_PAGER=cat GIT_NO_REPLACE_OBJECTS=1
+mh_fixed=@FIXED@
+mh_git_off() {
+  GIT_CONFIG_PARAMETERS=$mh_fixed
+  export GIT_CONFIG_PARAMETERS
+  mh_names=$(command git config --name-only --get-regexp '^filter\.' 2>/dev/null)
+  if [ $? -gt 1 ]; then echo "git config could not be read here" >&2; return 1; fi
+  while IFS= read -r mh_n; do
+    [ -n "$mh_n" ] || continue
+    mh_n=${mh_n%.*}
+    case $mh_n in
+      *=*) echo "git filter name $mh_n cannot be switched off (it holds '=')" >&2; return 1 ;;
+    esac
+    case $mh_n in *"'"*) mh_n=$(printf '%s' "$mh_n" | sed "s/'/'\\\\''/g") ;; esac
+    for mh_k in clean= smudge= process= required=false; do
+      GIT_CONFIG_PARAMETERS="$GIT_CONFIG_PARAMETERS '$mh_n.$mh_k'"
+    done
+  done <<MH_NAMES
+$mh_names
+MH_NAMES
+}
+mh_git_off || exit @FILTER_NOT_OFF@
+mh_off_in=$PWD
+git() {
+  if [ "$mh_off_in" != "$PWD" ]; then mh_git_off || return; mh_off_in=$PWD; fi
+  command git "$@"
+}
+"""
+"""Run before every git script (:func:`git_script`): the environment without any ``GIT_*``
+variable of the caller's, no system config or attributes, and a ``git`` that first (once
+per folder) turns off every program its configuration names: fsmonitor, hooks, pager,
+ssh, and each filter (clean, smudge, process) any config file defines (their names read
+with ``git config``, which runs nothing), through ``GIT_CONFIG_PARAMETERS`` so that the
+git processes git starts get the same; where that cannot be done, the script stops
+(exit :data:`_FILTER_NOT_OFF`) before git runs. (So a worktree of a Git LFS repository
+holds LFS's pointer files.)"""
+
+
+def git_script(body: str) -> str:
+    """``body`` (a ``sh`` script calling ``git``) with git's programs off: the one place that
+    builds how the hub runs git (its environment comes from the machine, cleaned of keys)."""
+    fixed = " ".join(_sq(f"{key}={value}") for key, value in GIT_CONFIG_OFF)
+    prelude = _GIT_PRELUDE.replace("@FIXED@", shlex.quote(fixed))
+    return prelude.replace("@FILTER_NOT_OFF@", str(_FILTER_NOT_OFF)) + body
+
+
+def _sq(text: str) -> str:
+    """``text`` single-quoted as git reads ``GIT_CONFIG_PARAMETERS`` (and ``sh`` its words)."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def run_git(machine: Machine, body: str, cwd: str) -> subprocess.CompletedProcess[bytes]:
+    """:func:`git_script` of ``body`` run by ``machine`` in ``cwd``."""
+    return machine.run_script(git_script(body), cwd)
+
+
 _SNAPSHOT = r"""
 nl='
 '
@@ -37,14 +124,47 @@ out=$(git rev-parse --path-format=absolute --show-toplevel --git-path index 2>/d
 top=${out%%"$nl"*}
 index=${out#*"$nl"}
 cd "$top" || exit 3
-tmp=$(mktemp "${TMPDIR:-/tmp}/madohub-index.XXXXXX") || exit 4
-trap 'rm -f "$tmp"' EXIT
+d=$(mktemp -d "${TMPDIR:-/tmp}/madohub-snapshot.XXXXXX") || exit 4
+trap 'rm -rf "$d"' EXIT
+tmp=$d/index spec=$d/spec info=$d/info big=$d/big
+: > "$info"
 if [ -f "$index" ]; then cp "$index" "$tmp"; else rm -f "$tmp"; fi
-GIT_INDEX_FILE=$tmp git add -A . >/dev/null || exit 5
-tree=$(GIT_INDEX_FILE=$tmp git write-tree) || exit 5
+export GIT_INDEX_FILE="$tmp" spec info max
+printf '.\0' > "$spec"
+find . -name .git -prune -o -type f -size +"$max"c -print0 > "$big.out" 2>/dev/null
+if [ -s "$big.out" ]; then  # the big files git would read: untracked or modified
+  GIT_LITERAL_PATHSPECS=1 xargs -0 git ls-files -z -o -m --exclude-standard -- \
+    < "$big.out" > "$big" || exit 5
+  xargs -0 sh -c '
+  for f do
+    [ -f "$f" ] && [ ! -h "$f" ] || continue
+    s=$(wc -c < "$f") || continue
+    s=${s##* }
+    [ "$s" -gt "$max" ] || continue
+    t=$(stat -c %Y "$f" 2>/dev/null || stat -f %m "$f" 2>/dev/null)
+    b=$(printf "madohub: not read, %s bytes, time %s\0" "$s" "$t" |
+      git hash-object --no-filters -w --stdin) || exit 255
+    printf ":(exclude,literal)%s\0" "$f" >> "$spec"
+    printf "100644 %s\t%s\0" "$b" "$f" >> "$info"
+    printf "%s\t%s\0" "$s" "$f"
+  done
+  exit 0' sh < "$big" > "$big.out" || exit 5
+  mv "$big.out" "$big"
+else
+  : > "$big"
+fi
+if [ -s "$info" ]; then
+  git add -A --pathspec-from-file="$spec" --pathspec-file-nul >/dev/null || exit 5
+  git update-index -z --index-info < "$info" || exit 5
+else
+  git add -A . >/dev/null || exit 5
+fi
+tree=$(git write-tree) || exit 5
 printf '%s\n' "$tree"
+cat "$big"
+printf '\0'
 if [ -n "$old" ] && [ "$old" != "$tree" ]; then
-  git diff-tree -r -z --numstat --no-renames "$old" "$tree" || exit 6
+  git diff-tree -r -z --numstat --no-renames --no-ext-diff --no-textconv "$old" "$tree" || exit 6
 fi
 """
 _NOT_A_REPOSITORY = 3
@@ -59,6 +179,8 @@ class Changes:
     lines_added: int
     lines_removed: int
     """Text lines; a binary file counts as a changed file with no lines."""
+    big_files: tuple[tuple[str, int], ...] = ()
+    """The changed paths too big to read (:data:`FILE_MAX_BYTES`), with their size in bytes."""
 
     @property
     def files_changed(self) -> int:
@@ -66,15 +188,19 @@ class Changes:
 
 
 def snapshot(
-    machine: Machine, folder: str, old: str | None = None
+    machine: Machine,
+    folder: str,
+    old: str | None = None,
+    file_max_bytes: int = FILE_MAX_BYTES,
 ) -> tuple[str, Changes | None] | None:
     """The tree id of ``folder``'s whole working tree now, and what changed since tree ``old``
-    (None without one), in one script run; None outside a git working tree."""
-    script = f"old={shlex.quote(old or '')}\n{_SNAPSHOT}"
-    done = machine.run_script(script, folder)
+    (None without one), in one script run; None outside a git working tree. A file above
+    ``file_max_bytes`` is not read: a small stand-in naming its size and time takes its place."""
+    script = f"old={shlex.quote(old or '')}\nmax={int(file_max_bytes)}\n{_SNAPSHOT}"
+    done = run_git(machine, script, folder)
     if done.returncode in (_NOT_A_REPOSITORY, 127):
         return None
-    head, _, numstat = done.stdout.partition(b"\n")
+    head, _, rest = done.stdout.partition(b"\n")
     tree = head.decode(errors="replace").strip()
     if done.returncode != 0 or not tree:
         raise MadohubError(
@@ -82,7 +208,18 @@ def snapshot(
         )
     if old is None:
         return tree, None
-    return tree, parse_numstat(numstat)
+    sizes: dict[str, int] = {}
+    records = rest.split(b"\0")
+    for n, record in enumerate(records):
+        if not record:
+            rest = b"\0".join(records[n + 1 :])
+            break
+        size, _, path = record.decode(errors="replace").partition("\t")
+        if size.isdigit():
+            sizes[path] = int(size)
+    changes = parse_numstat(rest)
+    big = tuple((p, sizes[p]) for p in changes.paths if p in sizes)
+    return tree, Changes(changes.paths, changes.lines_added, changes.lines_removed, big)
 
 
 def parse_numstat(raw: bytes) -> Changes:
@@ -107,9 +244,16 @@ class ChangeTracker:
     turn did. ``folder()`` says where the tile works (its worktree, or its pane's folder);
     every method blocks (git), so callers run them on a thread."""
 
-    def __init__(self, machine: Machine, folder: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        machine: Machine,
+        folder: Callable[[], str | None],
+        file_max_bytes: int = FILE_MAX_BYTES,
+    ) -> None:
         self._machine = machine
         self._folder = folder
+        self.file_max_bytes = file_max_bytes
+        """Files above this are not read (:data:`FILE_MAX_BYTES`)."""
         self._lock = threading.Lock()
         self._last: dict[str, tuple[str, str] | None] = {}
         """The key's last snapshot (folder, tree), or None: no git working tree there."""
@@ -144,7 +288,7 @@ class ChangeTracker:
             return None
         old = before[1] if before is not None and before[0] == folder else None
         try:
-            now = snapshot(self._machine, folder, old)
+            now = snapshot(self._machine, folder, old, self.file_max_bytes)
         except MadohubError:
             now = None
         self._store(key, (folder, now[0]) if now is not None else None)
@@ -154,7 +298,7 @@ class ChangeTracker:
         folder = self._folder()
         if folder is None:
             return None
-        now = snapshot(self._machine, folder)
+        now = snapshot(self._machine, folder, None, self.file_max_bytes)
         return (folder, now[0]) if now is not None else None
 
     def _store(self, key: str, snap: tuple[str, str] | None) -> None:
@@ -215,9 +359,14 @@ git show-ref --verify -q "refs/heads/$b" && echo exists
 [ -e "$(dirname "$top")/$(basename "$top"){WORKTREES_SUFFIX}/{tile}" ] && echo destexists
 true
 """
-    done = machine.run_script(script, cwd)
+    done = run_git(machine, script, cwd)
     if done.returncode == 127:
         raise MadohubValueError(f"worktree= needs git, and it does not run in {cwd}")
+    if done.returncode == _FILTER_NOT_OFF:
+        raise MadohubValueError(
+            f"worktree= refused for {cwd}: {_last_line(done.stderr)}, and the hub runs none "
+            "of a repository's programs; rename that filter (git config --rename-section)"
+        )
     facts: dict[str, str] = {}
     for line in done.stdout.decode(errors="replace").splitlines():
         key, _, value = line.partition("=")
@@ -262,7 +411,7 @@ def make_worktree(machine: Machine, plan: Worktree) -> None:
         f"mkdir -p {q(plan.path.rsplit('/', 1)[0])} && "
         f"git worktree add -q -b {q(plan.branch)} {q(plan.path)} {q(plan.base)}"
     )
-    done = machine.run_script(script, plan.repository)
+    done = run_git(machine, script, plan.repository)
     if done.returncode != 0:
         raise MadohubValueError(
             f"git could not make the worktree {plan.path} on branch {plan.branch!r}: "
@@ -273,29 +422,44 @@ def make_worktree(machine: Machine, plan: Worktree) -> None:
 def drop_worktree(machine: Machine, plan: Worktree) -> None:
     """Remove a worktree and its branch whatever they hold (a tile that never started)."""
     q = shlex.quote
-    machine.run_script(
+    run_git(
+        machine,
         f"git worktree remove --force {q(plan.path)}; git branch -q -D {q(plan.branch)}",
         plan.repository,
     )
 
 
 def end_worktree(machine: Machine, tile: str, plan: Worktree) -> WorktreeEnd:
-    """Remove the worktree and its branch when nothing changed there (no modified or
-    untracked file, no new commit); else keep both and say what they hold."""
+    """Remove the worktree and its branch when nothing of the agent's would go with them: no
+    modified, untracked or ignored file, and no commit that only the tile's branch, the
+    worktree's ``HEAD`` or their reflogs reach (an agent may switch branch, detach or reset);
+    else, or when that cannot be read, keep both and say what they hold."""
     q = shlex.quote
     script = f"""
 cd {q(plan.path)} 2>/dev/null || {{ echo gone; exit 0; }}
-files=$(git status --porcelain --untracked-files=all | wc -l) || exit 5
-commits=$(git rev-list --count {q(plan.base)}..HEAD) || exit 5
-echo "files=$files commits=$commits"
-if [ "$files" -eq 0 ] && [ "$commits" -eq 0 ]; then
-  cd {q(plan.repository)} && git worktree remove {q(plan.path)} &&
-  git branch -q -D {q(plan.branch)} && echo removed
+st=$(mktemp "${{TMPDIR:-/tmp}}/madohub-status.XXXXXX") || exit 4
+refs=$(mktemp "${{TMPDIR:-/tmp}}/madohub-refs.XXXXXX") || exit 4
+trap 'rm -f "$st" "$refs"' EXIT
+git status --porcelain --untracked-files=all --ignore-submodules=all > "$st" || exit 5
+files=$(grep -c '' "$st")
+git status --porcelain --untracked-files=normal --ignored --ignore-submodules=all > "$st" ||
+  exit 5
+ignored=$(grep -c '^!! ' "$st")
+git log -g --format=%H HEAD >> "$refs" 2>/dev/null
+git log -g --format=%H {q("refs/heads/" + plan.branch)} >> "$refs" 2>/dev/null
+git rev-parse -q --verify {q("refs/heads/" + plan.branch)} >> "$refs"
+echo HEAD >> "$refs"
+echo {q("^" + plan.base)} >> "$refs"
+commits=$(git rev-list --count --stdin < "$refs") || exit 5
+echo "files=$files ignored=$ignored commits=$commits"
+if [ "$files" -eq 0 ] && [ "$ignored" -eq 0 ] && [ "$commits" -eq 0 ]; then
+  cd {q(plan.repository)} && git worktree remove {q(plan.path)} && echo removed &&
+  git branch -q -D {q(plan.branch)}
 fi
 true
 """
     try:
-        done = machine.run_script(script, plan.repository)
+        done = run_git(machine, script, plan.repository)
     except MadohubError as exc:
         return WorktreeEnd(tile, plan, True, f"not checked ({exc})")
     out = done.stdout.decode(errors="replace").split()
@@ -304,10 +468,11 @@ true
     if "removed" in out:
         return WorktreeEnd(tile, plan, False, "no changes")
     counts = dict(w.split("=", 1) for w in out if "=" in w)
-    files, commits = int(counts.get("files", "0")), int(counts.get("commits", "0"))
-    if not counts:
+    if not counts or not all(v.isdigit() for v in counts.values()):
         return WorktreeEnd(tile, plan, True, f"not checked ({_last_line(done.stderr)})")
+    files, ignored, commits = (int(counts.get(k, "0")) for k in ("files", "ignored", "commits"))
     parts = [f"{files} changed file{'s' * (files != 1)}"] if files else []
+    parts += [f"{ignored} ignored path{'s' * (ignored != 1)}"] if ignored else []
     parts += [f"{commits} new commit{'s' * (commits != 1)}"] if commits else []
     return WorktreeEnd(tile, plan, True, ", ".join(parts) or "could not be removed")
 

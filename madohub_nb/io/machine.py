@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import signal
 import stat
 import subprocess
 from collections import deque
@@ -29,7 +30,7 @@ from ..agents.foreground import ProcStat
 from ..agents.process_table import process_table
 from ..errors import MadohubValueError, TmuxError
 from ..settings import AGENT_FILE_MAX_BYTES
-from .tmux import PaneInfo, Tmux
+from .tmux import PaneInfo, Tmux, client_environment
 from .watch import OutputWatcher, PaneStream
 
 T = TypeVar("T")
@@ -342,15 +343,36 @@ class LocalMachine:
     def run_script(
         self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
     ) -> subprocess.CompletedProcess[bytes]:
+        """With :func:`script_environment` (no API keys for the programs a repository may
+        start, no ``GIT_*``), in a process group of its own, all of which is killed when
+        ``timeout_s`` runs out (git too, not only the shell)."""
+        argv = ["sh", "-c", script]
         try:
-            return subprocess.run(
-                ["sh", "-c", script], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                timeout=timeout_s, check=False,
+            proc = subprocess.Popen(
+                argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=script_environment(), start_new_session=True,
             )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            raise TmuxError(f"a script in {cwd} did not end within {timeout_s:.0f} s") from None
         except OSError as exc:
             raise TmuxError(f"could not run a script in {cwd}: {exc}") from None
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise TmuxError(f"a script in {cwd} did not end within {timeout_s:.0f} s") from None
+        finally:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def script_environment() -> dict[str, str]:
+    """The environment of a script run here (git's, io/git.py): tmux's client environment
+    (:func:`~madohub_nb.io.tmux.client_environment`, the hub's without its keys) without
+    any ``GIT_*`` variable, which would point git at other repositories, configs or programs."""
+    return {k: v for k, v in client_environment().items() if not k.startswith("GIT_")}
 
 
 def _read_proc_file(pid: int, name: str, max_bytes: int) -> bytes:

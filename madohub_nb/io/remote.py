@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import math
 import os
 import selectors
 import shlex
@@ -712,8 +713,16 @@ class SshMachine(SshHost):
     def run_script(
         self, script: str, cwd: str, timeout_s: float = SCRIPT_TIMEOUT_S
     ) -> subprocess.CompletedProcess[bytes]:
-        """The script in ``cwd`` on the host (``~`` is the host's home), in one bounded call."""
-        return self.run(f"cd {_home_path(cwd)} && sh -c {shlex.quote(script)}", timeout_s=timeout_s)
+        """The script in ``cwd`` on the host (``~`` is the host's home), in one bounded call;
+        under the host's ``timeout`` where it has one, which kills the script's whole process
+        group (git too) when its time is up: ending ssh here would leave them running there."""
+        q = shlex.quote(script)
+        limit_s = max(1, math.ceil(timeout_s))
+        return self.run(
+            f"cd {_home_path(cwd)} && if command -v timeout >/dev/null 2>&1; "
+            f"then exec timeout -s KILL {limit_s} sh -c {q}; else exec sh -c {q}; fi",
+            timeout_s=timeout_s,
+        )
 
 
 def _home_path(path: str) -> str:

@@ -212,6 +212,8 @@ def _fill_changes(rec: RoundRecord, changes: Changes) -> None:
     rec.meta["changed_paths"] = list(changes.paths[:CHANGED_PATHS_MAX])
     if changes.files_changed > CHANGED_PATHS_MAX:
         rec.meta["changed_paths_cut"] = changes.files_changed - CHANGED_PATHS_MAX
+    if changes.big_files:  # not read (too big): their size instead of their lines
+        rec.meta["big_files"] = dict(changes.big_files[:CHANGED_PATHS_MAX])
 
 
 async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
