@@ -186,3 +186,16 @@ def test_flags_read_units_as_before() -> None:
         "command": "codex x", "env": {"A": "1"}, "mcp": True, "hooks": False,
         "ready_quiet_ms": 2000,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["tile", "connect", "gather"])
+def test_the_magics_flags_of_a_call_are_its_tables(kind: str) -> None:
+    """``%madohub tile / connect / gather`` offer exactly the flags of the table's rows (and
+    ``--demo``, the magic's own): no flag is declared beside the table."""
+    sub = subparsers(parser())[kind]
+    shown = {o for a in sub._actions for o in a.option_strings if o.startswith("--")}
+    table = {o.flag.spelling for o in options.options_of(kind) if o.flag is not None}
+    negated = {f"--no-{o.flag.spelling[2:]}" for o in options.options_of(kind)
+               if o.flag is not None and o.flag.negatable}  # fmt: skip
+    own = {"--help"} | ({"--demo"} if kind == "tile" else set())
+    assert shown == table | negated | own

@@ -316,14 +316,13 @@ def build_gather(
     sources: Sequence[Tile],
     target: Tile,
     *,
-    timeout_s: object = None,
     api_key: str | None = None,
     **given: Any,
 ) -> Gather:
     """A gather ``sources`` → ``target`` (route number ``number``), every argument checked as
     :func:`~.route.build_route` checks a route's (``given``: its options, as there)."""
-    timeout = check_gather(sources, target, timeout_s)
-    options = with_defaults("connect", given)
+    options = with_defaults("gather", given)
+    timeout = check_gather(sources, target, options.pop("timeout_s"))
     if options["template"] is None and options["transform"] == "prompt-wrap":
         options["template"] = GATHER_TEMPLATE
     first = build_route(context, number, sources[0], target, api_key=api_key, **options)
