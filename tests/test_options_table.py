@@ -29,17 +29,26 @@ from madohub_nb.pipeline import options
 from madohub_nb.pipeline.options import Flag, Option, options_markdown, parse_duration_ms
 from madohub_nb.pipeline.workflow import Workflow
 
-
-def _nap_range(what: str, value: int) -> None:
-    if not 0 <= value <= 5000:
-        raise mh.MadohubValueError(f"{what} must be from 0 to 5000 ms, got {value}")
+DEVELOPMENT_PAGE = Path(__file__).resolve().parent.parent / "docs" / "development.md"
 
 
-NAP = Option(
-    "nap_ms", (int,), None, _nap_range,
-    help="A fake option: how long the route naps (ms) before each round.",
-    flag=Flag("--nap", "DURATION", parse_duration_ms, help="nap this long, e.g. 250ms"),
-)  # fmt: skip
+def _documented_row() -> Option:
+    """The row docs/development.md shows ("Add a route option: one row"), as written there."""
+    page = DEVELOPMENT_PAGE.read_text()
+    block = page.split("<!-- option-row-example -->")[1].split("<!-- /option-row-example -->")[0]
+    code = block.strip().removeprefix("```python").removesuffix("```")
+    *definitions, row = code.strip().split("\n\n\n")
+    names: dict[str, Any] = {
+        "Option": Option, "Flag": Flag, "parse_duration_ms": parse_duration_ms,
+        "MadohubValueError": mh.MadohubValueError,
+    }  # fmt: skip
+    exec("\n\n\n".join(definitions), names)
+    made = eval(row, names)
+    assert isinstance(made, Option)
+    return made
+
+
+NAP = _documented_row()
 """A route option no shipped code knows, written as one row (connect and gather)."""
 SHADE = Option(
     "shade", (str,), None, applies=frozenset({"tile"}), by_position=False,
