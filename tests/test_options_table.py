@@ -101,8 +101,8 @@ def test_a_row_added_to_the_table_reaches_connect_gather_files_magic_and_docs(
     assert option_keywords("tile", parse_command("tile t --shade teal")) == {"shade": "teal"}
     assert "nap this long" in subparsers(parser())["connect"].format_help()
     # 5. the docs' tables
-    assert "| `nap_ms` | `None` | yes | yes | yes | `--nap` |" in options_markdown("route")
-    assert "| `shade` | `None` | yes | `--shade` |" in options_markdown("tile")
+    assert "| `nap_ms` | `None` | yes | yes | yes | `--nap DURATION` |" in options_markdown("route")
+    assert "| `shade` | `None` | yes | `--shade COLOUR` |" in options_markdown("tile")
 
 
 @pytest.fixture

@@ -560,7 +560,8 @@ def options_markdown(kind: str) -> str:
         rows = ["| option | default | connect | gather | workflow file | `%madohub` | what it does |",
                 "|---|---|---|---|---|---|---|"]  # fmt: skip
     for opt in table:
-        flag = f"`{opt.flag.spelling}`" if opt.flag else "–"
+        flag = "–" if opt.flag is None else f"`{opt.flag.spelling} {opt.flag.metavar or ''}`"
+        flag = flag.replace(" `", "`")
         kept = "yes" if opt.kept else "no"
         where = [] if kind == "tile" else [
             "yes" if k in opt.applies else "–" for k in ("connect", "gather")
