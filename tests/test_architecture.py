@@ -278,3 +278,62 @@ def test_the_class_rule_catches_a_planted_test(
     (copy / "pipeline" / "planted.py").write_text(source)
     with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
         test_only_io_tells_tiles_and_machines_apart_by_class()
+
+
+OPTIONS_HOME = "madohub_nb.pipeline.options"
+"""The one table of the options of ``hub.tile`` / ``connect`` / ``gather`` (issue 37, item 4)."""
+OPTION_TAKERS = frozenset(
+    {"tile", "connect", "gather", "build_route", "build_gather", "make_route"}
+)
+"""The calls that take those options: they read the table, they declare none of them (the
+``%madohub`` flags are checked against the table in tests/test_options_table.py)."""
+
+
+def test_options_are_declared_only_in_their_table() -> None:
+    """No call that takes options declares one as a parameter: a new option is one row."""
+    from madohub_nb.pipeline.options import ROUTE, TILE
+
+    names = {o.name for o in (*ROUTE, *TILE)}
+    found = []
+    for module, path in _modules().items():
+        if module == OPTIONS_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.name in OPTION_TAKERS
+            ):
+                a = node.args
+                declared = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                if again := [p for p in declared if p in names]:
+                    found.append(f"{module}:{node.lineno} {node.name}() declares {again}")
+    assert not found, "options declared outside their table (add a row to it instead):\n" + (
+        "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "def connect(self, source, target, trigger='on-idle', **options): ...\n",
+            r"planted:1 connect\(\) declares \['trigger'\]",
+        ),
+        (
+            "async def build_route(context, *, cooldown_ms: int = 3000): ...\n",
+            r"planted:1 build_route\(\) declares \['cooldown_ms'\]",
+        ),
+    ],
+)
+def test_the_options_rule_catches_a_planted_declaration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, expected: str
+) -> None:
+    """An option declared again outside its table, planted in a copy: the rule fails."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    test_options_are_declared_only_in_their_table()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match=expected):
+        test_options_are_declared_only_in_their_table()

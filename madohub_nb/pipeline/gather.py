@@ -24,6 +24,7 @@ from typing import Any, cast
 from ..errors import MadohubValueError
 from ..io.transcripts import Extraction, TurnUsage
 from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, HubEvent, RouteState
+from .options import with_defaults
 from .route import Route, RouteContext, build_route
 from .tile import Tile
 from .transforms import answer_heading
@@ -315,15 +316,16 @@ def build_gather(
     sources: Sequence[Tile],
     target: Tile,
     *,
-    timeout_s: object = None,
-    **options: Any,
+    api_key: str | None = None,
+    **given: Any,
 ) -> Gather:
     """A gather ``sources`` → ``target`` (route number ``number``), every argument checked as
-    :func:`~.route.build_route` checks a route's."""
-    timeout = check_gather(sources, target, timeout_s)
-    if options.get("template") is None and options.get("transform") == "prompt-wrap":
+    :func:`~.route.build_route` checks a route's (``given``: its options, as there)."""
+    options = with_defaults("gather", given)
+    timeout = check_gather(sources, target, options.pop("timeout_s"))
+    if options["template"] is None and options["transform"] == "prompt-wrap":
         options["template"] = GATHER_TEMPLATE
-    first = build_route(context, number, sources[0], target, **options)
+    first = build_route(context, number, sources[0], target, api_key=api_key, **options)
     if first.spec.transform.reads_screen:
         raise MadohubValueError(
             f"transform {first.spec.name!r} reads one terminal's lines; a gather routes answers: "
@@ -345,5 +347,5 @@ def build_gather(
         pattern=first.pattern, spec=first.spec, guard=first.guard, dispatch=first.dispatch_mode,
         delivery=first.delivery, allow_shell=first.allow_shell, budget=first.budget,
         condition=first.condition, approve=first.approve,
-        approve_timeout_s=first.approve_timeout_s,
+        approve_timeout_s=first.approve_timeout_s, options={**first.options, "timeout_s": timeout},
     )  # fmt: skip

@@ -15,7 +15,8 @@ import asyncio
 import codecs
 import collections
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
@@ -31,6 +32,7 @@ from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .conditions import Condition, Edge, make_condition
 from .extract import extract
 from .inbox import Approval, Inbox, check_approve_timeout
+from .options import with_defaults
 from .protection import Budget, LoopGuard
 from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
 from .tile import Tile
@@ -241,8 +243,11 @@ class Route:
         condition: Condition | None = None,
         approve: bool = False,
         approve_timeout_s: float | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.id = route_id
+        self.options: Mapping[str, Any] = MappingProxyType(dict(options or {}))
+        """Every option it was made with (:data:`~.options.ROUTE`), defaults filled in."""
         self._context = context
         self.source_tile = source
         self.target_tile = target
@@ -764,31 +769,21 @@ def build_route(
     source: Tile,
     target: Tile,
     *,
-    trigger: str,
-    transform: str,
-    template: str | None,
-    max_rounds: int,
-    cooldown_ms: int,
-    stop_keyword: str | None,
-    dispatch: str,
-    pattern: str | None,
-    allow_shell: bool,
-    delivery: str,
-    model: str | None,
-    api_key: str | None,
-    completion_pattern: str | None = None,
-    max_cost_usd: float | None = None,
-    max_tokens: int | None = None,
-    when: str | None = None,
-    unless: str | None = None,
-    approve: bool = False,
-    approve_timeout_s: float | None = None,
+    api_key: str | None = None,
+    **given: Any,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked.
 
-    The names (trigger, transform, dispatch) become the types that do the work:
-    a turn detector, a transform, a dispatch mode.
+    ``given``: options of :data:`~.options.ROUTE` (``connect``'s) by name, the others at
+    their default; ``delivery`` must be resolved (typed or paste). The names (trigger,
+    transform, dispatch) become the types that do the work: a turn detector, a transform,
+    a dispatch mode. The route keeps every option's value as ``route.options``.
     """
+    options = with_defaults("connect", given)
+    trigger, transform, template = options["trigger"], options["transform"], options["template"]
+    pattern, dispatch, delivery = options["pattern"], options["dispatch"], options["delivery"]
+    completion_pattern, allow_shell = options["completion_pattern"], options["allow_shell"]
+    approve, approve_timeout_s = options["approve"], options["approve_timeout_s"]
     if source is target:
         raise MadohubValueError(
             f"a route from {source.name!r} to itself would feed the agent its own output"
@@ -800,10 +795,13 @@ def build_route(
         idle_delay_ms=lambda: context.idle_delay_ms,
         completion_pattern=completion or source.completion_pattern,
     )
-    spec = make_transform_spec(transform, template, model)
-    guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
-    budget = Budget(max_cost_usd=max_cost_usd, max_tokens=max_tokens)
-    condition = make_condition(when, unless)
+    spec = make_transform_spec(transform, template, options["model"])
+    guard = LoopGuard(
+        max_rounds=options["max_rounds"], cooldown_ms=options["cooldown_ms"],
+        stop_keyword=options["stop_keyword"],
+    )  # fmt: skip
+    budget = Budget(max_cost_usd=options["max_cost_usd"], max_tokens=options["max_tokens"])
+    condition = make_condition(options["when"], options["unless"])
     mode = dispatch_named(dispatch)
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and mode.types_text and not allow_shell:
@@ -828,4 +826,5 @@ def build_route(
         detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
         delivery=delivery, allow_shell=allow_shell, budget=budget, condition=condition,
         approve=approve, approve_timeout_s=timeout_s,
+        options={**options, "approve_timeout_s": timeout_s},
     )  # fmt: skip
