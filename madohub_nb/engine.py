@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .errors import MadohubError
-from .model import HubEvent
+from .pipeline.events import HubEvent
 
 log = logging.getLogger("madohub_nb")
 T = TypeVar("T")

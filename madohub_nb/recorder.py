@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from .errors import LogError
 from .io.log import RoundLog, RoundRecord
-from .model import HubEvent
+from .pipeline.events import HubEvent, RoundLogged
 from .secrets import MIN_SECRET_CHARS
 
 CLOSE_WAIT_S = 1.0
@@ -106,7 +106,7 @@ class RoundRecorder:
             self.rounds_written += 1
         with self._backlog_lock:
             self.pending -= 1
-        self._emit(HubEvent("round", rec.route_id, rec.status, rec))
+        self._emit(RoundLogged(str(rec.route_id), rec.status, rec))
         self._call_soon(self._wake_waiters)
         return rec
 

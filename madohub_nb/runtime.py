@@ -21,8 +21,8 @@ from .io.git import WorktreeEnd
 from .io.log import RoundLog
 from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
-from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.events import HubEvent, TileStateChanged
 from .pipeline.inbox import Inbox
 from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
@@ -123,7 +123,7 @@ class Runtime:
     def _tile_options(self) -> dict[str, Any]:
         return dict(
             claude_home=lambda: self.settings["claude_home"],
-            on_state=lambda name, state: self.emit(HubEvent("tile_state", name, state)),
+            on_state=lambda name, state: self.emit(TileStateChanged(name, state)),
             redact=self.log.redact_text,
         )
 

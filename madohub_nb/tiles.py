@@ -37,7 +37,8 @@ from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import SshMachine, check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import HostState, HubEvent
+from .model import HostState
+from .pipeline.events import HostStateChanged, HubEvent, TileAdded, TileOutput
 from .pipeline.hosts import HostLink
 from .pipeline.tile import Tile, TileHooks, watch_start
 
@@ -155,7 +156,7 @@ class TileRegistry:
         return self.host_link(host).machine if host is not None else self.machine
 
     def _host_state(self, host: str, state: HostState, why: str | None) -> None:
-        self._events.emit(HubEvent("host_state", host, state, why))  # (engine thread)
+        self._events.emit(HostStateChanged(host, state, why))  # (engine thread)
 
     # making and adopting ------------------------------------------------------------
     def create(
@@ -481,7 +482,7 @@ class TileRegistry:
 
     def _watched(self, tile: Tile) -> Tile:
         self._engine.submit(self.watch(tile), owner=tile)
-        self._emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
+        self._emit(TileAdded(tile.name, tile.last_state, tile))
         return tile
 
     # finding -------------------------------------------------------------------------
@@ -526,7 +527,7 @@ class TileRegistry:
     def _output_of(self, pane: PaneRef, nbytes: int) -> None:
         name = self._names_by_pane.get(pane)
         if name is not None:
-            self._events.emit(HubEvent("tile_output", name, data=nbytes))  # (engine thread)
+            self._events.emit(TileOutput(name, nbytes))  # (engine thread)
 
     # life cycle ----------------------------------------------------------------------
     @property

@@ -22,6 +22,7 @@ from madohub_nb.agents.permission import (
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
+from madohub_nb.pipeline.events import AskChanged
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
 
@@ -188,7 +189,9 @@ def test_a_prompt_still_shown_after_its_key_is_not_asked_again(
     ask = _one_ask(hub)
     opened: list[str] = []
     hub.events.subscribe(
-        lambda e: opened.append(e.name) if e.kind == "ask" and e.state == "open" else None
+        lambda e: (
+            opened.append(e.ask_id) if isinstance(e, AskChanged) and e.state == "open" else None
+        )
     )
     rec = ask.choose("No").result(30)
     assert (rec.status, rec.prompt, rec.decision) == ("delivered", "3", "rejected")

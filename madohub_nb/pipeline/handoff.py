@@ -30,7 +30,7 @@ from typing import Any, Final
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
-from ..model import HubEvent
+from .events import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
 from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
