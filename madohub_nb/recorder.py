@@ -15,6 +15,7 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 
+from .engine import aside
 from .errors import LogError
 from .io.log import RoundLog, RoundRecord
 from .pipeline.events import HubEvent, RoundLogged
@@ -156,6 +157,4 @@ class RoundRecorder:
             self._writer.shutdown(wait=True)
             self.log.close()
 
-        closer = threading.Thread(target=drain_then_close, name="madohub-log-close", daemon=True)
-        closer.start()
-        closer.join(wait_s)
+        aside(drain_then_close, name="madohub-log-close").wait(wait_s)

@@ -27,7 +27,7 @@ from typing import Any
 from .agents.detect import kind_from_command
 from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
 from .agents.profiles import known_kinds
-from .engine import Engine, EventBus
+from .engine import Engine, EventBus, side_by_side
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
 from .io import hookcall
 from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
@@ -90,7 +90,7 @@ class TileRegistry:
         tmux: Tmux,
         session_name: str,
         engine: Engine,
-        events: EventBus,
+        events: EventBus[HubEvent],
         emit: Callable[[HubEvent], None],
         tile_options: Callable[[], dict[str, Any]],
         ssh_command: Callable[[], Sequence[str]],
@@ -563,14 +563,11 @@ class TileRegistry:
         """The shutdown ran out of time (any thread): each host's session this hub made
         ends if the host answers at once, and every host's ssh master ends by pid before
         close() returns (else it outlived the hub, its forwards and folder with it)."""
-        ends = [
-            threading.Thread(target=link.close_now, args=(session,), daemon=True)
-            for link, session in self._host_sessions()
-        ]
-        for end in ends:  # side by side, as close() does: each waits on its host
-            end.start()
-        for end in ends:
-            end.join()
+        # Side by side, as close() does: each waits on its host.
+        side_by_side(
+            ((link.close_now, (session,)) for link, session in self._host_sessions()),
+            name="madohub close host",
+        )
 
     def _host_sessions(self) -> list[tuple[HostLink, str | None]]:
         """Each host's link, and the session this hub made on it (None: it made none)."""

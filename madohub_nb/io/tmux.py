@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from ..agents.regex import lazy_compile
+from ..engine import spawn
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
 from .launch import launch_buffer_name, launcher, with_exec
@@ -869,7 +870,7 @@ class ControlClient:
             env={**client_environment(), "TMUX": ""},
             limit=16 * 1024 * 1024,
         )
-        self._task = asyncio.get_running_loop().create_task(self._read())
+        self._task = spawn(self._read(), name=f"control client {self.session}")
 
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, cast
 
+from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.transcripts import Extraction, TurnUsage
 from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, RouteState
@@ -251,7 +252,7 @@ class Gather(Route):
 
     async def _ready_or_done(self, arm: _Arm) -> None:
         """Wait until ``arm`` listens to its source, or has already ended (its source gone)."""
-        ready = asyncio.ensure_future(arm.ready.wait())
+        ready = spawn(arm.ready.wait(), name=f"gather {self.id}: {arm.source} ready")
         waits: set[asyncio.Future[Any]] = {ready}
         if arm._task is not None:
             waits.add(arm._task)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..engine import spawn
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
@@ -369,7 +370,7 @@ class Handoff:
             finally:
                 ear.cancel()
 
-        task = asyncio.get_running_loop().create_task(late(), name=f"late answer {tile.name}")
+        task = spawn(late(), name=f"late answer {tile.name}")
         self.late.add(task)
         task.add_done_callback(self.late.discard)
 

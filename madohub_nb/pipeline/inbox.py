@@ -36,6 +36,7 @@ from ..agents.permission import (
     tool_request,
     with_tool_line,
 )
+from ..engine import spawn
 from ..errors import MadohubError, MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
@@ -374,7 +375,7 @@ class Inbox:
     def on_event(self, event: HubEvent) -> None:
         """Look at a tile again when its output pauses, its state changes or it is added."""
         if isinstance(event, TileAdded) and (tile := self._tiles().get(event.name)) is not None:
-            asyncio.get_running_loop().create_task(self._follow(tile), name=f"inbox {tile.name}")
+            spawn(self._follow(tile), name=f"inbox {tile.name}")
         elif isinstance(event, TileStateChanged):
             if event.state == "exited":
                 for approval in list(self._approvals.values()):
@@ -470,7 +471,7 @@ class Inbox:
         if tile is None or tile.agent in UNASKING_KINDS:
             return
         self._reading.add(name)
-        asyncio.get_running_loop().create_task(self._check(tile), name=f"inbox {name}")
+        spawn(self._check(tile), name=f"inbox {name}")
 
     async def _check(self, tile: Tile) -> None:
         try:

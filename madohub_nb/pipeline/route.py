@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..agents.screen import strip_ansi
+from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.git import Changes
 from ..io.hooks import HookEvent
@@ -453,7 +454,7 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._started = True
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task = spawn(self._run(), name=f"route {self.id}")
         self._task.add_done_callback(self._task_done)
         self._task.add_done_callback(self._forget_task)
 
