@@ -18,7 +18,6 @@ from .engine import Engine, EventBus, aside
 from .hub_settings import HubSettings
 from .io.git import WorktreeEnd
 from .io.log import RoundLog
-from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
 from .pipeline.deliver import Deliverer
 from .pipeline.events import HubEvent, TileStateChanged
@@ -27,6 +26,7 @@ from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
 from .routes import RouteRegistry
 from .services import HubServices
+from .settings import parse_ssh_command
 from .tiles import TileRegistry
 
 if TYPE_CHECKING:

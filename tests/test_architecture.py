@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.plot": 1,
     "madohub_nb.engine": 1,  # the loop and its owned tasks: io/ spawns through it too
     "madohub_nb.pipeline": 2,
-    "madohub_nb.hub_settings": 3,  # the settings table (its validators use io/)
+    "madohub_nb.hub_settings": 0,  # the settings table: words and validators, no adapter
     "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
     "madohub_nb.routes": 3,
     "madohub_nb.recorder": 3,
@@ -56,6 +56,23 @@ TASK_MAKERS_ALLOWED: dict[str, str] = {
     "thread, outside any hub",
 }
 """Modules that may start a task or thread themselves, and why."""
+KEPT_APART: tuple[tuple[str, str, str], ...] = (
+    (
+        "madohub_nb.render",
+        "madohub_nb.notebook madohub_nb.hub madohub_nb.plot",
+        "core objects import no HTML rendering: the notebook layer attaches their views "
+        "(madohub_nb.notebook.display)",
+    ),
+    (
+        "madohub_nb.plot",
+        "madohub_nb.notebook",
+        "the log (and every core object) imports no plotting: RoundLog.plot draws with the "
+        "plotter the notebook layer attaches",
+    ),
+)
+"""(what is imported, the only modules that may import it, why): views kept apart from the
+objects they show, type-only imports included. (The settings table imports no adapter: it
+is in layer 0, below io/.)"""
 
 
 def _module_name(path: Path) -> str:
@@ -223,6 +240,80 @@ def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
             if told:
                 found.append(f"{module}:{node.lineno} tests the class {', '.join(sorted(told))}")
     assert not found, "ask tile.machine instead:\n" + "\n".join(found)
+
+
+def _under(module: str, prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes.split())
+
+
+def test_views_are_imported_only_from_above() -> None:
+    """No core object imports HTML rendering, the log no plotting (each in KEPT_APART)."""
+    found = []
+    for module, path in _modules().items():
+        if _outside(module):
+            continue
+        for target, _, line, _ in _imports(path):
+            for kept, allowed, why in KEPT_APART:
+                if _under(target, kept) and not _under(module, kept + " " + allowed):
+                    found.append(f"{module}:{line} imports {target} ({why})")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("planted_in", "source", "check", "expected"),
+    [
+        (
+            "pipeline/tile.py",
+            "from ..render import html_for_tile\n",
+            "test_views_are_imported_only_from_above",
+            "tile:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "routes.py",
+            "from .render import html_for_route\n",
+            "test_views_are_imported_only_from_above",
+            "routes:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "io/log.py",
+            "from ..plot import timeline_figure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "io/log.py",
+            "if TYPE_CHECKING:\n    from ..plot import TimelineFigure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "hub_settings.py",
+            "from .io.tmux import check_socket_name\n",
+            "test_imports_only_point_down_the_pipeline",
+            "hub_settings:\\d+ \\(layer 0\\) imports madohub_nb.io.tmux",
+        ),
+    ],
+)
+def test_a_view_or_adapter_imported_from_below_is_caught(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    planted_in: str,
+    source: str,
+    check: str,
+    expected: str,
+) -> None:
+    """HTML rendering imported by a core object, plotting by the log, an adapter by the
+    settings table (appended to the real module): the check fails."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    globals()[check]()
+    with (copy / planted_in).open("a") as module:
+        module.write("\n" + source)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()
 
 
 def _task_makers(tree: ast.AST) -> list[tuple[int, str]]:

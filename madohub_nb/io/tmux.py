@@ -39,10 +39,10 @@ from ..agents.regex import lazy_compile
 from ..engine import spawn
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
+from ..settings import check_socket_name
 from .launch import launch_buffer_name, launcher, with_exec
 
 PANE_ID_RE = lazy_compile(r"^%\d+$")
-SOCKET_NAME_RE = lazy_compile(r"^[A-Za-z0-9_.@+-]{1,100}$")
 SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 """What a guarded send prints instead of typing when the window has synchronize-panes on."""
 _PLAIN_KEY_RE = lazy_compile(r"^[A-Za-z0-9-]+$")
@@ -617,27 +617,6 @@ def key_command(pane_id: str, key: str) -> str:
     if _PLAIN_KEY_RE.match(name):
         return f"send-keys -t {pane_id} {name}"
     return hex_keys_command(pane_id, key)
-
-
-def check_socket_name(socket_name: str | None) -> str | None:
-    """``socket_name`` if it is a plain name tmux keeps in its private socket folder.
-
-    ``tmux -L NAME`` puts the socket at ``/tmp/tmux-<uid>/NAME``: a ``/`` or
-    ``..`` would put it somewhere else, outside that protected folder.
-    """
-    if socket_name is None:
-        return None
-    if (
-        not isinstance(socket_name, str)
-        or not SOCKET_NAME_RE.match(socket_name)
-        or socket_name in (".", "..")
-    ):
-        raise MadohubValueError(
-            f"socket_name {socket_name!r} is not a plain name; use letters, digits and "
-            "'_', '-', '.', '@', '+' (at most 100, no '/'), e.g. 'madohub', or None "
-            "for the default tmux server"
-        )
-    return socket_name
 
 
 def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

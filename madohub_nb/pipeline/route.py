@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import html
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..agents.screen import strip_ansi
 from ..engine import spawn
@@ -27,7 +28,6 @@ from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import RoundStatus, RouteState, TileState
-from ..render import html_for_route
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .conditions import Condition, Edge, make_condition
 from .events import HubEvent, RouteStateChanged, TurnSkipped
@@ -718,8 +718,13 @@ class Route:
             f"dispatch={self.dispatch}{budget}>"
         )
 
+    html_view: ClassVar[Callable[[Route], str] | None] = None
+    """Draws a route (or gather) for Jupyter; attached by the notebook layer
+    (madohub_nb.notebook.display, with madohub_nb.render's), so the route imports no HTML."""
+
     def _repr_html_(self) -> str:
-        return html_for_route(self)
+        draw = Route.html_view
+        return draw(self) if draw is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
 
 class _SeenSource:
