@@ -8,15 +8,44 @@ apart by before they were types: listeners of ``hub.events`` written against it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
-from ..model import AskState, EventKind, HostState, RoundStatus, RouteState, TileState
+from ..model import AskKind, AskState, EventKind, HostState, RoundStatus, RouteState, TileState
 
 if TYPE_CHECKING:
     from ..io.log import RoundRecord
-    from .inbox import Ask
-    from .route import Route
     from .tile import Tile
+
+
+class RouteLike(Protocol):
+    """What an event says of its route (a :class:`~madohub_nb.pipeline.route.Route` or a
+    gather); named by what it reads, so the routes that emit events are not imported here."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> RouteState: ...
+
+
+class AskLike(Protocol):
+    """What an event says of its ask (a :class:`~madohub_nb.pipeline.inbox.PermissionAsk` or
+    :class:`~madohub_nb.pipeline.inbox.ApprovalAsk`; match on those to answer it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> AskKind: ...
+
+    @property
+    def tile(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def state(self) -> AskState: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +83,7 @@ class RouteAdded:
     kind: ClassVar[EventKind] = "route_added"
     route_id: str
     state: RouteState
-    route: Route = field(compare=False)
+    route: RouteLike = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -64,7 +93,7 @@ class RouteStateChanged:
     kind: ClassVar[EventKind] = "route_state"
     route_id: str
     state: RouteState
-    route: Route = field(compare=False)
+    route: RouteLike = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -85,7 +114,7 @@ class TurnSkipped:
     kind: ClassVar[EventKind] = "turn_skipped"
     route_id: str
     why: str
-    route: Route = field(compare=False)
+    route: RouteLike = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -105,7 +134,7 @@ class AskChanged:
     kind: ClassVar[EventKind] = "ask"
     ask_id: str
     state: AskState
-    ask: Ask = field(compare=False)
+    ask: AskLike = field(compare=False)
 
 
 HubEvent: TypeAlias = (
