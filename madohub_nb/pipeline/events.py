@@ -149,6 +149,3 @@ HubEvent: TypeAlias = (
     | AskChanged
 )
 """Every event the hub emits."""
-
-TILE_EVENTS = (TileOutput, TileStateChanged, TileAdded)
-ROUTE_EVENTS = (RouteAdded, RouteStateChanged)
