@@ -17,7 +17,7 @@ yields to the loop (so the wall time of ``deliver`` is the toolkit's own cost):
   line, as the slope is a mean; its median beside it). Beside it, the
   same as one ``tmux`` process per line (what delivery cost before it used the
   control connection).
-- paste: ``deliver(mode="paste")`` of 100 KB, whole: the ready check, the
+- paste: ``deliver(delivery=Delivery.PASTE)`` of 100 KB, whole: the ready check, the
   bracketed paste, the 500 ms pre-submit pause (Claude's profile) and the
   submit check, with real sleeps. Beside it, the same delivery with the pauses
   recorded and not slept (the toolkit's own cost), labelled as such.
@@ -116,7 +116,7 @@ class Recorder:
 
 def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
-    from madohub_nb.pipeline.deliver import Deliverer
+    from madohub_nb.pipeline.deliver import Deliverer, Delivery
 
     lines_n = args.lines or (30 if args.quick else 100)
     reps = 3 if args.quick else 5
@@ -147,7 +147,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 nonlocal received
                 deliverer = Deliverer(rng=random.Random(SEED), sleep=sleep)  # type: ignore[arg-type]
                 t0 = time.perf_counter()
-                delivery = deliverer.deliver(tile, text, mode=mode)
+                delivery = deliverer.deliver(tile, text, delivery=Delivery(mode))
                 if profile is not None and mode == "typed" and sleep is record_sleep:
                     delivery = profiled(profile, delivery)
                 result = hub.engine.run_sync(delivery, 120)

@@ -77,7 +77,7 @@ class Hub:
 
     tiles = property(lambda hub: hub._rt.tiles.tiles, doc="{name: Tile}")
     routes = property(lambda hub: hub._rt.routes.routes, doc="[Route], in order made.")
-    events = property(lambda hub: hub._rt.events, doc="Events for widgets and listeners.")
+    events = property(lambda hub: hub._rt.events, doc="Events: madohub_nb.pipeline.events types.")
     unlogged = property(lambda hub: hub._rt.recorder.unlogged, doc="Rounds the log refused.")
     rounds_written = property(lambda hub: hub._rt.recorder.rounds_written, doc="Rounds logged.")
     session_id = property(lambda hub: hub._rt.session_id, doc="This hub's id in the round log.")

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .errors import MadohubValueError
-from .io.remote import parse_ssh_command
-from .io.tmux import check_socket_name
 from .secrets import MIN_SECRET_CHARS
 from .settings import (
     AI_MAX_RETRIES,
@@ -35,6 +33,8 @@ from .settings import (
     check_choice,
     check_prices,
     check_range,
+    check_socket_name,
+    parse_ssh_command,
 )
 
 AI_TIMEOUT_S_MAX: Final = 3600.0

@@ -27,7 +27,7 @@ from typing import Any
 from .agents.detect import kind_from_command
 from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
 from .agents.profiles import known_kinds
-from .engine import Engine, EventBus
+from .engine import Engine, EventBus, side_by_side
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
 from .io import hookcall
 from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
@@ -37,7 +37,8 @@ from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import SshMachine, check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import HostState, HubEvent
+from .model import HostState
+from .pipeline.events import HostStateChanged, HubEvent, TileAdded, TileOutput
 from .pipeline.hosts import HostLink
 from .pipeline.tile import Tile, TileHooks, watch_start
 
@@ -89,7 +90,7 @@ class TileRegistry:
         tmux: Tmux,
         session_name: str,
         engine: Engine,
-        events: EventBus,
+        events: EventBus[HubEvent],
         emit: Callable[[HubEvent], None],
         tile_options: Callable[[], dict[str, Any]],
         ssh_command: Callable[[], Sequence[str]],
@@ -158,7 +159,7 @@ class TileRegistry:
         return self.host_link(host).machine if host is not None else self.machine
 
     def _host_state(self, host: str, state: HostState, why: str | None) -> None:
-        self._events.emit(HubEvent("host_state", host, state, why))  # (engine thread)
+        self._events.emit(HostStateChanged(host, state, why))  # (engine thread)
 
     # making and adopting ------------------------------------------------------------
     def create(
@@ -486,7 +487,7 @@ class TileRegistry:
 
     def _watched(self, tile: Tile) -> Tile:
         self._engine.submit(self.watch(tile), owner=tile)
-        self._emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
+        self._emit(TileAdded(tile.name, tile.last_state, tile))
         return tile
 
     # finding -------------------------------------------------------------------------
@@ -531,7 +532,7 @@ class TileRegistry:
     def _output_of(self, pane: PaneRef, nbytes: int) -> None:
         name = self._names_by_pane.get(pane)
         if name is not None:
-            self._events.emit(HubEvent("tile_output", name, data=nbytes))  # (engine thread)
+            self._events.emit(TileOutput(name, nbytes))  # (engine thread)
 
     # life cycle ----------------------------------------------------------------------
     @property
@@ -567,14 +568,11 @@ class TileRegistry:
         """The shutdown ran out of time (any thread): each host's session this hub made
         ends if the host answers at once, and every host's ssh master ends by pid before
         close() returns (else it outlived the hub, its forwards and folder with it)."""
-        ends = [
-            threading.Thread(target=link.close_now, args=(session,), daemon=True)
-            for link, session in self._host_sessions()
-        ]
-        for end in ends:  # side by side, as close() does: each waits on its host
-            end.start()
-        for end in ends:
-            end.join()
+        # Side by side, as close() does: each waits on its host.
+        side_by_side(
+            ((link.close_now, (session,)) for link, session in self._host_sessions()),
+            name="madohub close host",
+        )
 
     def _host_sessions(self) -> list[tuple[HostLink, str | None]]:
         """Each host's link, and the session this hub made on it (None: it made none)."""

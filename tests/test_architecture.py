@@ -1,8 +1,8 @@
 """The package reads as one straight pipeline: imports point down, never in a circle.
 
 Layers, from the bottom: the words of the system (model, settings, errors,
-secrets); adapters and agent knowledge (io/, agents/, render); the pipeline and
-the engine; the runtime behind the hub; the hub; the notebook layer. A module
+secrets); the engine (the loop every task runs on), adapters and agent knowledge (io/,
+agents/, render); the pipeline; the runtime behind the hub; the hub; the notebook layer. A module
 may import its own layer or a lower one, never a higher one, and no module
 imports another module's private (``_``) name. ``__init__`` (the public facade),
 ``demo/`` and ``testing/`` sit outside the layers.
@@ -26,9 +26,9 @@ LAYERS: dict[str, int] = {
     "madohub_nb.agents": 1,
     "madohub_nb.render": 1,
     "madohub_nb.plot": 1,
+    "madohub_nb.engine": 1,  # the loop and its owned tasks: io/ spawns through it too
     "madohub_nb.pipeline": 2,
-    "madohub_nb.engine": 2,
-    "madohub_nb.hub_settings": 3,  # the settings table (its validators use io/)
+    "madohub_nb.hub_settings": 0,  # the settings table: words and validators, no adapter
     "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
     "madohub_nb.routes": 3,
     "madohub_nb.recorder": 3,
@@ -48,6 +48,31 @@ CLASSES_OF_A_PLACE = frozenset(
 )
 """Classes whose ``isinstance`` test would tell a pane here from one elsewhere (``Process``:
 ``psutil.Process``, the old local/remote tell)."""
+TASK_HOME = "madohub_nb.engine"
+"""The one module that makes tasks and threads: everything else calls its ``spawn`` (a task
+with an owner), ``aside`` or ``side_by_side`` (a shutdown step waited on for a stated time)."""
+TASK_MAKERS_ALLOWED: dict[str, str] = {
+    "madohub_nb.testing._http": "a test's local HTTP server (a fake API) runs its own "
+    "thread, outside any hub",
+}
+"""Modules that may start a task or thread themselves, and why."""
+KEPT_APART: tuple[tuple[str, str, str], ...] = (
+    (
+        "madohub_nb.render",
+        "madohub_nb.notebook madohub_nb.hub madohub_nb.plot",
+        "core objects import no HTML rendering: the notebook layer attaches their views "
+        "(madohub_nb.notebook.display)",
+    ),
+    (
+        "madohub_nb.plot",
+        "madohub_nb.notebook",
+        "the log (and every core object) imports no plotting: RoundLog.plot draws with the "
+        "plotter the notebook layer attaches",
+    ),
+)
+"""(what is imported, the only modules that may import it, why): views kept apart from the
+objects they show, type-only imports included. (The settings table imports no adapter: it
+is in layer 0, below io/.)"""
 
 
 def _module_name(path: Path) -> str:
@@ -215,6 +240,137 @@ def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
             if told:
                 found.append(f"{module}:{node.lineno} tests the class {', '.join(sorted(told))}")
     assert not found, "ask tile.machine instead:\n" + "\n".join(found)
+
+
+def _under(module: str, prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes.split())
+
+
+def test_views_are_imported_only_from_above() -> None:
+    """No core object imports HTML rendering, the log no plotting (each in KEPT_APART)."""
+    found = []
+    for module, path in _modules().items():
+        if _outside(module):
+            continue
+        for target, _, line, _ in _imports(path):
+            for kept, allowed, why in KEPT_APART:
+                if _under(target, kept) and not _under(module, kept + " " + allowed):
+                    found.append(f"{module}:{line} imports {target} ({why})")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("planted_in", "source", "check", "expected"),
+    [
+        (
+            "pipeline/tile.py",
+            "from ..render import html_for_tile\n",
+            "test_views_are_imported_only_from_above",
+            "tile:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "routes.py",
+            "from .render import html_for_route\n",
+            "test_views_are_imported_only_from_above",
+            "routes:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "io/log.py",
+            "from ..plot import timeline_figure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "io/log.py",
+            "if TYPE_CHECKING:\n    from ..plot import TimelineFigure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "hub_settings.py",
+            "from .io.tmux import check_socket_name\n",
+            "test_imports_only_point_down_the_pipeline",
+            "hub_settings:\\d+ \\(layer 0\\) imports madohub_nb.io.tmux",
+        ),
+    ],
+)
+def test_a_view_or_adapter_imported_from_below_is_caught(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    planted_in: str,
+    source: str,
+    check: str,
+    expected: str,
+) -> None:
+    """HTML rendering imported by a core object, plotting by the log, an adapter by the
+    settings table (appended to the real module): the check fails."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    globals()[check]()
+    with (copy / planted_in).open("a") as module:
+        module.write("\n" + source)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()
+
+
+def _task_makers(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every ``create_task``/``ensure_future`` call and thread made."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("create_task", "ensure_future", "Thread"):
+            found.append((node.lineno, name))
+        elif isinstance(func, ast.Attribute) and func.attr == "run" and node.args:
+            # context.run(loop.create_task, ...): a task made all the same
+            first = node.args[0]
+            if isinstance(first, ast.Attribute) and first.attr == "create_task":
+                found.append((node.lineno, "create_task"))
+    return found
+
+
+def test_only_the_engine_makes_tasks_and_threads() -> None:
+    """Every task has an owner (the engine's ``spawn``) and every blocking shutdown step a
+    stated wait (its ``aside``/``side_by_side``): no module makes its own, unless allowed."""
+    found = []
+    for module, path in _modules().items():
+        if module == TASK_HOME or module in TASK_MAKERS_ALLOWED:
+            continue
+        for line, what in _task_makers(ast.parse(path.read_text(), str(path))):
+            found.append(f"{module}:{line} makes a task or thread ({what})")
+    assert not found, (
+        "spawn it with madohub_nb.engine.spawn (or aside/side_by_side for a shutdown step), "
+        "or add the module to TASK_MAKERS_ALLOWED with why:\n" + "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import asyncio\nasync def f() -> None:\n    asyncio.get_running_loop().create_task(f())\n",
+        "import asyncio\nasync def f() -> None:\n    asyncio.ensure_future(f())\n",
+        "import threading\ndef f() -> None:\n    threading.Thread(target=f).start()\n",
+        "from threading import Thread\ndef f() -> None:\n    Thread(target=f).start()\n",
+    ],
+)
+def test_the_task_rule_catches_a_planted_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Planted in pipeline/, a task or thread made by hand fails the rule."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    test_only_the_engine_makes_tasks_and_threads()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] makes a task"):
+        test_only_the_engine_makes_tasks_and_threads()
 
 
 @pytest.mark.parametrize(

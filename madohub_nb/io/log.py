@@ -64,11 +64,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..agents.regex import lazy_compile
-from ..errors import LogError, MadohubValueError
+from ..errors import LogError, MadohubError, MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
 from ..secrets import SecretRegistry, scrub_secrets
 from ..settings import (
@@ -940,18 +940,24 @@ class RoundLog:
         found = self._fetch("SELECT round_id FROM rounds WHERE seq = ?", (rowid,))
         return bool(found) and found[0][0] == frame["round_id"].iat[rowid - 1]
 
+    plotter: ClassVar[Callable[..., Any] | None] = None
+    """Draws :meth:`plot` from the rounds' DataFrame; attached by the notebook layer
+    (madohub_nb.notebook.display: :func:`madohub_nb.plot.timeline_figure`, loaded only when
+    a plot is asked for), so the log itself imports no plotting."""
+
     def plot(self, *, session_id: str | None = None, title: str | None = None) -> Any:
         """The rounds as a timeline Figure: a lane per route, a bar per round, latency beneath.
 
         ``session_id`` keeps one hub's rounds (``hub.session_id``); an empty log gives a
         Figure that says so. Drawn by :func:`madohub_nb.plot.timeline_figure`.
         """
-        from ..plot import timeline_figure  # matplotlib loads only when a plot is asked for
-
+        draw = RoundLog.plotter
+        if draw is None:  # (only if madohub_nb's package __init__ was bypassed)
+            raise MadohubError("no plotter attached; import madohub_nb to draw the timeline")
         df = self.df
         if session_id is not None:
             df = df[df["session_id"] == session_id]
-        return timeline_figure(df, title=title)
+        return draw(df, title=title)
 
     def __len__(self) -> int:
         return self.last_rowid

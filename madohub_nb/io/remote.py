@@ -92,25 +92,6 @@ def check_host(host: object) -> str:
     return host
 
 
-def parse_ssh_command(value: object) -> list[str]:
-    """The ``ssh_command`` setting split as a shell would (``"ssh -F /x/config"``)."""
-    if isinstance(value, str):
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise MadohubValueError(f"ssh_command {value!r} cannot be split: {exc}") from None
-    elif isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value):
-        words = list(value)
-    else:
-        words = []
-    if not words:
-        raise MadohubValueError(
-            f"ssh_command must be a command line such as 'ssh' or 'ssh -F ~/.ssh/config', "
-            f"got {value!r}"
-        )
-    return words
-
-
 class SshHost:
     """One remote machine: how to run a command there (``ssh … host 'words'``) and read from it."""
 

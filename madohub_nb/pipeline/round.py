@@ -19,7 +19,7 @@ from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
 from ..io.transcripts import USAGE_FIELDS, Extraction
 from ..settings import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
-from .deliver import Deliverer
+from .deliver import Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile
 from .transforms import AIClientConfig, TransformContext, TransformSpec, apply_with_usage
@@ -64,6 +64,27 @@ def dispatch_named(name: str) -> Dispatch:
     return DISPATCHES[check_choice("dispatch", name, DISPATCH_MODES)]
 
 
+@dataclass(frozen=True)
+class GatherRound:
+    """What makes a round a gather's: the sources whose answers came in (in the gather's
+    order), why each other one did not, and how each answer in was read. The transform's
+    ``{answers}`` is then the gathered text."""
+
+    arrived: tuple[str, ...]
+    missing: Mapping[str, str]
+    """{source: why no answer came in}."""
+    how_read: Mapping[str, Mapping[str, str | None]]
+    """{source: {"method": extraction method, "turn_signal": ...}}."""
+
+    def meta(self) -> dict[str, Any]:
+        """The round row's ``meta`` keys: ``gathered``, ``gather_missing``, ``gather_answers``."""
+        return {
+            "gathered": list(self.arrived),
+            "gather_missing": dict(self.missing),
+            "gather_answers": {n: dict(how) for n, how in self.how_read.items()},
+        }
+
+
 @dataclass
 class RoundPlan:
     """Everything a round needs to know before it runs."""
@@ -104,6 +125,8 @@ class RoundPlan:
     """An approval route's person: given the prompt, their decision (``approved``, ``edited``,
     ``rejected``, ``expired``) and the text to type (or why nothing is)."""
     fired_mono: float = field(default_factory=time.monotonic)
+    gather: GatherRound | None = None
+    """A gather's round: its sources' answers in one prompt (None: any other round)."""
     meta: dict[str, Any] = field(default_factory=dict)
     changes: Changes | None = None
     """What the source turn changed in its git working tree (None: not one, or unread)."""
@@ -238,7 +261,7 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         delivery_mode=plan.delivery if plan.dispatch.types_text else None,
         template=plan.spec.template if plan.spec is not None else None,
         session_id=hub.session_id,
-        meta=dict(plan.meta),
+        meta={**(plan.gather.meta() if plan.gather is not None else {}), **plan.meta},
     )
     if plan.spec is not None:  # what a replay needs once the route is gone (see replay.py)
         rec.meta.setdefault("max_rounds", plan.max_rounds)
@@ -292,7 +315,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             source=plan.source,
             target=rec.target,
             target_kind=plan.target.agent if plan.target is not None else "unknown",
-            answers=output if "gathered" in plan.meta else None,
+            answers=output if plan.gather is not None else None,
         )
         started = time.monotonic()
         try:
@@ -328,8 +351,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         result = await hub.deliverer.deliver(
             plan.target,
             rec.prompt or "",
-            mode=plan.delivery,
-            legacy=not plan.dispatch.agent_aware_delivery,
+            delivery=Delivery.of(plan.delivery, plan.dispatch.agent_aware_delivery),
             ready_timeout_s=plan.target_wait_s,
             before_typing=before_typing,
             allow_shell=plan.allow_shell,

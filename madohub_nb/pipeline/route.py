@@ -14,27 +14,37 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import html
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..agents.screen import strip_ansi
+from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.git import Changes
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
-from ..model import HubEvent, RoundStatus, RouteState, TileState
-from ..render import html_for_route
+from ..model import RoundStatus, RouteState, TileState
 from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .conditions import Condition, Edge, make_condition
+from .events import HubEvent, RouteStateChanged, TurnSkipped
 from .extract import extract
 from .inbox import Approval, Inbox, check_approve_timeout
 from .options import with_defaults
 from .protection import Budget, LoopGuard
-from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
+from .round import (
+    Dispatch,
+    GatherRound,
+    RoundPlan,
+    RoundServices,
+    dispatch_named,
+    round_tokens,
+    run_round,
+)
 from .tile import Tile
 from .transforms import TransformSpec, make_transform_spec, require_ai_key
 from .triggers import Heard, Turn, TurnDetector, check_completion_pattern, make_detector
@@ -312,9 +322,9 @@ class Route:
         """What else shapes the route, for cards and reprs (its condition; '' without)."""
         return self.condition.describe()
 
-    def plan_meta(self, turn: Turn) -> dict[str, Any]:
-        """What a round of this turn records in its row's ``meta`` besides the usual."""
-        return {}
+    def gather_round(self) -> GatherRound | None:
+        """The gather's round the next plan is (a :class:`Gather`'s); None for a route."""
+        return None
 
     @property
     def when(self) -> str | None:
@@ -440,7 +450,7 @@ class Route:
 
     def _set_state(self, state: RouteState) -> None:
         self.state = state
-        self._context.emit(HubEvent("route_state", self.id, state, self))
+        self._context.emit(RouteStateChanged(self.id, state, self))
 
     # the task -------------------------------------------------------------
     _in_round = False
@@ -449,7 +459,7 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._started = True
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task = spawn(self._run(), name=f"route {self.id}")
         self._task.add_done_callback(self._task_done)
         self._task.add_done_callback(self._forget_task)
 
@@ -597,7 +607,7 @@ class Route:
 
     def _skipped(self, reason: str) -> None:
         """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
-        self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
+        self._context.emit(TurnSkipped(self.id, reason, self))
 
     async def _round(self, turn: Turn, exhausted: bool = False) -> None:
         changes = await self._turn_changes()
@@ -628,7 +638,7 @@ class Route:
             exhausted_reason=self.budget.spent() if exhausted else None,
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
-            meta=self.plan_meta(turn),
+            gather=self.gather_round(),
             changes=changes,
             approve=self._wait_for_person if self.approve and not exhausted else None,
         )
@@ -658,7 +668,7 @@ class Route:
         elif not exhausted and self.guard.exhausted and self.state == "active":
             self._set_state("exhausted")
         else:
-            self._context.emit(HubEvent("route_state", self.id, self.state, self))
+            self._context.emit(RouteStateChanged(self.id, self.state, self))
 
     async def _wait_for_person(self, prompt: str) -> tuple[str, str]:
         """The prompt waits in the inbox: the person's decision and the text to type.
@@ -713,8 +723,13 @@ class Route:
             f"dispatch={self.dispatch}{budget}>"
         )
 
+    html_view: ClassVar[Callable[[Route], str] | None] = None
+    """Draws a route (or gather) for Jupyter; attached by the notebook layer
+    (madohub_nb.notebook.display, with madohub_nb.render's), so the route imports no HTML."""
+
     def _repr_html_(self) -> str:
-        return html_for_route(self)
+        draw = Route.html_view
+        return draw(self) if draw is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
 
 class _SeenSource:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import html
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .. import settings
 from ..agents.claude import CONFIG_ENV as CLAUDE_ENV
@@ -56,7 +57,6 @@ from ..io.machine import Machine, PaneRef, PaneTmux
 from ..io.tmux import PaneInfo
 from ..io.transcripts import read_last_response, turn_finished
 from ..model import TileState
-from ..render import html_for_tile
 from . import extract as extraction
 
 if TYPE_CHECKING:
@@ -712,8 +712,13 @@ class Tile:
             f"state={self.last_state}>"
         )
 
+    html_view: ClassVar[Callable[[Tile], str] | None] = None
+    """Draws a tile for Jupyter; attached by the notebook layer (madohub_nb.notebook.display,
+    with madohub_nb.render's), so the tile itself imports no HTML."""
+
     def _repr_html_(self) -> str:
-        return html_for_tile(self)
+        draw = Tile.html_view
+        return draw(self) if draw is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
     def exit_note(self) -> str:
         """`` (why it exited)`` when the tile's command failed at start-up, else ``""``."""
