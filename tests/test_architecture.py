@@ -278,3 +278,12 @@ def test_the_class_rule_catches_a_planted_test(
     (copy / "pipeline" / "planted.py").write_text(source)
     with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
         test_only_io_tells_tiles_and_machines_apart_by_class()
+
+
+def test_the_shipped_kinds_are_the_registrys() -> None:
+    """``model.AGENT_KINDS`` (the words layer, which imports nothing) names the kinds of
+    ``agents/kinds/``, in the same order."""
+    from madohub_nb.agents.kinds import SHIPPED_KINDS
+    from madohub_nb.model import AGENT_KINDS
+
+    assert AGENT_KINDS == SHIPPED_KINDS

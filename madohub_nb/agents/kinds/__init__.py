@@ -1,0 +1,26 @@
+"""The shipped agent kinds, one module each: the registry every kind list is derived from.
+
+A new kind is one module here (its :class:`~.base.AgentKind`), one line below, its
+fixtures and its docs page.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from . import aider, amp, claude, codex, copilot, gemini, opencode, pi, qwen, shell, terminal
+from .base import AgentKind
+
+KINDS: Final[dict[str, AgentKind]] = {
+    k.name: k
+    for k in (
+        claude.KIND, codex.KIND, amp.KIND, opencode.KIND, qwen.KIND, aider.KIND, gemini.KIND,
+        copilot.KIND, pi.KIND, shell.KIND, terminal.KIND,
+    )
+}  # fmt: skip
+"""Every shipped kind by name, in the order ``agent=`` lists them."""
+
+SHIPPED_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
+"""The names of the shipped kinds (``model.AGENT_KINDS`` says the same, checked by a test)."""
+
+__all__ = ["KINDS", "SHIPPED_KINDS", "AgentKind"]

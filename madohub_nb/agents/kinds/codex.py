@@ -1,0 +1,84 @@
+"""Codex CLI: its screen profile."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..profile import AgentProfile
+from ..profile import line as _line
+from ..profile import rx as _rx
+from ..regex import lazy_compile
+from .base import AgentKind
+
+# --- Codex CLI --------------------------------------------------------------
+# Screens: fixtures/real/screens/codex_*.txt (0.171.0).
+_CODEX_PROMPT = "[›»]"
+# The composer is the last prompt line with no reply bullet below it: only the footer follows.
+_CODEX_COMPOSER_TO_END = rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+# Ready: a status line with " · " under the composer ("fake-model default · /cwd",
+# "← for agents · ? for shortcuts"). For ~4 s after start-up (while its app-server daemon
+# starts) Codex 0.171.0 shows the composer over a bare "? for shortcuts", or over nothing once
+# a draft is typed, and takes no submit: text typed then stays in the composer (observed).
+_CODEX_READY_COMPOSER = (
+    rf"^{_CODEX_PROMPT} [^\n]*(?:\n(?!• )[^\n]*)*?\n[^\n]* · [^\n]*(?:\n(?!• )[^\n]*)*\Z"
+)
+# "• Working (2s • esc to interrupt)", or a reasoning header in its place.
+_CODEX_STATUS = r"• [^\n]*\(\d[^\n]*esc to interrupt\)"
+
+PROFILE: Final = AgentProfile(
+    kind="codex",
+    process_tokens=("codex",),
+    busy_markers=(_rx(rf"^{_CODEX_STATUS}"),),
+    # Not "? for shortcuts": it stays visible while busy (codex_03). The placeholder text
+    # rotates between versions and runs, and a draft replaces it (codex_01), so the
+    # composer is recognised by its place above the footer.
+    idle_markers=(_rx(_CODEX_READY_COMPOSER),),
+    waiting_markers=(
+        _rx(
+            r"^[ \t]*(?:Would you like to|Do you want to|Do you trust|Allow )[^\n]*\?[ \t]*\n"
+            rf"(?:[^\n]*\n){{0,8}}?[ \t]*{_CODEX_PROMPT} \d+\. "
+        ),
+    ),
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        lazy_compile(_CODEX_COMPOSER_TO_END, re.MULTILINE),  # composer, model line, footer
+        lazy_compile(r"^[ \t]*>_ OpenAI Codex[^\n]*(?:\n[ \t]{3,}\S[^\n]*)?\n?", re.MULTILINE),
+        _line(r"[╭╰│][^\n]*"),  # boxed session header of other versions
+        _line(_CODEX_STATUS),
+        _line(r"[ \t]*Worked for \S+ • \d{1,2}:\d{2}[^\n]*|─+ Worked for [^\n]*"),
+    ),
+    answer_start=_rx(r"^• "),
+    answer_exclude=_rx(r"^• Working\b"),
+    tool_output=_rx(r"^[ \t]+└"),  # "• Ran ls" / "  └ a b"
+    input_line=_rx(rf"^{_CODEX_PROMPT} (?P<text>[^\n]*(?:\n[ \t]+\S[^\n]*)*)(?:\n(?!• )[^\n]*)*\Z"),
+    input_placeholders=tuple(
+        _rx(re.escape(text))
+        for text in (
+            "Ask Codex to do anything",
+            "Explain this codebase",
+            "Summarize recent commits",
+            "Implement {feature}",
+            "Find and fix a bug in @filename",
+            "Write tests for @filename",
+            "Improve documentation in @filename",
+            "Run /review on my current changes",
+            "Use /skills to list available skills",
+        )
+    ),
+    paste_labels=(_rx(r"\[Pasted Content \d+ chars\]"),),  # codex-rs, a paste over 1,000 chars
+    submit_keys=("\r", "\r"),
+    # An Enter right after typed text is swallowed as part of a paste burst (REAL-AGENTS.md).
+    pre_submit_delay_ms=800,
+    between_submit_keys_ms=200,
+    newline_key="C-j",
+    typed_tab="    ",  # typed: swallowed (pasted tabs arrive)
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="rollout",
+)
+
+KIND: Final = AgentKind(PROFILE)

@@ -1,0 +1,66 @@
+"""GitHub Copilot CLI: its screen profile."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..profile import RULE as _RULE
+from ..profile import AgentProfile
+from ..profile import from_line_to_end as _from_line_to_end
+from ..profile import line as _line
+from ..profile import rx as _rx
+from ..regex import lazy_compile
+from .base import AgentKind
+
+# --- GitHub Copilot CLI (observed 1.0.102, npm @github/copilot, tests/fixtures/screens/copilot/)
+# Screens (100 columns): a tab bar " [Current]  Sessions …", the logo, " ● Tip: …" notices;
+# prompts " ❯ text   18:30" (with the time), answers " ● text" with continuation lines indented
+# 3; once the conversation overflows, a scrollbar "┃" in the last column. Then the cwd line
+# " ~/proj", the input box "❯ " between two rules and a footer ("… Interactive · Manual
+# Approval …"). Busy: the footer starts " ◎ Working" (the glyph turns). First run in a folder:
+# a boxed "Confirm folder trust" dialog, "Do you trust the files in this folder?" over
+# "❯ 1. Yes". An Enter right after typed text submits; Ctrl-J adds a draft line; a bracketed
+# paste inserts lines. Tab switches tabs. Its own record is events.jsonl.
+_COPILOT_BOX = rf"^{_RULE}\n❯[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"
+
+PROFILE: Final = AgentProfile(
+    kind="copilot",
+    process_tokens=("copilot",),  # node launcher .bin/copilot, then the native .../copilot
+    busy_markers=(_rx(rf"^ \S Working\b(?![\s\S]*^{_RULE})"),),  # in the footer
+    idle_markers=(_rx(_COPILOT_BOX),),
+    waiting_markers=(
+        _rx(
+            r"^[│ \t]*(?:Do you (?:trust|want)|Would you like|Allow )[^\n]*\?[│ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[│ \t]*❯ \d+\. "
+        ),
+    ),
+    title_busy_markers=(),  # the title is the session's name, busy or not
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=20,  # the trust dialog is 20 lines high
+    chrome_patterns=(
+        _from_line_to_end(rf"[ \t]*[~/][^\n]*\n{_RULE}"),  # cwd line, input box, footer
+        _from_line_to_end(_RULE),
+        lazy_compile(r"[ \t]*┃$", re.MULTILINE),  # the scrollbar in the last column
+        _line(r" \[Current\][^\n]*"),  # the tab bar
+        _line(r"[ \t]*(?:╭─╮╭─╮|╰─╯╰─╯|█ ▘▝ █|▔▔▔▔)[^\n]*"),  # the logo and its two lines
+        lazy_compile(r"\A[\s\S]*^ ❯ [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+    ),
+    answer_start=_rx(r"^ ● "),
+    answer_exclude=_rx(r"^ ● (?:Tip: |MCP Servers |Response was interrupted)"),
+    tool_output=_rx(r"^[ \t]+└"),
+    input_line=_rx(rf"^{_RULE}\n❯ ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(),
+    paste_labels=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=200,  # observed: an Enter at once submits; a margin for slow panes
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # the footer says "tab next tab"
+    uses_bracketed_paste=True,  # observed: a bracketed paste inserts lines, not submitted
+    executes_input=False,
+    extractor="session",  # ~/.copilot/session-state/<uuid>/events.jsonl
+)
+
+KIND: Final = AgentKind(PROFILE)

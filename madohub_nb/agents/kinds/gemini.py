@@ -1,0 +1,68 @@
+"""Gemini CLI: its screen profile."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from ..profile import RULE as _RULE
+from ..profile import AgentProfile
+from ..profile import from_line_to_end as _from_line_to_end
+from ..profile import line as _line
+from ..profile import rx as _rx
+from ..regex import lazy_compile
+from .base import AgentKind
+
+# --- Gemini CLI (observed 0.61.0, npm @google/gemini-cli, tests/fixtures/screens/gemini/) -----
+# Screens (100 columns): the logo banner, "Tips for getting started:", then the conversation:
+# prompts " > text", answers "✦ text" with continuation lines indented 2. Below it a line
+# "? for shortcuts" (right-aligned), a rule, " Shift+Tab to accept edits", the input box
+# " >   Type your message or @path/to/file" (no rule below it) and a two-line footer
+# (workspace, sandbox, model). Busy: " ⠧ Thinking... (esc to cancel, 1s)" on the line above
+# the rule; the pane title says "✦  Working… (proj)" while busy, "◇  Ready (proj)" when idle.
+# An Enter right after typed text is taken as part of a paste (the text stays in the box);
+# 300 ms later it submits. Ctrl-J adds a draft line. Its own record is its chat file.
+_GEMINI_BOX = rf"^{_RULE}\n(?:[^\n]*\n){{0,2}}? > "
+
+PROFILE: Final = AgentProfile(
+    kind="gemini",
+    process_tokens=("gemini",),  # node running .../bin/gemini, which re-executes a child node
+    # The spinner line sits right above the rule (blank lines are not in the marker tail).
+    busy_markers=(_rx(rf"^[^\n]*\(esc to cancel, \d[^\n]*\n{_RULE}"),),
+    idle_markers=(_rx(_GEMINI_BOX),),
+    # A box: "? Shell  touch x", the command framed, "Allow execution of [Shell]?" over
+    # "● 1. Allow once" (screens/permission/gemini.txt).
+    waiting_markers=(
+        _rx(
+            r"^[│ \t]*(?:Allow |Do you want |Apply this change)[^\n]*\?[│ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[│ \t]*● \d+\. "
+        ),
+    ),
+    title_busy_markers=(lazy_compile(r"Working…"),),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(rf"[^\n]*\? for shortcuts|{_RULE}"),  # input box and footer
+        _line(r"[ \t]*[\u2580-\u259f]+(?:[ \t]+[^\n]*)?"),  # logo, version, auth line
+        lazy_compile(r"^Tips for getting started:\n(?:\d\. [^\n]*\n?)*", re.MULTILINE),
+        lazy_compile(r"^⚠ [^\n]*(?:\n {3}\S[^\n]*)*\n?", re.MULTILINE),  # "⚠  Warning: True color…"
+        lazy_compile(r"\A[\s\S]*^ > [^\n]*\n?", re.MULTILINE),  # up to the last prompt
+    ),
+    answer_start=_rx(r"^✦ "),
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n(?:[^\n]*\n){{0,2}}? > ?(?P<text>[^\n]*(?:\n {{3}}\S[^\n]*)*)"),
+    input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    paste_labels=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=500,  # observed: an Enter at once is swallowed, 300 ms later it submits
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Tab completes; Shift+Tab switches the edit mode
+    uses_bracketed_paste=True,  # not observed for Gemini (it is for Copilot and Pi)
+    executes_input=False,
+    extractor="session",  # ~/.gemini/tmp/<project>/chats/session-*.jsonl
+)
+
+KIND: Final = AgentKind(PROFILE)

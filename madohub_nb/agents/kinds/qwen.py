@@ -1,0 +1,60 @@
+"""Qwen Code: its screen profile."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..profile import RULE as _RULE
+from ..profile import AgentProfile
+from ..profile import from_line_to_end as _from_line_to_end
+from ..profile import line as _line
+from ..profile import rx as _rx
+from .base import AgentKind
+
+# --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
+# Screens (100 columns): an input box "> " between two rules, "  Type your message or
+# @path/to/file" in it when empty; busy: "  .. Distracting you… (1s · esc to cancel)" above the
+# box; prompts "  > text", answers "  ◆︎ text" (U+25C6 U+FE0E). Ctrl-J adds a draft line; a
+# multi-line draft's lines end with a zero-width space.
+_QWEN_BOX = rf"^{_RULE}\n>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?\n{_RULE}"
+
+PROFILE: Final = AgentProfile(
+    kind="qwen",
+    process_tokens=("qwen",),
+    busy_markers=(_rx(r"esc to cancel\)"),),
+    idle_markers=(_rx(_QWEN_BOX),),
+    # "Allow execution of: 'touch'?" over "› 1. Yes, allow once", then "Waiting for user
+    # confirmation..." (screens/permission/qwen*.txt: --approval-mode default, and auto mode
+    # when its classifier cannot decide).
+    waiting_markers=(
+        _rx(
+            r"^[ \t]*(?:Allow |Do you want |Apply this change)[^\n]*\?[ \t]*\n"
+            r"(?:[^\n]*\n){0,3}?[ \t]*› \d+\. "
+        ),
+    ),
+    title_busy_markers=(),
+    no_marker_state="unknown",
+    idle_commands=(),
+    marker_tail_lines=12,
+    chrome_patterns=(
+        _from_line_to_end(_RULE),  # input box and footer
+        _line(r"[^\n]*[│┌└┐┘╭╮╰╯][^\n]*"),  # logo box, notices in boxes
+        _line(r"[ \t]*[▄█╔╗║╚╝═▀ ]+"),  # the logo's last line
+    ),
+    answer_start=_rx("^  \u25c6\ufe0e? "),
+    answer_exclude=None,
+    tool_output=None,
+    input_line=_rx(rf"^{_RULE}\n> ?(?P<text>[^\n]*(?:\n(?!{_RULE})[^\n]*)*?)\n{_RULE}"),
+    input_placeholders=(_rx(r"Type your message or @path/to/file"),),
+    paste_labels=(),
+    submit_keys=("\r",),
+    pre_submit_delay_ms=300,
+    between_submit_keys_ms=0,
+    newline_key="C-j",  # observed: Ctrl-J adds a line to the draft
+    typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
+    uses_bracketed_paste=True,
+    executes_input=False,
+    extractor="session",  # its own record (agents/records.py), else the screen
+)
+
+KIND: Final = AgentKind(PROFILE)
