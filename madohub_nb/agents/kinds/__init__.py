@@ -23,4 +23,11 @@ KINDS: Final[dict[str, AgentKind]] = {
 SHIPPED_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
 """The names of the shipped kinds (``model.AGENT_KINDS`` says the same, checked by a test)."""
 
-__all__ = ["KINDS", "SHIPPED_KINDS", "AgentKind"]
+BY_LAYERS_AGE: Final[tuple[AgentKind, ...]] = (
+    claude.KIND, codex.KIND, gemini.KIND, qwen.KIND, copilot.KIND, opencode.KIND, pi.KIND,
+    amp.KIND, aider.KIND, shell.KIND, terminal.KIND,
+)  # fmt: skip
+"""The kinds in the order the hub learned their launch layers: how messages list the kinds
+that have hooks or an MCP layer (``agents/hooks.py``, ``agents/mcp_setup.py``)."""
+
+__all__ = ["BY_LAYERS_AGE", "KINDS", "SHIPPED_KINDS", "AgentKind"]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import JS_SEND_AND_LAST_ANSWER, STOP, script
 
 # --- Amp (observed 0.0.1790142911-g7618fb, npm @ampcode/cli, tests/fixtures/screens/amp/) ----
 # Screens (100 columns), offline against madohub_nb.testing.fake_amp: at start the dotted logo
@@ -56,4 +59,46 @@ PROFILE: Final = AgentProfile(
     extractor="terminal",  # no local record of answers (only prompts in history.jsonl)
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+PLUGIN: Final = (
+    """\
+// madohub: report Amp's end of turn (agent.end) and its answer to the hub. Written by madohub_nb.
+"""
+    + JS_SEND_AND_LAST_ANSWER
+    + """\
+export default function (amp) {
+  amp.on("agent.end", async (event, ctx) => {
+    send("stop", { hook_event_name: "agent.end", session_id: event?.thread?.id ?? null,
+      turn_id: event?.id ?? null, status: event?.status ?? null,
+      last_assistant_message: lastAnswer(event?.messages) });
+    return { action: "done" };
+  });
+}
+"""
+)
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """A private ``XDG_CONFIG_HOME`` holding ``amp/plugins/madohub.ts``."""
+    config_home = f"{folder.rstrip('/')}/amp-config"
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP,),
+        env={"XDG_CONFIG_HOME": config_home},
+        files={f"{config_home}/amp/plugins/madohub.ts": script(PLUGIN, base)},
+        private_home=True,
+        how=(
+            "Amp has no per-run plugin option: it loads $XDG_CONFIG_HOME/amp/plugins/*.ts, "
+            "so the pane gets a private XDG_CONFIG_HOME (without the user's "
+            "~/.config/amp/settings.json: give its backend as AMP_URL); the plugin reports "
+            "agent.end (its backend's end-of-turn request) with the turn's answer"
+        ),
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The plugin, as ``~/.config/amp/plugins/madohub.ts``."""
+    return "Save as ~/.config/amp/plugins/madohub.ts:\n" + script(PLUGIN, base)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Final
+import shlex
+from collections.abc import Sequence
+from typing import Any, Final
 
+from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -12,6 +16,16 @@ from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import (
+    NOTIFICATION,
+    PERMISSION_REQUEST,
+    SESSION_START,
+    STOP,
+    MachineFiles,
+    claude_like_hooks,
+    http_server,
+    shell_command,
+)
 
 # --- Claude Code ------------------------------------------------------------
 # Screens: fixtures/real/screens/0*.txt (2.1.197; 08 is 2.1.332).
@@ -78,4 +92,57 @@ PROFILE: Final = AgentProfile(
     command_submit_keys=("\r",),
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+HOOK_TIMEOUT_S: Final = 10
+"""Claude's ``timeout`` for a command hook, in seconds (the command ends in < 3 s)."""
+
+
+def claude_settings(base: Sequence[str]) -> dict[str, Any]:
+    """Claude Code's ``--settings`` value: Stop, Notification, SessionStart and
+    PermissionRequest command hooks (the last prints nothing, so the dialog is shown)."""
+    hooks = claude_like_hooks(base, HOOK_TIMEOUT_S)
+    command = {"type": "command", "command": shell_command(base, PERMISSION_REQUEST)}
+    hooks["PermissionRequest"] = [{"hooks": [{**command, "timeout": HOOK_TIMEOUT_S}]}]
+    return {"hooks": hooks}
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """``claude --settings JSON``: hooks for this process only, no file."""
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, NOTIFICATION, SESSION_START, PERMISSION_REQUEST),
+        args=("--settings", json.dumps(claude_settings(base), separators=(",", ":"))),
+        how="claude --settings JSON adds hooks for this process only (observed 2.1.197, 2.1.332)",
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The hook entries for ``~/.claude/settings.json``, or the ``--settings`` to start with."""
+    settings = claude_settings(base)
+    return (
+        f'Merge into the "hooks" of ~/.claude/settings.json:\n{json.dumps(settings, indent=2)}\n'
+        "(or, with no file changed, start it as: claude --settings "
+        f"{shlex.quote(json.dumps(settings, separators=(',', ':')))})\n"
+    )
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """``claude --mcp-config FILE --allowedTools ...``."""
+    path = f"{folder.rstrip('/')}/claude-mcp.json"
+    allowed = ",".join(f"mcp__{server}__{t}" for t in tools)
+    return LaunchLayer(
+        PROFILE.kind,
+        args=("--mcp-config", path, "--allowedTools", allowed),
+        files={path: json.dumps({"mcpServers": {server: http_server(url, token)}})},
+        tool_names=tuple(f"mcp__{server}__{t}" for t in tools),
+        how=(
+            "claude --mcp-config FILE (the URL and the token) and --allowedTools for the "
+            "three tools: 2.1.332's auto mode refuses MCP calls offline unless pre-allowed"
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True)

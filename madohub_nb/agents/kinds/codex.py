@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import STOP, MachineFiles
 
 # --- Codex CLI --------------------------------------------------------------
 # Screens: fixtures/real/screens/codex_*.txt (0.171.0).
@@ -81,4 +86,57 @@ PROFILE: Final = AgentProfile(
     extractor="rollout",
 )
 
-KIND: Final = AgentKind(PROFILE)
+
+# --- launch layers ----------------------------------------------------------------------
+def notify(base: Sequence[str]) -> str:
+    """Codex's ``-c`` override: ``notify=[...]`` (a TOML array; JSON strings are TOML strings).
+
+    Codex runs it once per finished turn with its JSON as the last argument.
+    """
+    return "notify=" + json.dumps([*base, STOP])
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """``codex -c notify=[...]``."""
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP,),
+        args=("-c", notify(base)),
+        how="codex -c notify=[...]: runs once per turn, payload JSON as the last argument",
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The ``notify`` line for ``~/.codex/config.toml``, or the ``-c`` to start with."""
+    return (
+        "Add to ~/.codex/config.toml (top level):\n"
+        f"  {notify(base).replace('=', ' = ', 1)}\n"
+        f"(or start it as: codex -c {shlex.quote(notify(base))})\n"
+    )
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """``codex -c mcp_servers.NAME...``: the token stays in the pane's environment."""
+    prefix = f"mcp_servers.{server}"
+    options = {
+        "url": url,
+        "bearer_token_env_var": token_env,
+        "default_tools_approval_mode": "approve",
+    }
+    words = [w for k, v in options.items() for w in ("-c", f"{prefix}.{k}={json.dumps(v)}")]
+    return LaunchLayer(
+        PROFILE.kind,
+        args=tuple(words),
+        env={token_env: token},
+        tool_names=tuple(f"mcp__{server}.{t}" for t in tools),
+        how=(
+            "codex -c mcp_servers.NAME.url/bearer_token_env_var/default_tools_approval_mode"
+            '="approve" (without it Codex asks before every call)'
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
+from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -12,6 +15,7 @@ from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import SESSION_START, STOP, MachineFiles, http_server, shell_command
 
 # --- GitHub Copilot CLI (observed 1.0.102, npm @github/copilot, tests/fixtures/screens/copilot/)
 # Screens (100 columns): a tab bar " [Current]  Sessions …", the logo, " ● Tip: …" notices;
@@ -63,4 +67,60 @@ PROFILE: Final = AgentProfile(
     extractor="session",  # ~/.copilot/session-state/<uuid>/events.jsonl
 )
 
-KIND: Final = AgentKind(PROFILE)
+
+# --- launch layers ----------------------------------------------------------------------
+def _hooks_config(base: Sequence[str], kinds: Sequence[str]) -> dict[str, Any]:
+    names = {STOP: "agentStop", SESSION_START: "sessionStart"}
+    entries = {
+        names[kind]: [{"type": "command", "bash": shell_command(base, kind), "timeoutSec": 10}]
+        for kind in kinds
+    }
+    return {"version": 1, "hooks": entries}
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """A private ``COPILOT_HOME`` holding ``hooks/madohub.json``."""
+    home = f"{folder.rstrip('/')}/copilot-home"
+    path = f"{home}/hooks/madohub.json"
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, SESSION_START),
+        env={"COPILOT_HOME": home},
+        files={path: json.dumps(_hooks_config(base, (STOP, SESSION_START)), indent=2)},
+        private_home=True,
+        how=(
+            "Copilot CLI has no per-run hooks option: user-level hooks are "
+            "$COPILOT_HOME/hooks/*.json, so the pane gets a private COPILOT_HOME "
+            "(without the user's login there; fine with COPILOT_PROVIDER_* or offline)"
+        ),
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The ``agentStop`` hook as ``~/.copilot/hooks/madohub.json``."""
+    config = _hooks_config(base, (STOP,))
+    return f"Save as ~/.copilot/hooks/madohub.json:\n{json.dumps(config, indent=2)}\n"
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """``copilot --additional-mcp-config @FILE --allow-tool NAME``."""
+    path = f"{folder.rstrip('/')}/copilot-mcp.json"
+    entry = {**http_server(url, "${" + token_env + "}"), "tools": list(tools)}
+    return LaunchLayer(
+        PROFILE.kind,
+        env={token_env: token},
+        args=("--additional-mcp-config", f"@{path}", "--allow-tool", server),
+        files={path: json.dumps({"mcpServers": {server: entry}})},
+        tool_names=tuple(f"{server}-{t}" for t in tools),
+        how=(
+            "copilot --additional-mcp-config @FILE adds servers for this run (beside "
+            "~/.copilot/mcp-config.json; ${NAME} in a header is read from the environment); "
+            "--allow-tool NAME allows that server's tools"
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)

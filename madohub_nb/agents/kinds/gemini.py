@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -12,6 +15,14 @@ from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import (
+    NOTIFICATION,
+    SESSION_START,
+    STOP,
+    MachineFiles,
+    gemini_like_files,
+    shell_command,
+)
 
 # --- Gemini CLI (observed 0.61.0, npm @google/gemini-cli, tests/fixtures/screens/gemini/) -----
 # Screens (100 columns): the logo banner, "Tips for getting started:", then the conversation:
@@ -65,4 +76,63 @@ PROFILE: Final = AgentProfile(
     extractor="session",  # ~/.gemini/tmp/<project>/chats/session-*.jsonl
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+SETTINGS_ENV: Final = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
+DEFAULTS_ENV: Final = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+LAYERS: Final = SystemLayers(SETTINGS_ENV, DEFAULTS_ENV, "/etc/gemini-cli/settings.json")
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """Its system-defaults layer (the lowest, under the user's settings) holds the hooks."""
+    path = f"{folder.rstrip('/')}/gemini-system-defaults.json"
+    hooks = {
+        "AfterAgent": [{"hooks": [{"type": "command", "command": shell_command(base, STOP)}]}],
+        "Notification": [
+            {"hooks": [{"type": "command", "command": shell_command(base, NOTIFICATION)}]}
+        ],
+        "SessionStart": [
+            {"hooks": [{"type": "command", "command": shell_command(base, SESSION_START)}]}
+        ],
+    }
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, NOTIFICATION, SESSION_START),
+        env={DEFAULTS_ENV: path},
+        files={path: json.dumps({"hooks": hooks}, indent=2)},
+        secure_dir=True,
+        how=(
+            "Gemini CLI reads its system-defaults layer (the lowest, under the user's "
+            "settings) from GEMINI_CLI_SYSTEM_DEFAULTS_PATH: the hub's file holds the hooks"
+        ),
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The ``AfterAgent`` hook for ``~/.gemini/settings.json``."""
+    hooks = {"AfterAgent": [{"hooks": [{"type": "command", "command": shell_command(base, STOP)}]}]}
+    return f"Merge into ~/.gemini/settings.json:\n{json.dumps({'hooks': hooks}, indent=2)}\n"
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """Its system settings layer, in place of the machine's (carried over)."""
+    files = gemini_like_files(folder.rstrip("/"), url, server, tools, token_env, machine)
+    return LaunchLayer(
+        PROFILE.kind,
+        env={SETTINGS_ENV: next(iter(files)), token_env: token},
+        files=files,
+        secure_dir=True,
+        tool_names=tuple(f"mcp_{server}_{t}" for t in tools),
+        system_layers=LAYERS,
+        how=(
+            "Gemini CLI reads its system settings layer from GEMINI_CLI_SYSTEM_SETTINGS_PATH "
+            "(mcpServers merged with the user's by name; the machine's own system files "
+            "carried over; the system-defaults layer holds the hub's hooks); trust: true "
+            "skips its confirmation"
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, hook_answer=False, mcp=mcp)

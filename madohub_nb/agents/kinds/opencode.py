@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import NOTIFICATION, STOP, MachineFiles, script
 
 # --- OpenCode (observed 1.18.33, npm opencode-ai) ----------------------------
 # Screens (100 columns): the input box is a run of "┃" lines over a "╹▀▀▀" edge; its last "┃"
@@ -58,4 +62,84 @@ PROFILE: Final = AgentProfile(
     extractor="session",  # its own record (agents/records.py), else the screen
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+CONFIG_ENV: Final = "OPENCODE_CONFIG"
+
+PLUGIN: Final = """\
+// madohub: report OpenCode's end of turn (session.idle) to the hub. Written by madohub_nb.
+import { spawn } from "node:child_process";
+const HOOK = __HOOK__;
+function send(kind, payload) {
+  try {
+    const child = spawn(HOOK[0], [...HOOK.slice(1), kind], { stdio: ["pipe", "ignore", "ignore"] });
+    child.on("error", () => {});
+    child.stdin.on("error", () => {});
+    child.stdin.end(JSON.stringify(payload));
+  } catch (e) {}
+}
+export const MadohubHooks = async () => ({
+  event: async ({ event }) => {
+    const sessionID = event?.properties?.sessionID ?? null;
+    if (event?.type === "session.idle") {
+      send("stop", { hook_event_name: "session.idle", session_id: sessionID });
+    } else if (event?.type === "permission.updated" || event?.type === "permission.asked") {
+      send("notification", { hook_event_name: event.type, session_id: sessionID,
+        message: String(event?.properties?.title ?? "permission requested") });
+    }
+  },
+});
+"""
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """Inline config (``OPENCODE_CONFIG_CONTENT``) naming the hub's plugin file."""
+    path = f"{folder.rstrip('/')}/opencode/madohub.js"
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, NOTIFICATION),
+        env={"OPENCODE_CONFIG_CONTENT": json.dumps({"plugin": [f"file://{path}"]})},
+        files={path: script(PLUGIN, base)},
+        how=(
+            "OPENCODE_CONFIG_CONTENT (inline config, merged over the user's) lists the "
+            "hub's plugin file, which runs the hook command on session.idle; no config "
+            "folder is added (OpenCode installs @opencode-ai/plugin into each one it loads)"
+        ),
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The plugin, as ``~/.config/opencode/plugins/madohub.js``."""
+    return "Save as ~/.config/opencode/plugins/madohub.js:\n" + script(PLUGIN, base)
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """One more config file (``OPENCODE_CONFIG``), merged over the user's."""
+    path = f"{folder.rstrip('/')}/opencode-mcp.json"
+    config = {
+        "mcp": {
+            server: {
+                "type": "remote",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {{env:{token_env}}}"},
+                "enabled": True,
+                "oauth": False,
+            }
+        },
+        "permission": {f"{server}_{t}": "allow" for t in tools},
+    }
+    return LaunchLayer(
+        PROFILE.kind,
+        env={CONFIG_ENV: path, token_env: token},
+        files={path: json.dumps(config, indent=2)},
+        tool_names=tuple(f"{server}_{t}" for t in tools),
+        how=(
+            "OPENCODE_CONFIG names one more config file, merged over the user's (the hub's "
+            "hooks use OPENCODE_CONFIG_CONTENT); {env:NAME} reads the token"
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -12,6 +14,7 @@ from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .common import JS_SEND_AND_LAST_ANSWER, SESSION_START, STOP, script
 
 # --- Pi (observed 0.73.1, npm @mariozechner/pi-coding-agent, tests/fixtures/screens/pi/) ----
 # Screens (100 columns): "fd not found…"/"ripgrep not found…" (PI_OFFLINE), " pi v0.73.1" and
@@ -61,4 +64,44 @@ PROFILE: Final = AgentProfile(
     extractor="session",  # ~/.pi/agent/sessions/<encoded cwd>/<time>_<uuid>.jsonl
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+EXTENSION: Final = (
+    """\
+// madohub: report Pi's end of turn (agent_end) and its answer to the hub. Written by madohub_nb.
+"""
+    + JS_SEND_AND_LAST_ANSWER
+    + """\
+function sessionFile(ctx) {
+  try { return ctx?.sessionManager?.getSessionFile?.() ?? null; } catch (e) { return null; }
+}
+export default function (pi) {
+  pi.on("agent_end", async (event, ctx) => {
+    send("stop", { hook_event_name: "agent_end", last_assistant_message: lastAnswer(event?.messages),
+      session_file: sessionFile(ctx) });
+  });
+  pi.on("session_start", async (event, ctx) => {
+    send("session_start", { hook_event_name: "session_start", session_file: sessionFile(ctx) });
+  });
+}
+"""
+)
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """``pi -e FILE``: an extension for this run."""
+    path = f"{folder.rstrip('/')}/pi/madohub.ts"
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, SESSION_START),
+        args=("-e", path),
+        files={path: script(EXTENSION, base)},
+        how="pi -e FILE loads an extension for this run; it reports agent_end with the answer",
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The extension, as ``~/.pi/agent/extensions/madohub.ts``."""
+    return "Save as ~/.pi/agent/extensions/madohub.ts:\n" + script(EXTENSION, base)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in)

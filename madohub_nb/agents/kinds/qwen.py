@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Final
 
+from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
 from ..profile import line as _line
 from ..profile import rx as _rx
 from .base import AgentKind
+from .common import (
+    NOTIFICATION,
+    SESSION_START,
+    STOP,
+    MachineFiles,
+    claude_like_hooks,
+    gemini_like_files,
+)
 
 # --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
 # Screens (100 columns): an input box "> " between two rules, "  Type your message or
@@ -57,4 +68,54 @@ PROFILE: Final = AgentProfile(
     extractor="session",  # its own record (agents/records.py), else the screen
 )
 
-KIND: Final = AgentKind(PROFILE)
+# --- launch layers ----------------------------------------------------------------------
+SETTINGS_ENV: Final = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
+DEFAULTS_ENV: Final = "QWEN_CODE_SYSTEM_DEFAULTS_PATH"
+LAYERS: Final = SystemLayers(SETTINGS_ENV, DEFAULTS_ENV, "/etc/qwen-code/settings.json")
+SETTINGS_VERSION: Final = 4
+"""Qwen Code 0.24.4 rewrites a settings file without this ``$version`` (it migrates it)."""
+
+
+def hooks(base: Sequence[str], folder: str) -> LaunchLayer:
+    """Claude-style hooks in its system-defaults layer."""
+    path = f"{folder.rstrip('/')}/qwen-system-defaults.json"
+    return LaunchLayer(
+        PROFILE.kind,
+        (STOP, NOTIFICATION, SESSION_START),
+        env={DEFAULTS_ENV: path},
+        files={path: json.dumps({"hooks": claude_like_hooks(base, None)}, indent=2)},
+        how=(
+            "Qwen Code has Claude-style hooks (Stop, Notification, SessionStart) in its "
+            "settings; its system-defaults layer comes from QWEN_CODE_SYSTEM_DEFAULTS_PATH"
+        ),
+    )
+
+
+def hooks_opt_in(base: Sequence[str]) -> str:
+    """The hook entries for ``~/.qwen/settings.json``."""
+    hooks = {"hooks": claude_like_hooks(base, None)}
+    return f'Merge into the "hooks" of ~/.qwen/settings.json:\n{json.dumps(hooks, indent=2)}\n'
+
+
+def mcp(
+    url: str, token: str, folder: str, *, server: str, tools: Sequence[str], token_env: str,
+    machine: MachineFiles,
+) -> LaunchLayer:  # fmt: skip
+    """Its system settings layer, in place of the machine's (carried over)."""
+    version = {"$version": SETTINGS_VERSION}
+    files = gemini_like_files(folder.rstrip("/"), url, server, tools, token_env, machine, **version)
+    return LaunchLayer(
+        PROFILE.kind,
+        env={SETTINGS_ENV: next(iter(files)), token_env: token},
+        files=files,
+        tool_names=tuple(f"mcp__{server}__{t}" for t in tools),
+        system_layers=LAYERS,
+        how=(
+            "Qwen Code reads its system settings layer from QWEN_CODE_SYSTEM_SETTINGS_PATH "
+            "(mcpServers merged by name; the machine's own system files carried over); "
+            "trust: true skips its confirmation, in its auto mode too"
+        ),
+    )
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)
