@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from ..errors import MadohubValueError
-from .kinds import KINDS, AgentKind
+from .kinds import KINDS, RECORD_BY_EXTRACTOR, AgentKind
 from .profile import (
     COMMAND_READERS,
     EXTRACTORS,
@@ -45,10 +45,14 @@ PROFILES: Final[dict[str, AgentProfile]] = {name: kind.profile for name, kind in
 
 
 def kind_of(name: str) -> AgentKind:
-    """The kind called ``name``: a shipped one, or one a user registered (a profile alone:
-    no records, hooks or MCP set-up of its own); a teaching error for an unknown name."""
+    """The kind called ``name``: a shipped one, or one a user registered (its profile, and
+    the record reader its ``extractor`` names: no hooks or MCP layers of its own); a
+    teaching error for an unknown name."""
     shipped = KINDS.get(name) if isinstance(name, str) else None
-    return shipped if shipped is not None else AgentKind(get_profile(name))
+    if shipped is not None:
+        return shipped
+    profile = get_profile(name)
+    return AgentKind(profile, record=RECORD_BY_EXTRACTOR.get(profile.extractor))
 
 
 def is_slash_command(text: str) -> bool:

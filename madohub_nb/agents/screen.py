@@ -264,3 +264,32 @@ def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
         return text
     cut = len(text) - max_chars
     return f"{text[:max_chars]}\n" + settings.CUT_MARKER.format(cut=cut)
+
+
+ANSWER_HISTORY_LINES = 5000
+"""Scrollback searched for the last typed input when its row is no longer known."""
+
+
+def answer_after_input(
+    text: str, typed: str, ready_pattern: re.Pattern[str] | None = None, *, last: bool = False
+) -> str | None:
+    """The output that followed ``typed`` in ``text`` (screen or history), or None if not found.
+
+    The anchor is the first line (``last=True``: the last one) holding the last
+    non-blank typed line: the echo of the input (``>>> print(1)``; for ``cat``,
+    its own copy follows). A final line matching ``ready_pattern`` (the
+    program's prompt back) and trailing blank lines are not part of the answer.
+    """
+    probe = next((ln.strip() for ln in reversed(typed.splitlines()) if ln.strip()), "")
+    if not probe:
+        return None
+    lines = strip_ansi(text).split("\n")
+    hits = [i for i, line in enumerate(lines) if probe in line]
+    if not hits:
+        return None
+    answer = lines[(hits[-1] if last else hits[0]) + 1 :]
+    while answer and not answer[-1].strip():
+        answer.pop()
+    if answer and ready_pattern is not None and ready_pattern.search(answer[-1]):
+        answer.pop()
+    return "\n".join(line.rstrip() for line in answer).strip("\n")

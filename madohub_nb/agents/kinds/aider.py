@@ -5,12 +5,22 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from .. import records
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    is_regular_file,
+    read_session_record,
+    session_turn_finished,
+)
 
 # --- Aider (observed 0.86.2, PyPI aider-chat, OpenAI-compatible fake API) ------------
 # Screens (120 columns): a rule, then the prompt "> " (an edit mode prefixes it: "ask> ",
@@ -68,4 +78,28 @@ PROFILE: Final = AgentProfile(
     answer_in_scrollback=True,
 )
 
-KIND: Final = AgentKind(PROFILE)
+
+# --- its record: <cwd>/.aider.chat.history.md (or the one its options name) ------------
+def locate_history(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """Aider's chat history: its cwd's, else its git root's (where folders may be looked at)."""
+    machine = source.machine
+    env = source.agent_environ(proc, records.ENV_NAMES)
+    cwd = machine.cwd(proc.pid) or source.pane_path()
+    candidates = records.aider_history_candidates(cwd, machine.cmdline(proc.pid), env)
+    # On a host each look is an ssh read: its cwd's only (not the folders above).
+    for path in candidates if machine.dir_scans else candidates[:1]:
+        # (here a stat; on a host a bounded tail read, None when there is no such file)
+        if machine.with_file(path, is_regular_file):
+            return RecordRef(path, PROFILE.kind)
+    return None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_history,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(PROFILE, record=RECORD)

@@ -14,6 +14,7 @@ from typing import Protocol
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from .common import MachineFiles
+from .records import AgentPid, RecordReader, RecordSource
 
 
 class HookLayer(Protocol):
@@ -43,12 +44,18 @@ class McpLayer(Protocol):
 
 @dataclass(frozen=True)
 class AgentKind:
-    """One agent kind: its screen profile, its launch layers and its opt-in rules.
+    """One agent kind: its screen profile, its record reader, its launch layers and its
+    opt-in rules.
 
     A kind a user registers (``mh.register_agent``) has a profile alone.
     """
 
     profile: AgentProfile
+    record: RecordReader | None = None
+    """How its own record of the conversation is found and read; None: the screen only."""
+    live_status: Callable[[RecordSource, AgentPid], str | None] | None = None
+    """A live status file's ``idle`` / ``busy`` / ``waiting`` (Claude's ``sessions/<pid>.json``,
+    the profile's ``writes_status_file``); None when it says nothing."""
     hooks: HookLayer | None = None
     """None: the hub knows no hooks of this kind (its turns are told from records or screen)."""
     hooks_opt_in: Callable[[Sequence[str]], str] | None = None

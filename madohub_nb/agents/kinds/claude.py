@@ -6,8 +6,19 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final
 
+from ...errors import TmuxError
+from ...io.transcripts import cwd_to_project_dir, read_last_response, turn_finished
+from ..claude import (
+    CONFIG_ENV,
+    ClaudeSession,
+    claimed_session_ids,
+    claude_config_dir,
+    parse_session_file,
+    session_file_path,
+)
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -25,6 +36,14 @@ from .common import (
     claude_like_hooks,
     http_server,
     shell_command,
+)
+from .records import (
+    START_SLACK_S,
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    newest_regular_file,
 )
 
 # --- Claude Code ------------------------------------------------------------
@@ -145,4 +164,99 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True)
+# --- its record: sessions/<pid>.json, then projects/*/<sessionId>.jsonl ----------------
+def config_dir(source: RecordSource, proc: AgentPid) -> Path | None:
+    """Claude's config dir: from its environment, else the hub's ``claude_home``."""
+    return claude_config_dir(source.agent_environ(proc, CONFIG_ENV), source.claude_home())
+
+
+def read_session(source: RecordSource, proc: AgentPid) -> tuple[ClaudeSession | None, bool]:
+    """Claude's ``sessions/<pid>.json`` on the tile's machine (its session id and live
+    status), or None when there is none (yet) or it cannot be read; and whether the file
+    found for ``proc``'s pid was another process's (stale: its ``procStart`` is not
+    ``proc``'s start)."""
+    config = config_dir(source, proc)
+    if config is None:
+        return None, False
+    path = session_file_path(config, proc.pid)
+    try:
+        raw = source.machine.read_head(str(path))
+    except TmuxError:
+        raw = None
+    session = parse_session_file(raw, path, proc.pid)
+    stale = session is not None and not session.is_for_process(proc.start_ticks)
+    if stale:
+        # A Claude killed before it could remove its file, whose pid another process got
+        # (pids wrap at 32,768 here): that file names someone else's session.
+        session = None
+    if session is None:
+        # Read its environment again next time: a launcher may exec the agent with
+        # another config dir under the same pid and start time (the demo's stand-ins do).
+        source.forget_environ()
+    return session, stale
+
+
+def live_status(source: RecordSource, proc: AgentPid) -> str | None:
+    """``idle``, ``busy`` or ``waiting`` as its sessions file says; None: it says nothing."""
+    session = read_session(source, proc)[0]
+    if session is not None and session.status in ("idle", "busy", "waiting"):
+        return session.status
+    return None
+
+
+def locate_transcript(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """The transcript a running Claude Code process writes (a path on its machine), or None."""
+    config = config_dir(source, proc)
+    if config is None:
+        return None
+    machine = source.machine
+    projects = config / "projects"
+    session, stale = read_session(source, proc)
+    if stale:
+        # Its pid's sessions file is another (dead) process's: it writes its own soon; the
+        # folder's newest transcript may be anyone's.
+        return None
+    if session is not None and session.session_id:
+        # The session may have no transcript yet (no prompt so far): then there is no answer.
+        # Never fall back to the folder here: another agent in the same cwd writes there too.
+        found = machine.find_file(str(projects), f"{session.session_id}.jsonl")
+        return RecordRef(found, PROFILE.kind) if found is not None else None
+    if not machine.dir_scans:
+        return None
+    # No sessions file (older versions, or one not written yet): the newest transcript of its
+    # cwd that can be its own. Other Claudes of the same cwd and config dir write there too
+    # (an experiment's runs, the kernel's own tiles): a transcript older than this process,
+    # or one another process's sessions file names, is theirs. (Read as the agent's, a
+    # fresh agent looked idle before it could take input, and its kickoff was lost.)
+    cwd = machine.cwd(proc.pid) or (session.cwd if session is not None else None)
+    if not cwd:
+        return None
+    folder = cwd_to_project_dir(cwd, projects)
+    if folder is None:
+        return None
+    others = claimed_session_ids(config, proc.pid)
+    started = machine.started_at(proc.pid)
+    newest = newest_regular_file(
+        (p for p in folder.glob("*.jsonl") if p.stem not in others),
+        since=started - START_SLACK_S if started is not None else None,
+    )
+    return RecordRef(str(newest), PROFILE.kind) if newest is not None else None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_transcript,
+    read=lambda path, ref: read_last_response(path, usage=True),
+    turn_finished=lambda path, ref: turn_finished(path),
+    env_names=CONFIG_ENV,
+)
+
+
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    mcp_on_hosts=True,
+    record=RECORD,
+    live_status=live_status,
+)

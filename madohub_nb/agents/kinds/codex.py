@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
+from ...io.transcripts import find_codex_rollout, read_last_response, turn_finished
+from ..codex import HOME_ENV, ROLLOUT_GLOB, codex_home, newest_rollout
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import line as _line
@@ -15,6 +19,7 @@ from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
 from .common import STOP, MachineFiles
+from .records import AgentPid, RecordReader, RecordRef, RecordSource
 
 # --- Codex CLI --------------------------------------------------------------
 # Screens: fixtures/real/screens/codex_*.txt (0.171.0).
@@ -139,4 +144,41 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True)
+# --- its record: the rollout file --------------------------------------------------------
+def home(source: RecordSource, proc: AgentPid) -> Path | None:
+    """Codex's home on the tile's machine (its ``CODEX_HOME``, else ``HOME``/.codex)."""
+    return codex_home(source.agent_environ(proc, HOME_ENV))
+
+
+def locate_rollout(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """The rollout file a running Codex process writes (a path on its machine), or None.
+
+    The one Codex (or a descendant: the native child of its ``node``) holds open; where
+    directories may be scanned, else the newest rollout of its cwd since it started.
+    """
+    machine, codex = source.machine, home(source, proc)
+    real_home = os.path.realpath(codex) if codex is not None and machine.name is None else codex
+    held = [f.path for f in machine.open_files([proc.pid], ROLLOUT_GLOB)]
+    found = newest_rollout(held, codex, *([real_home] if real_home else []))
+    if found is not None:
+        return RecordRef(found, PROFILE.kind)
+    if not machine.dir_scans:
+        return None
+    cwd, started = machine.cwd(proc.pid), machine.started_at(proc.pid)
+    if codex is None or cwd is None or started is None:
+        return None
+    rollout = find_codex_rollout(codex, cwd=cwd, started_after=started)
+    return RecordRef(str(rollout), PROFILE.kind) if rollout is not None else None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_rollout,
+    read=lambda path, ref: read_last_response(path, usage=True),
+    turn_finished=lambda path, ref: turn_finished(path),
+    env_names=HOME_ENV,
+)
+
+
+KIND: Final = AgentKind(
+    PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True, record=RECORD
+)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from .. import records
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -16,6 +17,15 @@ from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
 from .common import SESSION_START, STOP, MachineFiles, http_server, shell_command
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    descendants,
+    read_session_record,
+    session_turn_finished,
+)
 
 # --- GitHub Copilot CLI (observed 1.0.102, npm @github/copilot, tests/fixtures/screens/copilot/)
 # Screens (100 columns): a tab bar " [Current]  Sessions …", the logo, " ● Tip: …" notices;
@@ -123,4 +133,27 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)
+# --- its record: events.jsonl beside the inuse.<pid>.lock of its process ----------------
+def locate_events(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """Copilot's ``events.jsonl`` beside the ``inuse.<pid>.lock`` of its process: the agent's
+    own, or (the launcher's native child holds it) one of its descendants'."""
+    machine = source.machine
+    folder = records.copilot_session_state(source.agent_environ(proc, records.ENV_NAMES))
+    if folder is None:
+        return None
+    for pid in descendants(source, proc):
+        lock = machine.find_file(folder, records.copilot_lock_name(pid))
+        if lock is not None:
+            return RecordRef(records.copilot_events(lock), PROFILE.kind)
+    return None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_events,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)

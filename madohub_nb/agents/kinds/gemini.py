@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from .. import records
 from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -22,6 +23,15 @@ from .common import (
     MachineFiles,
     gemini_like_files,
     shell_command,
+)
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    newest_since_start,
+    read_session_record,
+    session_turn_finished,
 )
 
 # --- Gemini CLI (observed 0.61.0, npm @google/gemini-cli, tests/fixtures/screens/gemini/) -----
@@ -135,4 +145,27 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, hook_answer=False, mcp=mcp)
+# --- its record: the newest chat file of its project since it started -------------------
+def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` written since it started."""
+    machine = source.machine
+    env = source.agent_environ(proc, records.ENV_NAMES)
+    cwd = machine.cwd(proc.pid) or source.pane_path()
+    pointer = records.gemini_projects_file(env)
+    raw = machine.read_head(pointer) if pointer is not None and cwd else None
+    name = records.gemini_project_name(raw, cwd) if cwd else None
+    folder = records.gemini_chats(env, cwd, name)
+    return newest_since_start(source, proc, folder, records.GEMINI_CHAT_GLOB, PROFILE.kind)
+
+
+RECORD: Final = RecordReader(
+    locate=locate_chat,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(
+    PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, hook_answer=False, mcp=mcp, record=RECORD
+)

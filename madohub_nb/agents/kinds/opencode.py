@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from .. import records
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -15,6 +16,14 @@ from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
 from .common import NOTIFICATION, STOP, MachineFiles, script
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    read_session_record,
+    session_turn_finished,
+)
 
 # --- OpenCode (observed 1.18.33, npm opencode-ai) ----------------------------
 # Screens (100 columns): the input box is a run of "┃" lines over a "╹▀▀▀" edge; its last "┃"
@@ -142,4 +151,21 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)
+# --- its record: the SQLite database it shares with every OpenCode of the user ----------
+def locate_database(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """OpenCode's database, narrowed to the newest session run in the agent's folder."""
+    env = source.agent_environ(proc, records.ENV_NAMES)
+    cwd = source.machine.cwd(proc.pid) or source.pane_path()
+    db = records.opencode_database(env)
+    return RecordRef(db, PROFILE.kind, cwd=cwd) if db is not None and cwd else None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_database,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)

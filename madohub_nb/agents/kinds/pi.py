@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from .. import records
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -15,6 +16,15 @@ from ..profile import rx as _rx
 from ..regex import lazy_compile
 from .base import AgentKind
 from .common import JS_SEND_AND_LAST_ANSWER, SESSION_START, STOP, script
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    newest_since_start,
+    read_session_record,
+    session_turn_finished,
+)
 
 # --- Pi (observed 0.73.1, npm @mariozechner/pi-coding-agent, tests/fixtures/screens/pi/) ----
 # Screens (100 columns): "fd not found…"/"ripgrep not found…" (PI_OFFLINE), " pi v0.73.1" and
@@ -104,4 +114,21 @@ def hooks_opt_in(base: Sequence[str]) -> str:
     return "Save as ~/.pi/agent/extensions/madohub.ts:\n" + script(EXTENSION, base)
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in)
+# --- its record: the newest session file of its folder since it started -----------------
+def locate_session(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """Pi's ``~/.pi/agent/sessions/<encoded cwd>/*.jsonl`` written since it started."""
+    env = source.agent_environ(proc, records.ENV_NAMES)
+    cwd = source.machine.cwd(proc.pid) or source.pane_path()
+    folder = records.pi_sessions(env, cwd)
+    return newest_since_start(source, proc, folder, records.PI_SESSION_GLOB, PROFILE.kind)
+
+
+RECORD: Final = RecordReader(
+    locate=locate_session,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, record=RECORD)

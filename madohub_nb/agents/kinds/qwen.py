@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
+from .. import records
 from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -20,6 +21,15 @@ from .common import (
     MachineFiles,
     claude_like_hooks,
     gemini_like_files,
+)
+from .records import (
+    AgentPid,
+    RecordReader,
+    RecordRef,
+    RecordSource,
+    descendants,
+    read_session_record,
+    session_turn_finished,
 )
 
 # --- Qwen Code (observed 0.24.4, npm @qwen-code/qwen-code, OpenAI-compatible fake API) ----
@@ -118,4 +128,29 @@ def mcp(
     )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp)
+# --- its record: the chat file of the session its process names in sessions/ ----------
+def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
+    """Qwen's chat file of the session its process (or a descendant) names in ``sessions/``."""
+    machine = source.machine
+    env = source.agent_environ(proc, records.ENV_NAMES)
+    projects = records.qwen_projects(env)
+    if projects is None:
+        return None
+    pids = descendants(source, proc)
+    for pid, pointer in zip(pids, records.qwen_pointer_files(env, pids), strict=True):
+        session = records.qwen_session(machine.read_head(pointer), pid)
+        if session is not None:
+            found = machine.find_file(projects, records.qwen_chat_name(session))
+            return RecordRef(found, PROFILE.kind, session_id=session) if found is not None else None
+    return None
+
+
+RECORD: Final = RecordReader(
+    locate=locate_chat,
+    read=read_session_record,
+    turn_finished=session_turn_finished,
+    env_names=records.ENV_NAMES,
+)
+
+
+KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)
