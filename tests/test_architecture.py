@@ -252,74 +252,6 @@ def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
     assert not found, "ask tile.machine instead:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize(
-    ("source", "check", "expected"),
-    [
-        (
-            "from ..hub import Hub\n",
-            "test_imports_only_point_down_the_pipeline",
-            "imports madohub_nb.hub",
-        ),
-        (
-            "from .log import _record\n",
-            "test_no_module_imports_another_modules_private_name",
-            "_record",
-        ),
-        (
-            "from ..pipeline import round\n",
-            "test_imports_only_point_down_the_pipeline",
-            "imports madohub_nb.pipeline",
-        ),
-        ("from . import log\n", "test_there_is_no_import_cycle", "io.log -> madohub_nb.io.planted"),
-        (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .log import RoundLog\n",
-            "test_there_is_no_import_cycle",
-            "io.log -> madohub_nb.io.planted",
-        ),
-    ],
-)
-def test_the_checks_catch_what_they_look_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, check: str, expected: str
-) -> None:
-    """Plant an offending module in a copy of the package: the checks must fail."""
-    import shutil
-
-    copy = tmp_path / "madohub_nb"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "io" / "planted.py").write_text(source)
-    with (copy / "io" / "log.py").open("a") as log:  # for the cycle: log imports planted
-        log.write("\nfrom . import planted  # noqa\n")
-    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
-    with pytest.raises(AssertionError, match=expected):
-        globals()[check]()
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "def f(t: object) -> bool:\n    return isinstance(t, RemoteTile)\n",
-        "import psutil\ndef f(p: object) -> bool:\n    return isinstance(p, psutil.Process)\n",
-        "def f(m: object) -> bool:\n    return isinstance(m, (int, SshMachine))\n",
-        "def f(m: object) -> bool:\n    return isinstance(m, LocalMachine | None)\n",
-    ],
-)
-def test_the_class_rule_catches_a_planted_test(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
-) -> None:
-    """Planted outside io/ (in pipeline/), an isinstance test of a place's class fails the
-    rule; the same code inside io/ does not."""
-    import shutil
-
-    copy = tmp_path / "madohub_nb"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
-    (copy / "io" / "planted.py").write_text(source)
-    test_only_io_tells_tiles_and_machines_apart_by_class()
-    (copy / "pipeline" / "planted.py").write_text(source)
-    with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
-        test_only_io_tells_tiles_and_machines_apart_by_class()
-
-
 def test_the_shipped_kinds_are_the_registrys() -> None:
     """``model.AGENT_KINDS`` (the words layer, which imports nothing) names the kinds of
     ``agents/kinds/``, in the same order."""
@@ -411,3 +343,71 @@ def test_the_kind_rule_catches_a_planted_comparison(
         AssertionError, match=r"madohub_nb.pipeline.planted:[234] (compares|matches)"
     ):
         test_no_agent_kind_is_compared_outside_its_module()
+
+
+@pytest.mark.parametrize(
+    ("source", "check", "expected"),
+    [
+        (
+            "from ..hub import Hub\n",
+            "test_imports_only_point_down_the_pipeline",
+            "imports madohub_nb.hub",
+        ),
+        (
+            "from .log import _record\n",
+            "test_no_module_imports_another_modules_private_name",
+            "_record",
+        ),
+        (
+            "from ..pipeline import round\n",
+            "test_imports_only_point_down_the_pipeline",
+            "imports madohub_nb.pipeline",
+        ),
+        ("from . import log\n", "test_there_is_no_import_cycle", "io.log -> madohub_nb.io.planted"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .log import RoundLog\n",
+            "test_there_is_no_import_cycle",
+            "io.log -> madohub_nb.io.planted",
+        ),
+    ],
+)
+def test_the_checks_catch_what_they_look_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, check: str, expected: str
+) -> None:
+    """Plant an offending module in a copy of the package: the checks must fail."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "io" / "planted.py").write_text(source)
+    with (copy / "io" / "log.py").open("a") as log:  # for the cycle: log imports planted
+        log.write("\nfrom . import planted  # noqa\n")
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(t: object) -> bool:\n    return isinstance(t, RemoteTile)\n",
+        "import psutil\ndef f(p: object) -> bool:\n    return isinstance(p, psutil.Process)\n",
+        "def f(m: object) -> bool:\n    return isinstance(m, (int, SshMachine))\n",
+        "def f(m: object) -> bool:\n    return isinstance(m, LocalMachine | None)\n",
+    ],
+)
+def test_the_class_rule_catches_a_planted_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Planted outside io/ (in pipeline/), an isinstance test of a place's class fails the
+    rule; the same code inside io/ does not."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    (copy / "io" / "planted.py").write_text(source)
+    test_only_io_tells_tiles_and_machines_apart_by_class()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
+        test_only_io_tells_tiles_and_machines_apart_by_class()
