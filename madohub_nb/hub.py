@@ -180,6 +180,7 @@ class Hub:
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
             branch = worktree_branch(name, worktree)
+            mcp_layer = None
             if reach is not False:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
@@ -189,10 +190,10 @@ class Hub:
                     raise MadohubValueError(
                         f"env= sets {', '.join(clash)}, which mcp= needs for {kind}; leave it out"
                     )
-                command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
+                mcp_layer = setup
             try:
                 tile = self._rt.tiles.create(
-                    name, agent, command, workdir, env, host, hooks, branch
+                    name, agent, command, workdir, env, host, hooks, branch, mcp=mcp_layer
                 )
             except BaseException:
                 if reach is not False:  # no tile: its token ends with it

@@ -73,6 +73,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.hookcall import build_message
 from madohub_nb.pipeline.events import (
@@ -546,8 +547,8 @@ class Soak:
         proc = tile.agent_process()
         facts = [f"{name}: {tile.state} by {tile.last_signal}", f"agent {proc}"]
         if proc is not None:
-            config = tile.claude_config(proc)
-            session, stale = tile.read_claude_session(proc)
+            config = claude_kind.config_dir(tile, proc)
+            session, stale = claude_kind.read_session(tile, proc)
             facts.append(f"sessions file {session.session_id if session else None} stale {stale}")
             raw = config / "sessions" / f"{proc.pid}.json" if config is not None else None
             if raw is not None and raw.is_file():

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .. import settings
 from ..errors import MadohubValueError
-from ..model import AGENT_KINDS
+from .kinds import SHIPPED_KINDS as AGENT_KINDS
 from .profiles import (
     EXTRACTORS,
     PROFILES,

@@ -16,9 +16,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError
 from ..model import ExtractionMethod
+from ..regex import lazy_compile
 from .agent_records import SESSION_FORMATS, detect_format, read_record, record_turn_finished
 from .records import (  # re-exported: these were defined here first
     CHUNK_BYTES,

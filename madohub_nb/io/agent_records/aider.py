@@ -21,7 +21,7 @@ from collections.abc import Generator
 from contextlib import closing
 from pathlib import Path
 
-from ...agents.regex import lazy_compile
+from ...regex import lazy_compile
 from ..records import Extraction, ReadStats, TurnUsage, check_path
 from .common import ANSWER_SCAN_BYTES, TURN_SCAN_BYTES, lines_newest_first, opened
 
