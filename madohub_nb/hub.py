@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
+from .defaults import check_choice
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .hub_settings import HubSettings, add_setting_attributes
@@ -43,8 +44,7 @@ from .pipeline.transforms import AIClientConfig, make_transform_spec, require_ai
 from .pipeline.workflow import RouteSpec, Workflow, options_named
 from .render import html_for_hub, repr_hub
 from .runtime import CloseSummary, Runtime
-from .settings import check_choice
-from .tiles import ADOPTED_HOOKS
+from .tile_registry import ADOPTED_HOOKS
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -1,8 +1,8 @@
 """What runs behind the hub, composed: settings, engine, log, tiles, routes, recorder.
 
 :class:`Runtime` builds the parts and orders their shutdown; each part is its own
-small class (:class:`~madohub_nb.tiles.TileRegistry`,
-:class:`~madohub_nb.routes.RouteRegistry`, :class:`~madohub_nb.recorder.RoundRecorder`).
+small class (:class:`~madohub_nb.tile_registry.TileRegistry`,
+:class:`~madohub_nb.route_registry.RouteRegistry`, :class:`~madohub_nb.recorder.RoundRecorder`).
 It is also the ``RouteServices`` its routes and rounds get: each of those methods
 hands the call to the part that owns it.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .agents.registry import load_agents_file
+from .defaults import parse_ssh_command
 from .engine import Engine, EventBus, aside
 from .hub_settings import HubSettings
 from .io.git import WorktreeEnd
@@ -24,13 +25,12 @@ from .pipeline.events import HubEvent, TileStateChanged
 from .pipeline.inbox import Inbox
 from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
-from .routes import RouteRegistry
+from .route_registry import RouteRegistry
 from .services import HubServices
-from .settings import parse_ssh_command
-from .tiles import TileRegistry
+from .tile_registry import TileRegistry
 
 if TYPE_CHECKING:
-    from .handoffs import HubMcp
+    from .mcp_server import HubMcp
 
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
@@ -102,7 +102,7 @@ class Runtime:
     def mcp(self) -> HubMcp:
         """The hub's MCP server (made on first use: the ``mcp`` SDK loads only then)."""
         if self._mcp is None:
-            from .handoffs import HubMcp
+            from .mcp_server import HubMcp
 
             self._mcp = HubMcp(self)
         return self._mcp

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "madohub_nb"
 
 LAYERS: dict[str, int] = {
     "madohub_nb.errors": 0,
-    "madohub_nb.settings": 0,
+    "madohub_nb.defaults": 0,
     "madohub_nb.model": 0,
     "madohub_nb.secrets": 0,
     "madohub_nb.regex": 0,  # patterns compiled on first use (agent tables and adapters)
@@ -30,11 +30,11 @@ LAYERS: dict[str, int] = {
     "madohub_nb.engine": 1,  # the loop and its owned tasks: io/ spawns through it too
     "madohub_nb.pipeline": 2,
     "madohub_nb.hub_settings": 0,  # the settings table: words and validators, no adapter
-    "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
-    "madohub_nb.routes": 3,
+    "madohub_nb.tile_registry": 3,  # the runtime's parts: tile registry, route registry, recorder
+    "madohub_nb.route_registry": 3,
     "madohub_nb.recorder": 3,
     "madohub_nb.services": 3,
-    "madohub_nb.handoffs": 3,  # hub.mcp: the MCP server joined to the tools' work
+    "madohub_nb.mcp_server": 3,  # hub.mcp: the MCP server joined to the tools' work
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
@@ -77,7 +77,7 @@ is in layer 0, below io/.)"""
 
 
 KNOWN_TYPE_CYCLES = (
-    "madohub_nb.runtime -> madohub_nb.handoffs -> madohub_nb.runtime",
+    "madohub_nb.runtime -> madohub_nb.mcp_server -> madohub_nb.runtime",
     "madohub_nb.runtime -> madohub_nb.services -> madohub_nb.runtime",
 )
 """Circles of type-only imports still to go (issue 37, item 6: the runtime's parts name the
@@ -304,10 +304,10 @@ def test_views_are_imported_only_from_above() -> None:
             "tile:\\d+ imports madohub_nb.render",
         ),
         (
-            "routes.py",
+            "route_registry.py",
             "from .render import html_for_route\n",
             "test_views_are_imported_only_from_above",
-            "routes:\\d+ imports madohub_nb.render",
+            "route_registry:\\d+ imports madohub_nb.render",
         ),
         (
             "io/log.py",

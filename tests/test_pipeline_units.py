@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
@@ -26,7 +27,6 @@ from madohub_nb.pipeline.round import RoundPlan, dispatch_named, hand_send_plan,
 from madohub_nb.pipeline.route import Route, make_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig, make_transform_spec
-from madohub_nb.settings import PRICES_USD_PER_MTOK
 
 
 class Services:

@@ -24,10 +24,10 @@ from conftest import FAST_IDLE_MS, log_rows, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
+from madohub_nb.defaults import parse_ssh_command
 from madohub_nb.io.machine import PaneRef
 from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost
 from madohub_nb.pipeline.events import HostStateChanged, TileStateChanged
-from madohub_nb.settings import parse_ssh_command
 
 
 @pytest.fixture

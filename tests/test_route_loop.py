@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
@@ -28,7 +29,6 @@ from madohub_nb.pipeline.round import RoundPlan, round_tokens, run_round
 from madohub_nb.pipeline.route import Route, build_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig
-from madohub_nb.settings import PRICES_USD_PER_MTOK
 
 HORIZON_S = 120.0
 """How far past the last scripted event the clock runs before the route is left waiting."""

@@ -14,12 +14,12 @@ import pytest
 from conftest import FAST_IDLE_MS, log_rows, one_round, start_standin, wait_until
 
 import madohub_nb as mh
+from madohub_nb.defaults import PRICES_USD_PER_MTOK, check_prices, price_for
 from madohub_nb.demo.standin_claude import message_usage
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.notebook.config import MadoHub
 from madohub_nb.pipeline.round import round_cost_usd
-from madohub_nb.settings import PRICES_USD_PER_MTOK, check_prices, price_for
 from madohub_nb.testing import FakeAnthropic
 from madohub_nb.testing.fake_anthropic import CACHED_INPUT_TOKENS, usage_for
 

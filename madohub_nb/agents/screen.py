@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from .. import settings
+from .. import defaults
 from ..errors import MadohubValueError
 from .regex import lazy_compile
 
@@ -175,7 +175,7 @@ def _block_text(block: list[str], start: re.Pattern[str]) -> str:
 
 
 def terminal_last_response(
-    screen: str, profile: ScreenRules, max_lines: int = settings.FULL_OUTPUT_LINES
+    screen: str, profile: ScreenRules, max_lines: int = defaults.FULL_OUTPUT_LINES
 ) -> str:
     """The agent's last answer as read from the screen ("" when none is visible).
 
@@ -254,7 +254,7 @@ def sanitize_for_typing(text: str | bytes) -> str:
     return text
 
 
-def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
+def cap_text(text: str, max_chars: int = defaults.MAX_ROUTED_CHARS) -> str:
     """``text`` cut to its first ``max_chars`` characters, with a visible marker when cut."""
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise MadohubValueError(
@@ -263,7 +263,7 @@ def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n" + settings.CUT_MARKER.format(cut=cut)
+    return f"{text[:max_chars]}\n" + defaults.CUT_MARKER.format(cut=cut)
 
 
 ANSWER_HISTORY_LINES = 5000

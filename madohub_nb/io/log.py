@@ -16,7 +16,7 @@ while the kernel thread reads; a single connection that ``close()`` can shut
 from any thread is simpler than a connection per thread. An append holds the
 lock for one short transaction; reading ``df`` holds it while rows are fetched. Several ``RoundLog`` objects (in
 several processes) may share one file: WAL lets readers run beside the writer,
-and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
+and writers queue on ``busy_timeout`` (``defaults.LOG_BUSY_TIMEOUT_MS``).
 
 Every method is safe from any thread. Blocking ones take the log's lock and touch
 the file, so they may wait for a reader of this log (``df``) and, for writes, up to
@@ -38,7 +38,7 @@ in a row reads as missing (NaN, NaT) or as stored, never as an error.
 No secret reaches the file: every text field is scrubbed of API-key-like
 strings and of registered secrets before it is written (keys put in the
 environment later are picked up at each write). Each text field is cut at
-``max_field_chars`` (``settings.MAX_LOGGED_CHARS``) with a visible marker.
+``max_field_chars`` (``defaults.MAX_LOGGED_CHARS``) with a visible marker.
 
 Only its owner can read the log: a new file (and so its WAL and SHM, which
 SQLite creates with the database's mode) is made 0600, a folder made for it
@@ -68,10 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..agents.regex import lazy_compile
-from ..errors import LogError, MadohubError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
-from ..secrets import SecretRegistry, scrub_secrets
-from ..settings import (
+from ..defaults import (
     CUT_MARKER,
     DELIVERY_MODES,
     LOG_BUSY_TIMEOUT_MS,
@@ -79,6 +76,9 @@ from ..settings import (
     check_choice,
     check_range,
 )
+from ..errors import LogError, MadohubError, MadohubValueError
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
+from ..secrets import SecretRegistry, scrub_secrets
 from .log_chunks import (
     CHUNK_ROWS,
     CHUNK_TABLE_SQL,

@@ -28,8 +28,8 @@ from typing import IO, TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
 from ..agents.regex import lazy_compile
+from ..defaults import AGENT_FILE_MAX_BYTES
 from ..errors import MadohubValueError, TmuxError
-from ..settings import AGENT_FILE_MAX_BYTES
 from .machine import SCRIPT_TIMEOUT_S, OpenFile, argv_from_bytes, environ_from_bytes
 from .tmux import Tmux, client_environment
 from .watch import OutputWatcher, PaneStream

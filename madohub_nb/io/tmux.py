@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from ..agents.regex import lazy_compile
+from ..defaults import check_socket_name
 from ..engine import spawn
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
-from ..settings import check_socket_name
 from .launch import launch_buffer_name, launcher, with_exec
 
 PANE_ID_RE = lazy_compile(r"^%\d+\Z")

@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
+from ..defaults import DELIVERY_MODES, TRANSFORMS
 from ..errors import MadohubValueError
 from ..hub_settings import SETTINGS
 from ..pipeline import options as option_table
 from ..pipeline.keys import key_names_help
 from ..pipeline.options import PLACEHOLDERS, Option, options_of
 from ..pipeline.options import parse_duration_ms as parse_duration_ms  # (the magics' API)
-from ..settings import DELIVERY_MODES, TRANSFORMS
 
 DEBUG_ENV = "MADOHUB_DEBUG"
 """Set to 1 to let magic errors raise with their traceback."""

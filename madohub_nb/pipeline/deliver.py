@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING
 from ..agents.foreground import Reader, check_reader
 from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
+from ..defaults import DELIVERY_MODES, MAX_ROUTED_CHARS, TYPING_DELAY_MS, check_choice
 from ..errors import DeliveryError, TileError, TmuxError
 from ..io.tmux import hex_keys_command, key_command
-from ..settings import DELIVERY_MODES, MAX_ROUTED_CHARS, TYPING_DELAY_MS, check_choice
 
 if TYPE_CHECKING:
     import random

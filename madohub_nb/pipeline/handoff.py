@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..defaults import CUT_MARKER
 from ..engine import spawn
 from ..errors import DeliveryError
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
-from ..settings import CUT_MARKER
 from .events import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round

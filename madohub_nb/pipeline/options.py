@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..agents.profiles import known_kinds
-from ..errors import MadohubValueError
-from ..model import AGENT_KINDS
-from ..settings import (
+from ..defaults import (
     COOLDOWN_MS_DEFAULT,
     COOLDOWN_MS_RANGE,
     DELIVERY_MODES,
@@ -42,6 +40,8 @@ from ..settings import (
     check_range,
     check_regex,
 )
+from ..errors import MadohubValueError
+from ..model import AGENT_KINDS
 
 Check = Callable[[str, Any], object]
 """``check(option name, value)``: raises ``MadohubValueError`` saying what is allowed."""

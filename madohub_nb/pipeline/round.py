@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ..defaults import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
 from ..io.transcripts import USAGE_FIELDS, Extraction
-from ..settings import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
 from .deliver import Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile
@@ -56,7 +56,7 @@ DISPATCHES: Final[Mapping[str, Dispatch]] = {
         Dispatch("shadow", types_text=False),
     )
 }
-"""Every dispatch mode by name, in the order of ``settings.DISPATCH_MODES``."""
+"""Every dispatch mode by name, in the order of ``defaults.DISPATCH_MODES``."""
 
 
 def dispatch_named(name: str) -> Dispatch:

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from ..agents.screen import strip_ansi
+from ..defaults import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.git import Changes
@@ -29,7 +30,6 @@ from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import RoundStatus, RouteState, TileState
-from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from .conditions import Condition, Edge, make_condition
 from .events import HubEvent, RouteStateChanged, TurnSkipped
 from .extract import extract

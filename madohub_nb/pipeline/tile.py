@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .. import settings
+from .. import defaults
 from ..agents.detect import AgentProcess, detect_kind, find_agent, foreground_of, is_shell_name
 from ..agents.foreground import (
     DEAD_STATES,
@@ -778,11 +778,11 @@ def tile_options(
 ) -> tuple[int | None, re.Pattern[str] | None, re.Pattern[str] | None]:
     """Check ``hub.tile``'s readiness keywords; one-line errors name the parameter."""
     if ready_quiet_ms is not None:
-        settings.check_range("ready_quiet_ms", ready_quiet_ms, settings.READY_QUIET_MS_RANGE, " ms")
+        defaults.check_range("ready_quiet_ms", ready_quiet_ms, defaults.READY_QUIET_MS_RANGE, " ms")
     return (
         ready_quiet_ms,
-        settings.check_regex("ready_pattern", ready_pattern) if ready_pattern is not None else None,
-        settings.check_regex("completion_pattern", completion_pattern)
+        defaults.check_regex("ready_pattern", ready_pattern) if ready_pattern is not None else None,
+        defaults.check_regex("completion_pattern", completion_pattern)
         if completion_pattern is not None
         else None,
     )
@@ -807,10 +807,10 @@ def check_mcp_limits(reach: bool | list[str], max_rounds: Any, cooldown_ms: Any)
         )
     rounds, cooldown = None, None
     if max_rounds is not None:
-        rounds = settings.check_range("mcp_max_rounds", max_rounds, settings.MAX_ROUNDS_RANGE)
+        rounds = defaults.check_range("mcp_max_rounds", max_rounds, defaults.MAX_ROUNDS_RANGE)
     if cooldown_ms is not None:
-        cooldown = settings.check_range(
-            "mcp_cooldown_ms", cooldown_ms, settings.COOLDOWN_MS_RANGE, " ms"
+        cooldown = defaults.check_range(
+            "mcp_cooldown_ms", cooldown_ms, defaults.COOLDOWN_MS_RANGE, " ms"
         )
     return McpLimits(rounds, cooldown)
 

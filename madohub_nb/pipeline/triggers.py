@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from ..defaults import TRIGGERS, check_choice, check_regex
 from ..errors import MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.transcripts import Extraction
-from ..settings import TRIGGERS, check_choice, check_regex
 
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""

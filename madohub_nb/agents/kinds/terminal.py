@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ... import settings
+from ... import defaults
 from ..profile import AgentProfile
 from .base import AgentKind
 
@@ -35,7 +35,7 @@ PROFILE: Final = AgentProfile(
     uses_bracketed_paste=False,
     executes_input=True,  # it runs what it is typed: routes must opt in
     extractor="terminal",
-    ready_quiet_ms=settings.READY_QUIET_MS,
+    ready_quiet_ms=defaults.READY_QUIET_MS,
     answer_after_input=True,
 )
 

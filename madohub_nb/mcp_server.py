@@ -45,7 +45,7 @@ from .io.mcp import (
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
-from .tiles import private_folder
+from .tile_registry import private_folder
 
 if TYPE_CHECKING:
     from .runtime import Runtime

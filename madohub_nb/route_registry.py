@@ -13,12 +13,12 @@ import threading
 import warnings
 from collections.abc import Callable
 
+from .defaults import ENDED_ROUTES_KEPT
 from .errors import LogError, MadohubValueError, MadohubWarning
 from .pipeline.conditions import describe_cycle, endless_cycles
 from .pipeline.events import HostStateChanged, HubEvent, RouteAdded
 from .pipeline.route import Route
 from .pipeline.transforms import user_stacklevel
-from .settings import ENDED_ROUTES_KEPT
 
 
 class RouteRegistry:
