@@ -64,9 +64,11 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    Stopwatch,
     claude_like_command,
     counting_tmux_calls,
     cpu_seconds,
+    elapsed_ms,
     percentile,
     private_tmux,
     read_json_lines,
@@ -116,7 +118,7 @@ async def lag_probe(samples: list[float], stop: threading.Event) -> None:
     while not stop.is_set():
         t0 = loop.time()
         await asyncio.sleep(PROBE_S)
-        samples.append((loop.time() - t0 - PROBE_S) * 1000)
+        samples.append(elapsed_ms(t0, loop.time(), "event loop wake-up") - PROBE_S * 1000)
 
 
 def bare_loop_probe(samples: list[float], stop: threading.Event) -> threading.Thread:
@@ -309,9 +311,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
         )
         try:
             rss_empty = me.memory_info().rss
-            t0 = time.monotonic()
+            t0 = Stopwatch()
             inputs = make_tiles(hub, kind, root, pairs, hosted, args.nice)
-            made_s = time.monotonic() - t0
+            made_s = t0.s("scale made_s")
             routes = wire(hub, pairs)
             rss_made = me.memory_info().rss
             on_host = sum(1 for i in range(pairs) if host_of(i, hosted)) * 2
@@ -339,7 +341,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 return sum(tmux_server_cpu_seconds(pid) for pid in servers)
 
             cpu0 = cpu_seconds(os.getpid()) + tmux_cpu()
-            wall0 = time.monotonic()
+            wall0 = Stopwatch()
             spy = start_py_spy(os.getpid(), Path(args.profile), waves * 6) if args.profile else None
             counting: contextlib.AbstractContextManager[tuple[Counter[str], Counter[str]]] = (
                 counting_tmux_calls()
@@ -348,15 +350,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
             )
             with counting as (commands, callers):
                 for wave in range(1, waves + 1):
-                    started = time.monotonic()
+                    started = Stopwatch()
                     send_wave(sources, wave, kind)
                     hub.wait_rounds_sync(2 * pairs * wave, 120)
-                    wave_s.append(time.monotonic() - started)
+                    wave_s.append(started.s("scale wave_s"))
                     wait_for(partial(received_all, inputs, wave), 30, "every target's prompt")
                     problems += check_wave(hub, wave, inputs, pairs)
                     time.sleep(1.2)  # past every route's cooldown
             cpu_s = cpu_seconds(os.getpid()) + tmux_cpu() - cpu0
-            wall = time.monotonic() - wall0
+            wall = wall0.s("scale wall")
             rss_end = me.memory_info().rss
             tmux_rss = sum(psutil.Process(pid).memory_info().rss for pid in servers)
             stop.set()

@@ -38,7 +38,9 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    Stopwatch,
     claude_like_command,
+    elapsed_ms,
     percentile,
     private_tmux,
     read_json_lines,
@@ -109,7 +111,7 @@ class Poller:
         changed: dict[str, float] = {}
         fired: dict[str, bool] = {}
         while not self.stop.is_set():
-            started = time.monotonic()
+            started = Stopwatch()
             for pane in self.panes:
                 out = subprocess.run(
                     ["tmux", "-L", self.socket, "capture-pane", "-p", "-t", pane],
@@ -119,11 +121,14 @@ class Poller:
                 digest = hashlib.sha256(out).hexdigest()
                 if last.get(pane) != digest:
                     last[pane], changed[pane], fired[pane] = digest, now, False
-                elif not fired.get(pane) and now - changed[pane] >= self.idle_s:
+                elif (
+                    not fired.get(pane)
+                    and elapsed_ms(changed[pane], now, "poller quiet") >= self.idle_s * 1000
+                ):
                     fired[pane] = True
                     with self.lock:
                         self.fires[pane].append(now)
-            self.stop.wait(max(0.0, POLL_S - (time.monotonic() - started)))
+            self.stop.wait(max(0.0, POLL_S - started.s("trigger_latency poll")))
 
     def fire_after(self, pane: str, t: float) -> float | None:
         with self.lock:
@@ -186,8 +191,14 @@ def measure_turn(
     first = float(read_json_lines(inputs)[done - 1]["first"])
     polled = wait_for(partial(poller.fire_after, src.pane, last), 5, "the baseline poller to fire")
     condition = last + IDLE_DELAY_MS / 1000
+    # Every end is wall time (time.time) on this machine: the hub's fired_at, the observer's
+    # %output stamps, the recorder's first byte and the poller's fire; one clock.
     src.samples.append(
-        ((fired - condition) * 1000, (first - last) * 1000, (float(polled) - condition) * 1000)  # type: ignore[arg-type]
+        (
+            elapsed_ms(condition, fired, f"{src.name}: condition → fired_at"),
+            elapsed_ms(last, first, f"{src.name}: last output → first typed byte"),
+            elapsed_ms(condition, float(polled), f"{src.name}: condition → poller fired"),  # type: ignore[arg-type]
+        )
     )
 
 
