@@ -71,11 +71,11 @@ def refuse_negative_figures(text: str) -> str:
     return text
 
 
-def gap_ms_text(gap_ms: float, more: str = "over", less: str = "under") -> str:
+def gap_ms_text(gap_ms: float, more: str = "over", less: str = "under", digits: int = 0) -> str:
     """A difference of two figures (which may go either way), as ``12 ms over`` / ``3 ms under``:
     never a negative number a reader (or :func:`refuse_negative_figures`) would take for a
     duration."""
-    return f"{abs(gap_ms):.0f} ms {more if gap_ms >= 0 else less}"
+    return f"{abs(gap_ms):.{digits}f} ms {more if gap_ms >= 0 else less}"
 
 
 @dataclass

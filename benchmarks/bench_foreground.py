@@ -34,7 +34,15 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import CouldNotMeasure, Report, Stopwatch, percentile, private_tmux, run_main  # noqa: E402
+from _common import (  # noqa: E402
+    CouldNotMeasure,
+    Report,
+    Stopwatch,
+    gap_ms_text,
+    percentile,
+    private_tmux,
+    run_main,
+)
 
 from madohub_nb.agents.claude import read_session_file  # noqa: E402
 from madohub_nb.agents.foreground import check_reader, expected_reader  # noqa: E402
@@ -81,7 +89,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
         report.target(
             "synchronize-panes check per line over the control connection (guarded send minus "
             f"bare send-keys, {len(guarded_cc)} lines, {used} commands went over it)",
-            f"{extra_cc:+.3f} ms (guarded {statistics.median(guarded_cc):.3f} ms, p95 "
+            f"{gap_ms_text(extra_cc, 'more', 'less', 3)} (guarded {statistics.median(guarded_cc):.3f} ms, p95 "
             f"{percentile(guarded_cc, 0.95):.3f} ms)",
             f"< {SYNC_TARGET_MS:.0f} ms",
             f"bare send-keys -H on the same control-mode client {statistics.median(bare_cc):.3f} ms",
@@ -103,7 +111,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
         report.target(
             "synchronize-panes check per line without a control connection (guarded tmux "
             "process minus a bare send-keys process)",
-            f"{extra:+.2f} ms (guarded {statistics.median(guarded):.2f} ms)",
+            f"{gap_ms_text(extra, 'more', 'less', 2)} (guarded {statistics.median(guarded):.2f} ms)",
             f"< {SYNC_TARGET_MS:.0f} ms",
             f"bare send-keys -l {statistics.median(bare):.2f} ms",
             extra < SYNC_TARGET_MS,
