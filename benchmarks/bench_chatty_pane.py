@@ -166,7 +166,7 @@ def cpu_window(hub: Hub, name: str, seconds: float, during: object = None) -> Wi
     h0, c0 = hub_cpu_seconds(hub)
     t0 = Stopwatch()
     if callable(during):
-        during(t0 + seconds)
+        during(time.monotonic() + seconds)  # (a deadline on the clock `during` reads)
     else:
         time.sleep(seconds)
     wall = t0.s("chatty_pane wall")
