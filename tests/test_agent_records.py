@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +26,11 @@ import madohub_nb as mh
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io import agent_records as ar
 from madohub_nb.io.agent_records import aider, copilot, gemini, opencode, pi, qwen
-from madohub_nb.io.agent_records.common import ANSWER_SCAN_BYTES
+from madohub_nb.io.agent_records.common import (
+    ANSWER_SCAN_BYTES,
+    SQLITE_DEADLINE_S,
+    open_foreign_sqlite,
+)
 from madohub_nb.io.records import ReadStats
 from madohub_nb.io.transcripts import turn_finished
 
@@ -314,6 +320,95 @@ def test_a_half_written_or_foreign_database_gives_none(tmp_path: Path) -> None:
     text = tmp_path / "not.db"
     text.write_text("hello")
     assert opencode.read_last_response(text) is None
+
+
+ENDLESS_ROWS = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r)"
+"""A query with no end: the body of the crafted views below."""
+CRAFTED_OPENCODE = {
+    # The attack of issue 38 item 7: `message` is a view that never finishes.
+    "message is an endless view": [
+        "ALTER TABLE message RENAME TO message_real",
+        f"CREATE VIEW message AS {ENDLESS_ROWS} SELECT 'msg_' || i AS id, 'ses' AS session_id,"
+        " i AS time_created, i AS time_updated, '{}' AS data FROM r WHERE i < 0",
+    ],
+    "part is an endless view": [
+        "ALTER TABLE part RENAME TO part_real",
+        f"CREATE VIEW part AS {ENDLESS_ROWS} SELECT 'prt' AS id, message_id, session_id,"
+        " 0 AS time_created, 0 AS time_updated, data FROM part_real, r WHERE i < 0",
+    ],
+    "an unexpected view and trigger": [
+        f"CREATE VIEW spin AS {ENDLESS_ROWS} SELECT i FROM r",
+        "CREATE TRIGGER t AFTER INSERT ON todo BEGIN SELECT 1; END",
+    ],
+}
+
+
+def crafted_opencode(tmp_path: Path, statements: list[str]) -> Path:
+    path = opencode_copy(tmp_path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA legacy_alter_table = ON")  # a rename keeps the views' text as written
+    for sql in statements:
+        conn.execute(sql)
+    conn.close()
+    return path
+
+
+def read_in_a_child(path: Path, timeout_s: float) -> dict[str, Any]:
+    """Both OpenCode readers and ``mh.read_last_response`` run in a real child process:
+    a reader that hangs fails the test at ``timeout_s`` instead of hanging it."""
+    code = (
+        "import json, logging, sys, time\n"
+        "logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
+        "import madohub_nb as mh\n"
+        "from madohub_nb.io.agent_records import opencode\n"
+        "p = sys.argv[1]; t0 = time.monotonic()\n"
+        "a = opencode.read_last_response(p); f = opencode.turn_finished(p)\n"
+        "s = opencode.session_for_directory(p, '/tmp/ar/home-opencode/proj')\n"
+        "m = mh.read_last_response(p)\n"
+        "print(json.dumps({'answer': a and a.text, 'finished': f, 'session': s,"
+        " 'mh': m and m.text, 'took_s': time.monotonic() - t0}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(mh.__file__).resolve().parents[1])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:  # (subprocess.run kills the child by its pid)
+        pytest.fail(f"reading {path.name} did not return within {timeout_s} s")
+    assert done.returncode == 0, done.stderr
+    return {**json.loads(done.stdout), "log": done.stderr}
+
+
+@pytest.mark.parametrize("craft", list(CRAFTED_OPENCODE))
+def test_a_crafted_opencode_database_is_refused_within_its_deadline(
+    craft: str, tmp_path: Path
+) -> None:
+    path = crafted_opencode(tmp_path, CRAFTED_OPENCODE[craft])
+    got = read_in_a_child(path, timeout_s=30)
+    assert got["answer"] is None and got["finished"] is None and got["session"] is None
+    assert got["mh"] is None
+    assert got["took_s"] < 4 * SQLITE_DEADLINE_S + 2
+    assert "not reading" in got["log"] and str(path) in got["log"], got["log"]
+
+
+def test_every_read_of_a_foreign_database_stops_at_its_deadline(tmp_path: Path) -> None:
+    path = opencode_copy(tmp_path)
+    conn = open_foreign_sqlite(path, opencode.TABLES, deadline_s=0.3)
+    assert conn is not None  # the real database passes the schema check
+    start = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        conn.execute(f"{ENDLESS_ROWS} SELECT max(i) FROM r").fetchone()
+    conn.close()
+    assert time.monotonic() - start < 2
+    with pytest.raises(sqlite3.OperationalError):  # read-only: nothing is ever written
+        fresh = open_foreign_sqlite(path, opencode.TABLES)
+        assert fresh is not None
+        fresh.execute("DELETE FROM message")
 
 
 def test_opencode_reads_one_session_and_says_when_its_turn_is_not_over(tmp_path: Path) -> None:
