@@ -603,6 +603,108 @@ def test_aider_keeps_headings_quotes_and_code_and_drops_its_own_notes(tmp_path: 
     assert got is not None and got.text == "\n".join(answer)
 
 
+# ----------------------------------------------------------------- older versions, errors
+
+ERROR_TURNS = {
+    "errors/.aider.chat.history.md": "aider",
+    "errors/gemini-session-2026-12-04T17-36-b823ab54.json": "gemini",
+    "errors/gemini-session-2026-12-04T17-37-699a0e57.jsonl": "gemini",
+    "errors/pi-2026-12-04T17-38-11-115Z_01a24222-8ff1-7465-a463-a93e70293be1.jsonl": "pi",
+}
+"""Real records whose last turn ended in an API error (README.md): each answered
+``Say hi`` first, so an older answer is there to be wrongly taken."""
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_TURNS))
+def test_a_turn_that_ended_in_an_error_has_no_answer(name: str, tmp_path: Path) -> None:
+    path = HERE / name
+    fmt = ERROR_TURNS[name]
+    assert ar.detect_format(path) == fmt
+    assert "Done: Say hi" in path.read_text(encoding="utf-8")  # the previous turn's answer
+    assert read(fmt, path) is None
+    assert mh.read_last_response(path) is None
+    renamed = tmp_path / "record.bin"
+    shutil.copyfile(path, renamed)
+    assert mh.read_last_response(renamed) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("gemini/session-2026-12-04T17-28-f76f590b.json", "Gemini CLI 0.38.2"),
+        ("gemini/session-2026-12-04T17-31-0950c6c8.json", "Gemini CLI 0.6.1"),
+        ("pi/v1/2026-12-04T17-29-25-177Z_815edffc-1c44-4b65-8794-9aee02d62228.jsonl", "Pi 0.30.2"),
+        ("pi/v2/2026-12-04T17-30-05-647Z_af516a9e-6c24-4eb3-ad16-59816b9b2f5b.jsonl", "Pi 0.32.3"),
+    ],
+)
+def test_older_record_versions_give_the_whole_answer(name: str, version: str) -> None:
+    # (test_each_reader_gives_the_whole_answer_of_its_real_record checks them all; this
+    # one names the versions whose format differs from the newest)
+    got = mh.read_last_response(HERE / name)
+    assert got is not None and got.text == LONG_ANSWER, version
+
+
+def test_a_gemini_json_document_is_read_from_its_tail(tmp_path: Path) -> None:
+    src = HERE / "gemini/session-2026-12-04T17-28-f76f590b.json"
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    filler = {"id": "f", "timestamp": "t", "type": "info", "content": "x" * 1000}
+    doc["messages"][:0] = [filler] * 40_000  # ~40 MB of older messages before the turns
+    path = tmp_path / "session-big.json"
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    stats = ReadStats()
+    got = gemini.read_last_response(path, stats=stats)
+    assert got is not None and got.text == LONG_ANSWER
+    assert stats.bytes_read < BOUNDED_BYTES
+    assert gemini.turn_finished(path) is True
+    doc["messages"].append({"id": "u", "timestamp": "t", "type": "user", "content": "next"})
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    assert gemini.turn_finished(path) is False
+    got = gemini.read_last_response(path)
+    assert got is not None and got.text == LONG_ANSWER  # still working: the last answer stands
+    cut = path.read_bytes()[:-200]  # being rewritten: the newest messages are not there yet
+    path.write_bytes(cut)
+    assert gemini.read_last_response(path) is None  # never an older answer as the newest
+    assert gemini.turn_finished(path) is None
+
+
+def test_pi_joins_an_answers_text_blocks_as_its_own_copy_command(tmp_path: Path) -> None:
+    path = copy_fixture("pi", tmp_path)
+    blocks = [
+        {"type": "thinking", "thinking": "hidden"},
+        {"type": "text", "text": "  first part,"},
+        {"type": "toolCall", "id": "t", "name": "ls", "arguments": {}},
+        {"type": "text", "text": " second part\n"},
+    ]
+    append(
+        path,
+        {"type": "message", "id": "n1", "parentId": "5a1221fb", "message": {"role": "user", "content": "go"}},
+        {"type": "message", "id": "n2", "parentId": "n1", "message": {"role": "assistant", "content": blocks, "stopReason": "stop"}},
+    )  # fmt: skip
+    got = pi.read_last_response(path)
+    # getLastAssistantText (pi-mono core/agent-session.ts): text blocks joined with "", trimmed.
+    assert got is not None and got.text == "first part, second part"
+    # An answer aborted before any content is passed over, as Pi's own command does.
+    append(path, {"type": "message", "id": "n3", "parentId": "n2", "message": {"role": "assistant", "content": [], "stopReason": "aborted"}})  # fmt: skip
+    got = pi.read_last_response(path)
+    assert got is not None and got.text == "first part, second part"
+
+
+def test_a_pi_version_1_record_is_one_linear_branch(tmp_path: Path) -> None:
+    path = tmp_path / "v1.jsonl"
+    shutil.copyfile(HERE / "pi/v1/2026-12-04T17-29-25-177Z_815edffc-1c44-4b65-8794-9aee02d62228.jsonl", path)  # fmt: skip
+    append(path, {"type": "message", "timestamp": "2026-12-04T17:30:00.000Z", "message": {"role": "user", "content": [{"type": "text", "text": "more"}]}})  # fmt: skip
+    assert pi.turn_finished(path) is False
+    got = pi.read_last_response(path)
+    assert got is not None and got.text == LONG_ANSWER
+    append(path, {"type": "message", "timestamp": "2026-12-04T17:30:01.000Z", "message": {"role": "assistant", "content": [{"type": "text", "text": "v1 answer"}], "stopReason": "stop"}})  # fmt: skip
+    got = pi.read_last_response(path)
+    assert got is not None and (got.text, got.message_id) == (
+        "v1 answer",
+        "2026-12-04T17:30:01.000Z",
+    )
+    assert pi.turn_finished(path) is True
+
+
 # ----------------------------------------------------------------- usage makes cost_usd
 
 
