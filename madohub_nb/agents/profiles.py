@@ -137,6 +137,12 @@ class AgentProfile:
         """True when the agent writes a transcript file the extractor can read."""
         return self.extractor != "terminal"
 
+    @property
+    def records_turn_ms(self) -> bool:
+        """The record ends each turn with its duration (Claude's ``turn_duration``, Codex's
+        ``task_complete``), which may land after the end-of-turn hook has fired."""
+        return self.extractor in ("jsonl", "rollout")
+
     def input_area(self, screen: str) -> str:
         """The text in the input box, or the bottom lines of the screen when no box is known.
 

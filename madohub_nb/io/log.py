@@ -176,7 +176,8 @@ class RoundRecord:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     turn_ms: float | None = None
-    """The source turn's own duration, as the agent wrote it."""
+    """The source turn's own duration, as the agent wrote it, else measured from its record's
+    times (``meta["turn_ms_source"]``: ``record`` or ``measured``)."""
     tool_calls: int | None = None
     # What the source turn changed in its git working tree (None: not a git working tree).
     files_changed: int | None = None
