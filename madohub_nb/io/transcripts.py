@@ -580,6 +580,12 @@ class _ClaudeTurnTally(_TurnTally):
             self.turn_ms = _duration_ms(rec.get("durationMs"))
         elif kind == "user" and _is_prompt(rec):
             if not self.answer_seen:
+                if self.turn_ms is not None and not self.messages:
+                    # A turn ended (turn_duration) with its prompt as its newest line: Claude
+                    # Code 2.1.197 writes a session's first prompt after the answer's lines at
+                    # times (tests/real_agents/test_real_hook_routes.py): the turn's own prompt.
+                    self.started_at = _epoch_s(rec.get("timestamp"))
+                    return
                 self._reset()
                 return
             self.started_at = _epoch_s(rec.get("timestamp"))
