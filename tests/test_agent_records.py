@@ -610,6 +610,7 @@ ERROR_TURNS = {
     "errors/gemini-session-2026-12-04T17-36-b823ab54.json": "gemini",
     "errors/gemini-session-2026-12-04T17-37-699a0e57.jsonl": "gemini",
     "errors/pi-2026-12-04T17-38-11-115Z_01a24222-8ff1-7465-a463-a93e70293be1.jsonl": "pi",
+    "errors/qwen-c1cbafcf-0f86-4887-a666-00747e33651c.jsonl": "qwen",
 }
 """Real records whose last turn ended in an API error (README.md): each answered
 ``Say hi`` first, so an older answer is there to be wrongly taken."""

@@ -159,6 +159,7 @@ def answer_with_usage(
     usage_of: UsageOf,
     is_prompt: Callable[[dict[str, Any]], bool],
     whole_file: bool,
+    failed: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Extraction | None:
     """The newest record ``answer_of`` accepts, with its turn's usage, as an Extraction.
 
@@ -166,7 +167,9 @@ def answer_with_usage(
     ``is_prompt(rec)`` tells the prompt that starts a turn. Reading stops at
     the answer's prompt; reaching the start of the file inside the turn also
     completes it, while reaching the end of the read budget leaves the tokens
-    unknown (``TurnUsage.complete`` False).
+    unknown (``TurnUsage.complete`` False). ``failed(rec)`` tells a record that
+    ended a turn without an answer (an API error): met before any answer, the
+    last turn has none (None), never the previous turn's.
     """
     tally = TurnTally()
     found: tuple[str, str | None] | None = None
@@ -181,6 +184,8 @@ def answer_with_usage(
         if found is None:
             found = answer_of(rec)
             tally.answer_seen = found is not None
+            if found is None and failed is not None and failed(rec):
+                return None
     else:
         tally.complete = whole_file
     if found is None:
@@ -198,6 +203,7 @@ def read_jsonl_answer(
     answer_of: Callable[[dict[str, Any]], tuple[str, str | None] | None],
     usage_of: UsageOf,
     is_prompt: Callable[[dict[str, Any]], bool],
+    failed: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Extraction | None:
     """``answer_with_usage`` over a JSONL record's tail; None for an unreadable file."""
     stats = stats if stats is not None else ReadStats()
@@ -213,6 +219,7 @@ def read_jsonl_answer(
                 usage_of=usage_of,
                 is_prompt=is_prompt,
                 whole_file=whole,
+                failed=failed,
             )
     except OSError:
         return None

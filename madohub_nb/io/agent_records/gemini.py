@@ -145,17 +145,10 @@ def _answer(rec: dict[str, Any]) -> tuple[str, str | None] | None:
     return None
 
 
-def _to_last_answer(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The messages newest first, ending at an ``error`` message that came after the last
-    answer: that turn ended without one (observed: an API error is recorded as ``error``
-    then ``info``), and the reader must not go on to the previous turn's answer."""
-    for rec in records:
-        yield rec
-        if rec.get("type") == "error":
-            return
-        if _answer(rec) is not None:
-            yield from records
-            return
+def _failed(rec: dict[str, Any]) -> bool:
+    """An ``error`` message: the turn ended without an answer (observed: an API error is
+    recorded as ``error`` then ``info``)."""
+    return rec.get("type") == "error"
 
 
 def _usage(rec: dict[str, Any]) -> tuple[object, dict[str, int | None]] | None:
@@ -197,12 +190,13 @@ def read_last_response(
                 else records_newest_first(f, stats)
             )
             return answer_with_usage(
-                _to_last_answer(messages),
+                messages,
                 path=p,
                 answer_of=_answer,
                 usage_of=_usage,
                 is_prompt=_is_prompt,
                 whole_file=f.seek(0, 2) <= ANSWER_SCAN_BYTES,
+                failed=_failed,
             )
     except OSError:
         return None

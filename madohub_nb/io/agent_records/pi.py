@@ -119,19 +119,13 @@ def _answer(rec: dict[str, Any]) -> tuple[str, str | None] | None:
     return (text, eid if isinstance(eid, str) else None) if text else None
 
 
-def _to_last_answer(entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The branch's entries, newest first, ending at a turn that ended without text.
-
-    Such a turn (an error, an empty stop) has no answer: the reader must not
-    go on to the previous turn's.
-    """
-    for rec in entries:
-        yield rec
-        msg = _message(rec)
-        if msg.get("role") != "assistant" or _skipped(msg) or _text(msg):
-            continue
-        if msg.get("stopReason") in FINISHED_STOPS:
-            return
+def _failed(rec: dict[str, Any]) -> bool:
+    """An assistant message that ended its turn (``stop``, ``length``, ``error``,
+    ``aborted``) without text, such as an API error: the turn has no answer."""
+    msg = _message(rec)
+    if msg.get("role") != "assistant" or _skipped(msg) or _text(msg):
+        return False
+    return msg.get("stopReason") in FINISHED_STOPS
 
 
 def _usage(rec: dict[str, Any]) -> tuple[object, dict[str, int | None]] | None:
@@ -165,12 +159,13 @@ def read_last_response(
                 return None
             whole = f.seek(0, 2) <= ANSWER_SCAN_BYTES
             return answer_with_usage(
-                _to_last_answer(branch(records_newest_first(f, stats))),
+                branch(records_newest_first(f, stats)),
                 path=p,
                 answer_of=_answer,
                 usage_of=_usage,
                 is_prompt=_is_prompt,
                 whole_file=whole,
+                failed=_failed,
             )
     except OSError:
         return None
