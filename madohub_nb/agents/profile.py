@@ -132,6 +132,9 @@ class AgentProfile:
     answer_in_scrollback: bool = False
     """The agent prints its conversation into the terminal's scrollback (no full-screen
     TUI): a screen answer is read from the scrollback too, so a long one is whole."""
+    records_turn_ms: bool = False
+    """The record ends each turn with its duration (Claude's ``turn_duration``, Codex's
+    ``task_complete``), which may land after the end-of-turn hook has fired."""
 
     @property
     def has_transcript(self) -> bool:

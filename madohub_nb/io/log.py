@@ -176,7 +176,8 @@ class RoundRecord:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     turn_ms: float | None = None
-    """The source turn's own duration, as the agent wrote it."""
+    """The source turn's own duration, as the agent wrote it, else measured from its record's
+    times (``meta["turn_ms_source"]``: ``record`` or ``measured``)."""
     tool_calls: int | None = None
     # What the source turn changed in its git working tree (None: not a git working tree).
     files_changed: int | None = None
@@ -543,6 +544,27 @@ class RoundLog:
         for file in (path, *(Path(f"{path}{suffix}") for suffix in _SIDE_FILES)):
             _restrict(file, FILE_MODE, "round log file")
 
+    def _refuse_foreign_sql(self) -> None:
+        """LogError for a view, or a trigger that is not one of ours, in the file.
+
+        A log file can come from anyone: such schema runs the file's own SQL when the
+        hub reads or appends (an endless recursive view or trigger would hold it for
+        ever). madohub's log holds tables and the chunk triggers only.
+        """
+        found = [
+            f"{kind} {str(name)[:80]!r}"
+            for kind, name, sql in self._conn.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')"
+            )
+            if kind == "view" or sql not in _TRIGGERS_AS_STORED
+        ]
+        if found:
+            raise LogError(
+                f"{self.path} defines {', '.join(found[:5])}, which madohub never writes: a "
+                "crafted file's own SQL would run when the log is read or written; it was left "
+                "untouched: pass another log_path"
+            )
+
     def _is_our_log(self) -> bool:
         """True for a madohub log we can read, False for an empty file; else LogError."""
         tables = {
@@ -551,6 +573,7 @@ class RoundLog:
         }
         if not tables:
             return False
+        self._refuse_foreign_sql()
         info = dict(self._conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
         if info.get("app") != APP_NAME or "rounds" not in tables:
             raise LogError(

@@ -18,7 +18,7 @@ from ..defaults import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choi
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
-from ..io.transcripts import USAGE_FIELDS, Extraction
+from ..io.transcripts import USAGE_FIELDS, Extraction, TurnUsage
 from .deliver import Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile
@@ -229,6 +229,16 @@ def _fill_cost(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.cost_usd = round_cost_usd(rec, hub.prices, source_turn=routed)
 
 
+def _fill_turn_ms(rec: RoundRecord, usage: TurnUsage) -> None:
+    """The turn's duration: the record's own, else measured from the record's times; which
+    one is said in ``meta["turn_ms_source"]`` (``record`` | ``measured``)."""
+    if usage.turn_ms is not None:
+        rec.meta["turn_ms_source"] = "record"
+    elif usage.measured_turn_ms is not None:
+        rec.turn_ms = usage.measured_turn_ms
+        rec.meta["turn_ms_source"] = "measured"
+
+
 def _fill_changes(rec: RoundRecord, changes: Changes) -> None:
     rec.files_changed = changes.files_changed
     rec.lines_added, rec.lines_removed = changes.lines_added, changes.lines_removed
@@ -273,6 +283,7 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
     if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
         for name in USAGE_FIELDS:
             setattr(rec, name, getattr(ex.usage, name))
+        _fill_turn_ms(rec, ex.usage)
     try:
         await _run(hub, plan, rec)
     except MadohubError as exc:

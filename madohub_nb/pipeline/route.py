@@ -766,6 +766,10 @@ class _SeenSource:
     def keeps_record(self) -> bool:
         return self._route.source_tile.profile.has_transcript
 
+    @property
+    def records_turn_ms(self) -> bool:
+        return self._route.source_tile.profile.records_turn_ms
+
     def signal(self) -> str:
         tile = self._route.source_tile
         return tile.last_signal or ("quiet" if tile.profile.ready_quiet_ms else "screen")

@@ -107,6 +107,7 @@ PROFILE: Final = AgentProfile(
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="jsonl",
+    records_turn_ms=True,
     writes_status_file=True,
     command_submit_keys=("\r",),
 )

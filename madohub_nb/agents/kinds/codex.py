@@ -89,6 +89,7 @@ PROFILE: Final = AgentProfile(
     uses_bracketed_paste=True,
     executes_input=False,
     extractor="rollout",
+    records_turn_ms=True,
 )
 
 

@@ -6,7 +6,8 @@ One module per agent, each with ``read_last_response(path)`` (an
 evidence) and ``looks_like`` (tells its lines). ``detect_format`` tells a
 file's format from its content, so ``read_record(path)`` reads any of them:
 
-- ``gemini``: Gemini CLI ``~/.gemini/tmp/<project>/chats/session-*.jsonl``;
+- ``gemini``: Gemini CLI ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (and the
+  ``session-*.json`` documents of versions before 0.39);
 - ``qwen``: Qwen Code ``~/.qwen/projects/<cwd>/chats/<session>.jsonl``;
 - ``copilot``: Copilot CLI ``~/.copilot/session-state/<uuid>/events.jsonl``;
 - ``opencode``: OpenCode's SQLite database (read-only, one indexed query);
@@ -61,7 +62,8 @@ def detect_format(
 ) -> RecordFormat | None:
     """Which agent's record ``path`` is, from its content (its name is not looked at).
 
-    An SQLite file is OpenCode's; otherwise the newest lines (at most 1 MB or
+    An SQLite file is OpenCode's, a JSON document opening with ``sessionId``
+    and ``projectHash`` an older Gemini CLI's; otherwise the newest lines (at most 1 MB or
     200 of them) are matched against each format. None: empty, unreadable, a
     FIFO, or nothing recognised.
     """
@@ -71,8 +73,11 @@ def detect_format(
         with opened(p) as f:
             if f is None:
                 return None
-            if opencode.looks_like(f.read(len(opencode.SQLITE_MAGIC))):
+            head = f.read(gemini.DOCUMENT_HEAD_BYTES)
+            if opencode.looks_like(head):
                 return "opencode"
+            if gemini.looks_like_document(head):
+                return "gemini"  # a pre-0.39 JSON session document
             for n, raw in enumerate(lines_newest_first(f, stats, DETECT_SCAN_BYTES)):
                 if n >= DETECT_SCAN_LINES:
                     break
