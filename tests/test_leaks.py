@@ -307,7 +307,7 @@ def test_each_logged_field_is_capped_with_a_visible_marker(tmp_path: Path) -> No
     path = tmp_path / "rounds.sqlite3"
     log = RoundLog(path)
     try:
-        assert log.max_field_chars == mh.settings.MAX_LOGGED_CHARS
+        assert log.max_field_chars == mh.defaults.MAX_LOGGED_CHARS
         huge = "y" * 5_000_000
         log.append(_record(huge, prompt=huge, meta={"screen_tail": [huge]}))
         size = sum(f.stat().st_size for f in tmp_path.glob("rounds.sqlite3*"))
