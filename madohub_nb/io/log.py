@@ -8,8 +8,9 @@ sees every earlier round. ``RoundLog`` is the one object the rest of the package
 - ``log_record``: what one round is (``RoundRecord``, the columns, the check an appended
   round passes);
 - ``log_redact``: what the log keeps of its text (secrets replaced, long text cut);
-- ``log_store``: the SQLite file (opening, schema and migration, owner-only modes,
-  durable appends, reads by rowid or id);
+- ``log_file``: the SQLite file (a stranger's refused, schema created or migrated,
+  owner-only modes, column chunks packed);
+- ``log_store``: durable appends and reads by rowid or id, under one lock;
 - ``log_chunks``: the sealed column chunks that make a large log's DataFrame fast;
 - ``log_frame``: the DataFrame view, ``RoundLog.df``;
 - ``RoundLog.plot`` draws with the plotter the notebook layer attaches, so the log
@@ -34,10 +35,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from ..defaults import LOG_BUSY_TIMEOUT_MS, MAX_LOGGED_CHARS
 from ..errors import MadohubError
+from .log_file import SCHEMA_VERSION, default_log_path
 from .log_frame import LogFrame, rounds_frame
 from .log_record import COUNT_COLUMNS, ROUND_COLUMNS, RoundRecord, checked, new_round_id
 from .log_redact import LogRedactor
-from .log_store import SCHEMA_VERSION, LogStore, default_log_path
+from .log_store import LogStore
 
 if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import time)
     import pandas as pd

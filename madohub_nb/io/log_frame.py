@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from .log_chunks import CHUNK_ROWS, ChunkError, chunk_key, object_array, open_chunk, unpack_chunks
+from .log_file import CHUNK_COLUMNS, ROW_ONLY_COLUMNS
 from .log_record import (
     COUNT_COLUMNS,
     FLOAT_COLUMNS,
@@ -33,7 +34,7 @@ from .log_record import (
     TIME_COLUMNS,
     parse_meta,
 )
-from .log_store import CHUNK_COLUMNS, ROW_ONLY_COLUMNS, LogStore
+from .log_store import LogStore
 
 if TYPE_CHECKING:  # pandas loads on first use of .df, not at import (import time)
     import pandas as pd
