@@ -108,7 +108,7 @@ def set_synchronous(log: RoundLog, mode: str) -> None:
     The log has no public knob for it (NORMAL is its design); the benchmark reaches
     its connection to time FULL beside it.
     """
-    log._conn.execute(f"PRAGMA synchronous = {mode}")
+    log._store._file.conn.execute(f"PRAGMA synchronous = {mode}")
 
 
 def bench_append(folder: Path, count: int, sync: str) -> tuple[list[float], list[float]]:
