@@ -33,6 +33,7 @@ from .agents.mcp_setup import (
     mcp_setup,
 )
 from .errors import MadohubError, MadohubValueError
+from .hook_plumbing import private_folder
 from .io.mcp import (
     MCP_HOST,
     MCP_PATH,
@@ -45,7 +46,6 @@ from .io.mcp import (
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
-from .tile_registry import private_folder
 
 if TYPE_CHECKING:
     from .runtime import Runtime

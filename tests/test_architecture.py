@@ -31,6 +31,11 @@ LAYERS: dict[str, int] = {
     "madohub_nb.pipeline": 2,
     "madohub_nb.hub_settings": 0,  # the settings table: words and validators, no adapter
     "madohub_nb.tile_registry": 3,  # the runtime's parts: tile registry, route registry, recorder
+    "madohub_nb.tile_table": 3,  # the tile registry's parts: tiles by name and pane, making
+    "madohub_nb.tile_factory": 3,  # and adopting them, hooks, worktrees, remote hosts
+    "madohub_nb.hook_plumbing": 3,
+    "madohub_nb.tile_worktrees": 3,
+    "madohub_nb.host_links": 3,
     "madohub_nb.route_registry": 3,
     "madohub_nb.recorder": 3,
     "madohub_nb.services": 3,

@@ -230,8 +230,8 @@ def test_hooks_that_would_replace_a_config_home_or_an_env_value_need_asking(
 
     tiles = hub._rt.tiles
     # Copilot's hooks live in a private COPILOT_HOME (without the user's login): not by default.
-    assert tiles._hook_plan("c", "copilot", "copilot", None, None) is None
-    plan = tiles._hook_plan("c", "copilot", "copilot", True, None)
+    assert tiles.hooks.plan("c", "copilot", "copilot", None, None) is None
+    plan = tiles.hooks.plan("c", "copilot", "copilot", True, None)
     assert plan is not None and plan.setup.private_home and plan.folder is not None
     (path,) = plan.setup.files
     assert path.startswith(plan.folder) and os.stat(path).st_mode & 0o777 == 0o600
