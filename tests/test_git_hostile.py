@@ -304,7 +304,8 @@ def test_a_git_script_drops_the_git_variables_a_hosts_login_sets(repo: Path) -> 
 def test_a_script_out_of_time_on_a_host_is_ended_there_with_its_git(
     sshd: Any, tmp_path: Path, reaped: list[int]
 ) -> None:
-    from madohub_nb.io.remote import SshMachine, parse_ssh_command
+    from madohub_nb.defaults import parse_ssh_command
+    from madohub_nb.io.remote import SshMachine
 
     box = SshMachine("box", parse_ssh_command(sshd.ssh_command))
     script = "mkfifo f && { git hash-object --stdin-paths <>f & echo $! > git.pid; wait; }"
