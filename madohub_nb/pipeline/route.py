@@ -321,14 +321,10 @@ class Route:
     async def _fire(self, turn: Turn) -> None:
         """A finished turn: the planner decides whether it makes a round (and runs it)."""
         if not await self.planner.fire(turn):
-            self._stop_listening()  # (exhausted: its last answer is logged)
+            self.cancel()  # (exhausted: its last answer is logged, it listens no more)
 
     def _cancel_if_idle(self) -> None:
         if self._task is not None and not self._in_round:
-            self._task.cancel()
-
-    def _stop_listening(self) -> None:
-        if self._task is not None:
             self._task.cancel()
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
