@@ -25,6 +25,7 @@ from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.pipeline.events import HubEvent, RouteStateChanged
 from madohub_nb.pipeline.round import RoundPlan, dispatch_named, hand_send_plan, run_round
 from madohub_nb.pipeline.route import Route, make_route
+from madohub_nb.pipeline.route_state import RouteStates
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig, make_transform_spec
 
@@ -236,3 +237,34 @@ def test_route_states_move_as_documented_and_each_change_is_an_event() -> None:
     ended = _route(services)
     ended.end()  # the hub closes
     assert ended.state == "stopped"
+
+
+def test_a_held_route_keeps_its_turn_until_release_and_a_users_pause_is_not_released() -> None:
+    """The state machine alone: the hub's hold pauses an active route with the reason, a
+    turn that ends meanwhile waits for release (then is routed once), and release resumes
+    only what hold paused."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        changes: list[str] = []
+        states = RouteStates(changes.append)
+        states.hold("paused: host 'box' is unreachable")
+        assert (states.state, states.held) == ("paused", True)
+        assert states.last_error == "paused: host 'box' is unreachable"
+        turn = asyncio.ensure_future(states.wait_if_held())
+        await asyncio.sleep(0)
+        assert not turn.done()  # the turn waits for the host
+        states.release()
+        await asyncio.wait_for(turn, 1)
+        assert (states.state, states.held, states.last_error) == ("active", False, None)
+        users: list[str] = []
+        paused = RouteStates(users.append)
+        paused.pause()
+        paused.hold("paused: host 'box' is unreachable")  # not active: the hub holds nothing
+        paused.release()
+        assert paused.state == "paused" and not paused.held
+        await asyncio.wait_for(paused.wait_if_held(), 1)  # a user's pause: no wait, skipped
+        return changes, users
+
+    changes, users = asyncio.run(main())
+    assert changes == ["paused", "active"]
+    assert users == ["paused"]

@@ -25,10 +25,10 @@ from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.transcripts import Extraction, TurnUsage
 from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, RouteState
-from .events import RouteStateChanged
 from .options import with_defaults
 from .round import GatherRound
-from .route import Route, RouteContext, build_route
+from .route import Route, build_route
+from .route_context import RouteContext
 from .tile import Tile
 from .transforms import answer_heading
 from .triggers import Turn, TurnDetector, check_completion_pattern, make_detector
@@ -116,23 +116,27 @@ class _Arm(Route):
         )  # fmt: skip
         self._gather = gather
 
-    def _set_state(self, state: RouteState) -> None:
-        self.state = state  # (an arm is no route of the hub: no route_state event of its own)
+    def _state_changed(self, state: RouteState) -> None:
+        # (an arm is no route of the hub: no route_state event of its own)
         if state == "stopped":
             self._gather._source_left(self.source, self.last_error or "it stopped")
 
     async def _fire(self, turn: Turn) -> None:
         gather = self._gather
-        if gather.held and gather.state == "paused" and gather._unheld is not None:
-            await gather._unheld.wait()  # a host is unreachable: keep this turn for when it is back
+        await gather.states.wait_if_held()  # a host is unreachable: keep this turn till it is back
         if gather.state == "paused":
-            self._skipped("paused")
+            self.listener.skipped("paused")
         elif gather.state in ("active", "exhausted"):
             gather._arrive(self.source, turn)
 
 
 class Gather(Route):
     """A fan-in route: several sources, one target. Made by :meth:`Hub.gather`."""
+
+    tracks_changes = False
+    """A gather's round has several sources, often in one working tree: their turns'
+    changes are not one source's, so its change columns stay empty (each source's own
+    routes record theirs)."""
 
     def __init__(
         self,
@@ -145,8 +149,8 @@ class Gather(Route):
         timeout_s: float | None,
         **parts: Any,
     ) -> None:
-        super().__init__(context, route_id, sources[0], target, detector=detectors[0], **parts)
         self.source_tiles = tuple(sources)
+        super().__init__(context, route_id, sources[0], target, detector=detectors[0], **parts)
         self.timeout_s = timeout_s
         """Seconds after the first new answer to fire with the answers in (None: wait for all)."""
         self._arms = [_Arm(self, tile, d) for tile, d in zip(sources, detectors, strict=True)]
@@ -171,12 +175,6 @@ class Gather(Route):
     def tiles(self) -> tuple[Tile, ...]:
         """Every source tile, in the order given, then the target."""
         return (*self.source_tiles, self.target_tile)
-
-    async def _turn_changes(self) -> None:
-        """A gather's round has several sources, often in one working tree: their turns'
-        changes are not one source's, so its change columns stay empty (each source's own
-        routes record theirs)."""
-        return None
 
     @property
     def arrived(self) -> list[str]:
@@ -216,7 +214,7 @@ class Gather(Route):
         self._poke()
 
     def _poke(self) -> None:
-        self._context.emit(RouteStateChanged(self.id, self.state, self))
+        self.states.announce()
         if self._wake is not None:
             self._wake.set()
 
@@ -230,12 +228,10 @@ class Gather(Route):
             for arm in self._arms:
                 await self._ready_or_done(arm)
             self.ready.set()
-            while self.state in ("active", "paused", "exhausted"):
+            while self.states.live:
                 if len(self._gone) == len(self._arms) and not self._arrived:
-                    self.last_error = "every source of the gather exited: " + "; ".join(
-                        self._gone.values()
-                    )
-                    self._set_state("stopped")
+                    gone = "; ".join(self._gone.values())
+                    self.states.stopped_because(f"every source of the gather exited: {gone}")
                     return
                 wait_s = self._wait_s()
                 if wait_s == 0:

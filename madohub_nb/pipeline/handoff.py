@@ -40,7 +40,8 @@ from ..io.transcripts import Extraction
 from .events import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
-from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
+from .route import Route, build_route
+from .route_context import OutputStream, RouteContext, RouteServices, route_context
 from .tile import McpLimits, Tile
 from .triggers import Turn
 
