@@ -2,8 +2,9 @@
 
 The routes' services (:mod:`.services`) and the MCP server (:mod:`.mcp_server`) are
 built by the runtime and ask it for its parts at each call (so a part swapped later, a
-log reopened or a test's deliverer, is the one used). They name this Protocol rather than
-the runtime itself, so no module below the runtime imports it: the imports stay a tree.
+log reopened or a test's deliverer, is the one used); the hub's features (:mod:`.by_hand`,
+:mod:`.route_start`) are handed it. They name this Protocol rather than the runtime
+itself, so nothing the runtime imports imports it back: no circle.
 """
 
 from __future__ import annotations
