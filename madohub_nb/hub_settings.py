@@ -12,7 +12,7 @@ import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .defaults import (
     AI_MAX_RETRIES,
@@ -338,6 +338,29 @@ def hub_signature(extra: Mapping[str, Any] | None = None) -> inspect.Signature:
         annotation = f"{s.kind.__name__} | None" if s.optional else s.kind.__name__
         params.append(inspect.Parameter(s.name, kind, default=s.default, annotation=annotation))
     return inspect.Signature(params)
+
+
+class SettingAttributes:
+    """The attributes :func:`add_setting_attributes` gives a class (the Hub), one per setting,
+    as the type checker sees them (at run time they are the properties it makes)."""
+
+    if TYPE_CHECKING:  # (made by add_setting_attributes from SETTINGS)
+        socket_name: str | None
+        idle_delay_ms: int
+        api_key: str | None
+        base_url: str | None
+        model: str | None
+        claude_home: str | None
+        delivery: str
+        target_wait_s: float
+        ai_timeout_s: float
+        ai_max_retries: int
+        prices: Mapping[str, Mapping[str, float]]
+        keep_panes: bool
+        ssh_command: str
+        remote_socket_name: str | None
+        mcp_max_rounds: int
+        mcp_cooldown_ms: int
 
 
 def add_setting_attributes(cls: type, runtime_of: Callable[[Any], Any]) -> None:

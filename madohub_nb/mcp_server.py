@@ -48,7 +48,7 @@ from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .parts import RuntimeParts
 
 log = logging.getLogger("madohub_nb")
 
@@ -122,7 +122,7 @@ class McpPair:
 class HubMcp:
     """The MCP server of one hub: ``url``, the tiles' tokens, loop protection's reset."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeParts) -> None:
         self._rt = runtime
         self.handoff = Handoff(
             runtime.services, lambda: runtime.tiles.tiles, lambda name: runtime.settings[name]

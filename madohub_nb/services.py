@@ -3,7 +3,7 @@
 :class:`HubServices` is the one object a hub's routes and rounds hold. It asks the
 runtime's parts at each call (settings, recorder, tile registry, route registry,
 deliverer, engine), so a part swapped later (a log reopened, a test's deliverer)
-is the one used.
+is the one used. It knows the runtime only as :class:`~madohub_nb.parts.RuntimeParts`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from .pipeline.tile import Tile
 from .pipeline.transforms import AIClientConfig
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .parts import RuntimeParts
 
 
 class HubServices:
     """``RouteServices`` (and so ``RoundServices``) of one hub, by delegation to its parts."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: RuntimeParts) -> None:
         self._rt = runtime
         self.session_id = runtime.session_id
 

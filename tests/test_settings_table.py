@@ -49,10 +49,14 @@ def test_madohub_traits_are_the_table() -> None:
 
 
 def test_every_setting_has_a_typed_attribute_on_the_hub() -> None:
-    """The type checker's view of ``hub.<setting>`` (hub.py) names every setting of the table."""
-    tree = ast.parse(Path(mh.hub.__file__).read_text())
-    hub_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Hub")
-    block = next(n for n in hub_class.body if isinstance(n, ast.If))
+    """The type checker's view of ``hub.<setting>`` (``SettingAttributes``, a base of the Hub)
+    names every setting of the table."""
+    assert issubclass(mh.Hub, mh.hub_settings.SettingAttributes)
+    tree = ast.parse(Path(mh.hub_settings.__file__).read_text())
+    typed = next(
+        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SettingAttributes"
+    )
+    block = next(n for n in typed.body if isinstance(n, ast.If))
     annotated = {n.target.id for n in block.body if isinstance(n, ast.AnnAssign)}  # type: ignore[union-attr]
     assert annotated | {"log_path"} == set(NAMES)
 

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from ..hub import Hub
-from ..runtime import CloseSummary
+from ..shutdown import CloseSummary
 from . import config
 
 

@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 from ..agents.profiles import known_kinds
 from ..defaults import (
@@ -547,6 +547,28 @@ def signature(kind: str, leading: Iterable[inspect.Parameter]) -> inspect.Signat
             inspect.Parameter(opt.name, how, default=opt.default, annotation=opt.shown_type)
         )
     return inspect.Signature(params)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def table_signature(
+    kind: str, *leading: tuple[str, str]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Show ``hub.<kind>``'s options (``help()``, Jupyter's ``?``) from this table: ``self``,
+    ``leading`` (name, annotation), then its rows (:func:`signature`)."""
+
+    def wrap(method: Callable[P, R]) -> Callable[P, R]:
+        first = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        first += [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=shown)
+            for name, shown in leading
+        ]
+        method.__signature__ = signature(kind, first)  # type: ignore[attr-defined]
+        return method
+
+    return wrap
 
 
 def options_markdown(kind: str) -> str:
