@@ -4,7 +4,7 @@ Each agent is a real process in a real tmux pane (a copy of ``sleep`` named
 like the agent, so the tile finds it as it finds the real one) with a real
 HOME and cwd; the records are the files the real agents wrote
 (``tests/fixtures/agent_records``), put where each agent keeps them
-(``madohub_nb/agents/records.py``). The screen is empty: an answer can only
+(``madohub_nb/agents/kinds/<kind>.py``). The screen is empty: an answer can only
 come from the record.
 """
 
@@ -21,14 +21,12 @@ from conftest import log_rows, start_recorder, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.detect import AgentProcess
-from madohub_nb.agents.records import (
-    aider_history_candidates,
-    copilot_session_state,
-    gemini_chats,
-    opencode_database,
-    pi_sessions,
-    qwen_session,
-)
+from madohub_nb.agents.kinds.aider import aider_history_candidates
+from madohub_nb.agents.kinds.copilot import copilot_session_state
+from madohub_nb.agents.kinds.gemini import gemini_chats
+from madohub_nb.agents.kinds.opencode import opencode_database
+from madohub_nb.agents.kinds.pi import pi_sessions
+from madohub_nb.agents.kinds.qwen import qwen_session
 from madohub_nb.pipeline import extract as extraction
 from madohub_nb.pipeline.tile import Tile
 
