@@ -196,6 +196,15 @@ def test_gemini_copilot_and_pi_records_are_found_where_each_keeps_it(
     assert _read(tile, gemini) is None
     chats.parent.rename(chats.parent.with_name("proj-1"))
     assert _read(tile, gemini) == LONG
+    # Gemini CLI up to 0.38 wrote one JSON document per session, ``session-*.json``.
+    for old in chats.parent.with_name("proj-1").glob("chats/*"):
+        old.unlink()
+    assert _read(tile, gemini) is None
+    shutil.copy(
+        next((RECORDS / "gemini").glob("*-f76f590b.json")),
+        chats.parent.with_name("proj-1") / "chats" / "session-2026-12-04T17-28-f7.json",
+    )
+    assert _read(tile, gemini) == LONG
 
     copilot = as_kind(tile, "copilot")
     assert _read(tile, copilot) is None

@@ -152,7 +152,8 @@ ENV_NAMES: Final = ("HOME",)
 """The variables of its environment that move its record."""
 CHAT_GLOBS: Final = ("session-*.jsonl", "session-*.json")
 """Its chat files: one JSON Lines file per session (0.61.0), one JSON document per session
-up to 0.38 (``tests/fixtures/agent_records``: 0.38.2, 0.6.1)."""
+up to 0.38 (``tests/fixtures/agent_records``: 0.38.2). 0.6.1's folder is named by the
+project's hash, not looked for here."""
 
 
 def gemini_projects_file(env: Mapping[str, str]) -> str | None:
@@ -185,7 +186,8 @@ def gemini_chats(env: Mapping[str, str], cwd: str | None, name: str | None = Non
 
 # --- its record: the newest chat file of its project since it started -------------------
 def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
-    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` written since it started."""
+    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``.json`` up to 0.38)
+    written since it started."""
     machine = source.machine
     env = source.agent_environ(proc, ENV_NAMES)
     cwd = machine.cwd(proc.pid) or source.pane_path()
@@ -193,7 +195,7 @@ def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     raw = machine.read_head(pointer) if pointer is not None and cwd else None
     name = gemini_project_name(raw, cwd) if cwd else None
     folder = gemini_chats(env, cwd, name)
-    return newest_since_start(source, proc, folder, CHAT_GLOBS[0], PROFILE.kind)
+    return newest_since_start(source, proc, folder, CHAT_GLOBS, PROFILE.kind)
 
 
 RECORD: Final = RecordReader(

@@ -159,17 +159,24 @@ def is_regular_file(path: Path) -> bool:
 
 
 def newest_since_start(
-    source: RecordSource, proc: AgentPid, folder: str | None, pattern: str, fmt: str
+    source: RecordSource,
+    proc: AgentPid,
+    folder: str | None,
+    pattern: str | tuple[str, ...],
+    fmt: str,
 ) -> RecordRef | None:
-    """The newest record in ``folder`` written since the agent started (where folders may be
-    listed): the agent writes one file per session there and holds none open."""
+    """The newest record in ``folder`` (its files named like ``pattern``, or like any of
+    several) written since the agent started (where folders may be listed): the agent
+    writes one file per session there and holds none open."""
     machine = source.machine
     if folder is None or not machine.dir_scans:
         return None
     started = machine.started_at(proc.pid)
     # (an older session's record is not this agent's: it has written nothing yet)
     since = started - START_SLACK_S if started is not None else None
-    found = newest_regular_file(Path(folder).glob(pattern), since=since)
+    patterns = (pattern,) if isinstance(pattern, str) else pattern
+    files = (path for glob in patterns for path in Path(folder).glob(glob))
+    found = newest_regular_file(files, since=since)
     if found is None:
         return None
     return RecordRef(posixpath.normpath(str(found)), fmt)
