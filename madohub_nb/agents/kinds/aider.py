@@ -148,4 +148,9 @@ RECORD: Final = RecordReader(
 )
 
 
-KIND: Final = AgentKind(PROFILE, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    record=RECORD,
+    order=60,
+    layers_order=90,
+)

@@ -402,4 +402,6 @@ KIND: Final = AgentKind(
     mcp_on_hosts=True,
     record=RECORD,
     live_status=live_status,
+    order=10,
+    layers_order=10,
 )

@@ -231,5 +231,12 @@ RECORD: Final = RecordReader(
 
 
 KIND: Final = AgentKind(
-    PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, mcp_on_hosts=True, record=RECORD
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    mcp_on_hosts=True,
+    record=RECORD,
+    order=20,
+    layers_order=20,
 )

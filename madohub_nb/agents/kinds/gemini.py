@@ -207,5 +207,12 @@ RECORD: Final = RecordReader(
 
 
 KIND: Final = AgentKind(
-    PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, hook_answer=False, mcp=mcp, record=RECORD
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    hook_answer=False,
+    mcp=mcp,
+    record=RECORD,
+    order=70,
+    layers_order=30,
 )

@@ -152,4 +152,11 @@ RECORD: Final = RecordReader(
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    record=RECORD,
+    order=90,
+    layers_order=70,
+)

@@ -196,4 +196,12 @@ RECORD: Final = RecordReader(
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    record=RECORD,
+    order=50,
+    layers_order=40,
+)
