@@ -10,6 +10,7 @@ come from the record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -204,6 +205,13 @@ def test_gemini_copilot_and_pi_records_are_found_where_each_keeps_it(
         next((RECORDS / "gemini").glob("*-f76f590b.json")),
         chats.parent.with_name("proj-1") / "chats" / "session-2026-12-04T17-28-f7.json",
     )
+    assert _read(tile, gemini) == LONG
+    # Early versions (0.6.1) named the project's folder by the SHA-256 of its root.
+    for old in chats.parent.with_name("proj-1").glob("chats/*"):
+        old.unlink()
+    hashed = home / ".gemini" / "tmp" / hashlib.sha256(str(cwd).encode()).hexdigest() / "chats"
+    hashed.mkdir(parents=True)
+    shutil.copy(next((RECORDS / "gemini").glob("*-0950c6c8.json")), hashed / "session-a.json")
     assert _read(tile, gemini) == LONG
 
     copilot = as_kind(tile, "copilot")

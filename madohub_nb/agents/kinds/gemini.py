@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
@@ -152,8 +153,7 @@ ENV_NAMES: Final = ("HOME",)
 """The variables of its environment that move its record."""
 CHAT_GLOBS: Final = ("session-*.jsonl", "session-*.json")
 """Its chat files: one JSON Lines file per session (0.61.0), one JSON document per session
-up to 0.38 (``tests/fixtures/agent_records``: 0.38.2). 0.6.1's folder is named by the
-project's hash, not looked for here."""
+up to 0.38 (``tests/fixtures/agent_records``: 0.38.2, 0.6.1)."""
 
 
 def gemini_projects_file(env: Mapping[str, str]) -> str | None:
@@ -184,10 +184,20 @@ def gemini_chats(env: Mapping[str, str], cwd: str | None, name: str | None = Non
     return posixpath.join(home, ".gemini", "tmp", name, "chats") if plain_name(name) else None
 
 
+def gemini_hashed_chats(env: Mapping[str, str], cwd: str | None) -> str | None:
+    """The chats folder of early versions (0.6.1): named by the SHA-256 of the project's
+    root, in hex (Gemini CLI's ``getProjectHash``), not by a name in ``projects.json``."""
+    home = home_dir(env)
+    if home is None or not cwd:
+        return None
+    digest = hashlib.sha256(posixpath.normpath(cwd).encode()).hexdigest()
+    return posixpath.join(home, ".gemini", "tmp", digest, "chats")
+
+
 # --- its record: the newest chat file of its project since it started -------------------
 def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
-    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``.json`` up to 0.38)
-    written since it started."""
+    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``.json`` up to 0.38;
+    ``<project>`` a hash in early versions) written since it started."""
     machine = source.machine
     env = source.agent_environ(proc, ENV_NAMES)
     cwd = machine.cwd(proc.pid) or source.pane_path()
@@ -195,7 +205,11 @@ def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     raw = machine.read_head(pointer) if pointer is not None and cwd else None
     name = gemini_project_name(raw, cwd) if cwd else None
     folder = gemini_chats(env, cwd, name)
-    return newest_since_start(source, proc, folder, CHAT_GLOBS, PROFILE.kind)
+    found = newest_since_start(source, proc, folder, CHAT_GLOBS, PROFILE.kind)
+    if found is None:  # (an early version's folder, named by the project's hash)
+        hashed = gemini_hashed_chats(env, cwd)
+        found = newest_since_start(source, proc, hashed, CHAT_GLOBS, PROFILE.kind)
+    return found
 
 
 RECORD: Final = RecordReader(
