@@ -44,8 +44,8 @@ from _common import (  # noqa: E402
     run_main,
 )
 
-from madohub_nb.agents.claude import read_session_file  # noqa: E402
 from madohub_nb.agents.foreground import check_reader, expected_reader  # noqa: E402
+from madohub_nb.agents.kinds.claude import read_session_file  # noqa: E402
 from madohub_nb.io.tmux import ControlClient, Tmux, hex_keys_command  # noqa: E402
 
 CHECK_TARGET_MS = 1.0

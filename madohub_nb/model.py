@@ -1,4 +1,5 @@
-"""The words of the system, defined once: kinds, states, statuses, events.
+"""The words of the system, defined once: states, statuses, events (the agent kinds are
+the modules of agents/kinds/).
 
 Every state a tile, route or round can be in is a ``Literal`` type here, used
 where its values are (``Tile.state``, ``Route.state``, ``RoundRecord.status``,
@@ -9,13 +10,6 @@ does I/O or imports the rest of the package.
 from __future__ import annotations
 
 from typing import Final, Literal, get_args
-
-AGENT_KINDS: Final[tuple[str, ...]] = (
-    "claude", "codex", "amp", "opencode", "qwen", "aider", "gemini", "copilot", "pi", "shell",
-    "terminal",
-)  # fmt: skip
-"""The shipped kinds; users may register more by name (``mh.register_agent``), so a tile's
-``agent`` is any registered name (a ``str``), not one of a closed set."""
 
 TileState = Literal["idle", "busy", "waiting", "exited", "unknown", "unreachable"]
 """``unreachable``: the tile's remote host cannot be reached now (its ssh link dropped)."""

@@ -403,12 +403,54 @@ def test_only_the_engine_makes_tasks_and_threads() -> None:
 
 
 def test_the_shipped_kinds_are_the_registrys() -> None:
-    """``model.AGENT_KINDS`` (the words layer, which imports nothing) names the kinds of
-    ``agents/kinds/``, in the same order."""
-    from madohub_nb.agents.kinds import SHIPPED_KINDS
-    from madohub_nb.model import AGENT_KINDS
+    """The kinds are the modules of ``agents/kinds/`` that export ``KIND``, found there (no
+    list to keep beside them: ``model.py``, the words layer, names no kind), in their order."""
+    from madohub_nb import model
+    from madohub_nb.agents.kinds import KINDS, SHIPPED_KINDS
 
-    assert AGENT_KINDS == SHIPPED_KINDS
+    modules = {
+        p.stem
+        for p in (PACKAGE / "agents" / "kinds").glob("*.py")
+        if "\nKIND: Final = " in p.read_text()
+    }
+    assert set(SHIPPED_KINDS) == modules
+    assert not hasattr(model, "AGENT_KINDS")
+    orders = [(KINDS[n].order, n) for n in SHIPPED_KINDS]
+    assert orders == sorted(orders)
+    assert SHIPPED_KINDS[:2] == ("claude", "codex") and SHIPPED_KINDS[-2:] == ("shell", "terminal")
+
+
+PLANTED_KIND = """from dataclasses import replace
+
+from .base import AgentKind
+from .terminal import PROFILE as _TERMINAL
+
+KIND = AgentKind(replace(_TERMINAL, kind="planted"))
+"""
+
+
+def test_a_module_dropped_into_the_kinds_is_a_kind(tmp_path: Path) -> None:
+    """In a copy of the package, one new module in ``agents/kinds/`` is a kind: listed
+    before the shell and the terminal, accepted by ``agent=``; nothing else was edited."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "agents" / "kinds" / "planted.py").write_text(PLANTED_KIND)
+    code = (
+        "from madohub_nb.agents.kinds import SHIPPED_KINDS\n"
+        "from madohub_nb.agents.profiles import get_profile\n"
+        "print(','.join(SHIPPED_KINDS), get_profile('planted').kind)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    kinds, profile = done.stdout.split()
+    assert kinds.split(",")[-3:] == ["planted", "shell", "terminal"] and profile == "planted"
 
 
 KIND_HOMES = (

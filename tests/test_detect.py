@@ -32,10 +32,10 @@ from madohub_nb.agents import (
     read_session_file,
     session_status,
 )
-from madohub_nb.agents.claude import CONFIG_ENV
-from madohub_nb.agents.codex import HOME_ENV, ROLLOUT_GLOB
 from madohub_nb.agents.detect import kind_from_command
 from madohub_nb.agents.kinds import claude as claude_kind
+from madohub_nb.agents.kinds.claude import CONFIG_ENV
+from madohub_nb.agents.kinds.codex import HOME_ENV, ROLLOUT_GLOB
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io.machine import LocalMachine
 

@@ -25,6 +25,7 @@ import pytest
 from conftest import FIXTURES, wait_until
 
 from madohub_nb.agents import hooks as agent_hooks
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.engine import Engine
 from madohub_nb.io import hookcall
 from madohub_nb.io.hooks import HookChannel, HookEvent, HookLimits
@@ -472,7 +473,7 @@ def test_claude_settings_hooks_run_through_a_shell_reach_the_channel(hub: Hub) -
     for name, kind in EVENT_KINDS.items():
         (group,) = settings["hooks"][name]
         (hook,) = group["hooks"]
-        assert hook["type"] == "command" and hook["timeout"] == agent_hooks.CLAUDE_HOOK_TIMEOUT_S
+        assert hook["type"] == "command" and hook["timeout"] == claude_kind.HOOK_TIMEOUT_S
         payload = {"hook_event_name": name, "last_assistant_message": f"via {name}"}
         subprocess.run(
             ["sh", "-c", hook["command"]],

@@ -174,6 +174,26 @@ def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, projec
     assert [r["route_id"] for r in log_rows(hub)].count("inbox") == 1
 
 
+def test_the_inbox_reads_a_dialog_with_the_reader_of_the_tiles_kind(
+    hub: Any, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inbox asks the tile's kind how its dialogs read (``AgentKind.permission``)."""
+    from dataclasses import replace
+
+    from madohub_nb.agents.kinds import KINDS
+    from madohub_nb.agents.permission import DIALOGS, DialogReader, PermissionPrompt
+
+    def read(profile: Any, screen: str, coloured: str | None) -> PermissionPrompt | None:
+        prompt = DIALOGS.read(profile, screen, coloured)
+        return replace(prompt, question=f"[its own reader] {prompt.question}") if prompt else None
+
+    own = DialogReader(read, DIALOGS.needs_colours)
+    monkeypatch.setitem(KINDS, "claude", replace(KINDS["claude"], permission=own))
+    _asking_tile(hub, "w", project)
+    hub.send("w", "please [[bash touch made_by_tool]]").result(30)
+    assert "[its own reader] " in _one_ask(hub).text
+
+
 def test_answered_in_the_pane_closes_the_ask_and_nothing_is_pressed(
     hub: Any, project: Path
 ) -> None:

@@ -19,8 +19,8 @@ import pytest
 from conftest import log_rows, shell_tile, start_recorder, start_standin, wait_until
 
 import madohub_nb as mh
-from madohub_nb.agents.claude import read_session_file
 from madohub_nb.agents.kinds import claude as claude_kind
+from madohub_nb.agents.kinds.claude import read_session_file
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.log import RoundLog, RoundRecord
 from madohub_nb.io.tmux import Tmux

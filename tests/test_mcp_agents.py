@@ -23,11 +23,11 @@ from conftest import wait_until
 from test_mcp import call
 
 import madohub_nb as mh
+from madohub_nb.agents.kinds.gemini import SETTINGS_ENV as GEMINI_SETTINGS_ENV
+from madohub_nb.agents.kinds.opencode import CONFIG_ENV as OPENCODE_CONFIG_ENV
+from madohub_nb.agents.kinds.qwen import SETTINGS_ENV as QWEN_SETTINGS_ENV
 from madohub_nb.agents.mcp_setup import (
-    GEMINI_SETTINGS_ENV,
     MCP_AGENTS,
-    OPENCODE_CONFIG_ENV,
-    QWEN_SETTINGS_ENV,
     mcp_setup,
 )
 

@@ -8,6 +8,7 @@ import pytest
 from conftest import FIXTURES
 
 from madohub_nb import model
+from madohub_nb.agents.kinds import SHIPPED_KINDS
 from madohub_nb.agents.profiles import (
     PROFILES,
     SCREEN_STATES,
@@ -69,12 +70,12 @@ def test_screen_state_of_real_captures(name: str, expected: str) -> None:
 
 
 def test_there_is_one_profile_per_agent_kind() -> None:
-    assert tuple(PROFILES) == model.AGENT_KINDS
-    assert all(PROFILES[kind].kind == kind for kind in model.AGENT_KINDS)
+    assert tuple(PROFILES) == SHIPPED_KINDS
+    assert all(PROFILES[kind].kind == kind for kind in SHIPPED_KINDS)
     assert set(SCREEN_STATES) <= set(model.TILE_STATES)
 
 
-@pytest.mark.parametrize("kind", model.AGENT_KINDS)
+@pytest.mark.parametrize("kind", SHIPPED_KINDS)
 def test_get_profile_returns_the_table_entry(kind: str) -> None:
     assert get_profile(kind) is PROFILES[kind]
 
@@ -85,7 +86,7 @@ def test_get_profile_refuses_unknown_kinds_and_lists_the_allowed_ones(bad: objec
         get_profile(bad)  # type: ignore[arg-type]
     message = str(err.value)
     assert repr(bad) in message
-    assert all(kind in message for kind in model.AGENT_KINDS)
+    assert all(kind in message for kind in SHIPPED_KINDS)
     assert isinstance(err.value, ValueError)
 
 

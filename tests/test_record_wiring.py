@@ -4,12 +4,13 @@ Each agent is a real process in a real tmux pane (a copy of ``sleep`` named
 like the agent, so the tile finds it as it finds the real one) with a real
 HOME and cwd; the records are the files the real agents wrote
 (``tests/fixtures/agent_records``), put where each agent keeps them
-(``madohub_nb/agents/records.py``). The screen is empty: an answer can only
+(``madohub_nb/agents/kinds/<kind>.py``). The screen is empty: an answer can only
 come from the record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -21,14 +22,12 @@ from conftest import log_rows, start_recorder, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.detect import AgentProcess
-from madohub_nb.agents.records import (
-    aider_history_candidates,
-    copilot_session_state,
-    gemini_chats,
-    opencode_database,
-    pi_sessions,
-    qwen_session,
-)
+from madohub_nb.agents.kinds.aider import aider_history_candidates
+from madohub_nb.agents.kinds.copilot import copilot_session_state
+from madohub_nb.agents.kinds.gemini import gemini_chats
+from madohub_nb.agents.kinds.opencode import opencode_database
+from madohub_nb.agents.kinds.pi import pi_sessions
+from madohub_nb.agents.kinds.qwen import qwen_session
 from madohub_nb.pipeline import extract as extraction
 from madohub_nb.pipeline.tile import Tile
 
@@ -197,6 +196,22 @@ def test_gemini_copilot_and_pi_records_are_found_where_each_keeps_it(
     (home / ".gemini" / "projects.json").write_text(json.dumps({"projects": {str(cwd): "proj-1"}}))
     assert _read(tile, gemini) is None
     chats.parent.rename(chats.parent.with_name("proj-1"))
+    assert _read(tile, gemini) == LONG
+    # Gemini CLI up to 0.38 wrote one JSON document per session, ``session-*.json``.
+    for old in chats.parent.with_name("proj-1").glob("chats/*"):
+        old.unlink()
+    assert _read(tile, gemini) is None
+    shutil.copy(
+        next((RECORDS / "gemini").glob("*-f76f590b.json")),
+        chats.parent.with_name("proj-1") / "chats" / "session-2026-12-04T17-28-f7.json",
+    )
+    assert _read(tile, gemini) == LONG
+    # Early versions (0.6.1) named the project's folder by the SHA-256 of its root.
+    for old in chats.parent.with_name("proj-1").glob("chats/*"):
+        old.unlink()
+    hashed = home / ".gemini" / "tmp" / hashlib.sha256(str(cwd).encode()).hexdigest() / "chats"
+    hashed.mkdir(parents=True)
+    shutil.copy(next((RECORDS / "gemini").glob("*-0950c6c8.json")), hashed / "session-a.json")
     assert _read(tile, gemini) == LONG
 
     copilot = as_kind(tile, "copilot")

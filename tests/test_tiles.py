@@ -196,7 +196,7 @@ def test_a_libtmux_pane_is_adopted_when_it_is_on_the_hubs_server(
 
 
 def test_tilde_is_expanded_in_hub_paths(tmux_socket: str, home: Path) -> None:
-    from madohub_nb.agents.claude import claude_config_dir
+    from madohub_nb.agents.kinds.claude import claude_config_dir
 
     (home / "proj").mkdir()
     hub = mh.Hub(socket_name=tmux_socket, log_path="~/logs/rounds.sqlite3", claude_home="~/cfg")

@@ -1,14 +1,7 @@
-"""What the toolkit knows about agents: profiles, process detection, Claude and Codex files."""
+"""What the toolkit knows about agents: profiles, process detection, each kind's files."""
 
 from __future__ import annotations
 
-from .claude import (
-    ClaudeSession,
-    claude_config_dir,
-    read_session_file,
-    session_status,
-)
-from .codex import codex_home, newest_rollout
 from .detect import (
     UNKNOWN_KIND,
     AgentProcess,
@@ -16,6 +9,13 @@ from .detect import (
     detect_kind,
     find_agent,
 )
+from .kinds.claude import (
+    ClaudeSession,
+    claude_config_dir,
+    read_session_file,
+    session_status,
+)
+from .kinds.codex import codex_home, newest_rollout
 from .profiles import (
     PROFILES,
     SCREEN_STATES,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .kinds import BY_LAYERS_AGE, KINDS
-from .kinds.claude import HOOK_TIMEOUT_S as CLAUDE_HOOK_TIMEOUT_S
 from .kinds.common import (
     HOOK_KINDS,
     NOTIFICATION,
@@ -116,7 +115,7 @@ def opt_in_snippet(agent: str, base: Sequence[str], env: Mapping[str, str] | Non
 
 
 __all__ = [
-    "CLAUDE_HOOK_TIMEOUT_S", "HOOK_AGENTS", "HOOK_KINDS", "NOTIFICATION", "PERMISSION_REQUEST",
+    "HOOK_AGENTS", "HOOK_KINDS", "NOTIFICATION", "PERMISSION_REQUEST",
     "SESSION_START", "STOP", "HookFacts", "HookSetup", "describe", "hook_setup", "opt_in_snippet",
     "shell_command",
 ]  # fmt: skip

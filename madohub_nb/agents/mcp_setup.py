@@ -15,27 +15,17 @@ test_real_mcp_agents.py): Claude Code 2.1.197 and 2.1.332, Codex 0.171.0, Gemini
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from .kinds import BY_LAYERS_AGE, KINDS
-from .kinds import gemini as _gemini_kind
-from .kinds import opencode as _opencode_kind
-from .kinds import qwen as _qwen_kind
-from .kinds.common import http_server
+from .kinds.common import MachineFiles, http_server
 from .launch import SYSTEM_DEFAULTS_NAME, LaunchLayer, SystemLayers
 
 McpSetup = LaunchLayer
 """How one agent kind is started with the hub's MCP server: its MCP layer. ``tool_names``:
 what the agent's model calls the three tools; ``system_layers``: the machine's system files
 the hub's file stands in for (Gemini CLI, Qwen Code)."""
-
-GEMINI_SETTINGS_ENV: Final = _gemini_kind.SETTINGS_ENV
-QWEN_SETTINGS_ENV: Final = _qwen_kind.SETTINGS_ENV
-QWEN_SETTINGS_VERSION: Final = _qwen_kind.SETTINGS_VERSION
-OPENCODE_CONFIG_ENV: Final = _opencode_kind.CONFIG_ENV
-GEMINI_LAYERS: Final = _gemini_kind.LAYERS
-QWEN_LAYERS: Final = _qwen_kind.LAYERS
 
 
 def mcp_setup(
@@ -47,7 +37,7 @@ def mcp_setup(
     server: str,
     tools: Sequence[str],
     token_env: str,
-    machine: tuple[Mapping[str, Any] | None, str | None] = (None, None),
+    machine: MachineFiles = (None, None),
 ) -> McpSetup | None:
     """How to start ``agent`` with the MCP server ``server`` at ``url`` (its ``tools``
     pre-allowed), calling with ``token``; None for an agent the hub cannot configure.
@@ -72,7 +62,6 @@ HOST_MCP_AGENTS: Final = tuple(k.name for k in BY_LAYERS_AGE if k.mcp_on_hosts)
 """Agent kinds whose MCP layer works on a host too."""
 
 __all__ = [
-    "GEMINI_LAYERS", "GEMINI_SETTINGS_ENV", "HOST_MCP_AGENTS", "MCP_AGENTS", "OPENCODE_CONFIG_ENV",
-    "QWEN_LAYERS", "QWEN_SETTINGS_ENV", "QWEN_SETTINGS_VERSION", "SYSTEM_DEFAULTS_NAME",
-    "McpSetup", "SystemLayers", "http_server", "mcp_setup",
+    "HOST_MCP_AGENTS", "MCP_AGENTS", "SYSTEM_DEFAULTS_NAME", "McpSetup", "SystemLayers",
+    "http_server", "mcp_setup",
 ]  # fmt: skip

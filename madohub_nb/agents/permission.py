@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .profiles import AgentProfile, screen_tail
+from .profile import AgentProfile, screen_tail
 from .regex import lazy_compile
 from .screen import strip_ansi
 
@@ -254,6 +254,20 @@ def _hidden_above(lines: list[str], top: int) -> int:
         while start > 0 and lines[start - 1].strip():
             start -= 1
     return sum(1 for ln in _dialog_text(lines[start:top]) if ln)
+
+
+@dataclass(frozen=True)
+class DialogReader:
+    """How one kind's permission dialogs are read off its screen (its ``permission``):
+    ``read`` the prompt a screen shows (None: none), given the same screen with its colours
+    where ``needs_colours`` says the dialog shows its selection by colour alone."""
+
+    read: Callable[[AgentProfile, str, str | None], PermissionPrompt | None]
+    needs_colours: Callable[[str], bool]
+
+
+DIALOGS: Final = DialogReader(read_permission_prompt, needs_colours)
+"""The shared reader: every dialog shape above, the kind's ``waiting_markers`` saying when."""
 
 
 @dataclass(frozen=True)

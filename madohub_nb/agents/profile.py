@@ -109,7 +109,7 @@ class AgentProfile:
     """Typed text runs as commands (a shell): routes must opt in."""
     extractor: ExtractionMethod
     """How the last response is read: ``jsonl`` (Claude), ``rollout`` (Codex), ``session`` (the
-    agent's own record: agents/records.py), ``terminal``."""
+    agent's own record, found by its kind: agents/kinds/<kind>.py), ``terminal``."""
     writes_status_file: bool = False
     """Keeps a live status file (Claude's ``sessions/<pid>.json``): idle, busy, waiting."""
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from ..agents.claude import read_small_regular_file
 from ..agents.foreground import ProcStat
+from ..agents.kinds.records import read_small_regular_file
 from ..agents.process_table import process_table
 from ..defaults import AGENT_FILE_MAX_BYTES
 from ..errors import MadohubValueError, TmuxError

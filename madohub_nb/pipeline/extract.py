@@ -5,7 +5,7 @@ Claude Code: agent pid → its config dir → ``sessions/<pid>.json`` → ``sess
 → ``projects/*/<sessionId>.jsonl`` (falling back to the cwd's project folder).
 Codex: the rollout file the process has open, else the newest one for its cwd.
 OpenCode, Qwen Code, Aider, Gemini CLI, Copilot CLI and Pi: their own record
-of the conversation (``session``; where each keeps it: ``agents/records.py``).
+of the conversation (``session``; where each keeps it: ``agents/kinds/<kind>.py``).
 Everything else, and whenever no record can be found: the screen,
 ANSI codes and TUI chrome removed. A program without answer markers (a
 ``terminal`` tile, a shell running a REPL) answers with the output that

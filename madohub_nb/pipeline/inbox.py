@@ -31,8 +31,6 @@ from ..agents.permission import (
     PermissionPrompt,
     ToolRequest,
     chars_cut,
-    needs_colours,
-    read_permission_prompt,
     says_no,
     tool_request,
     with_tool_line,
@@ -61,8 +59,6 @@ REWATCH_S: Final = 2.0
 """How soon the inbox opens a host's tile's output again after its stream ended."""
 REPR_TEXT_CHARS: Final = 60
 """An ask's repr shows this much of its text's last line (``ask.text`` has it all)."""
-UNASKING_KINDS: Final = ("shell", "terminal")
-"""Tiles that never show a permission prompt: not watched for one."""
 
 
 @dataclass(frozen=True)
@@ -394,7 +390,7 @@ class Inbox:
             await asyncio.wrap_future(tile.ready)  # (started: its pane and agent are known)
         except Exception:  # it did not start: nothing to ask
             return
-        if tile.agent in UNASKING_KINDS:
+        if tile.kind.permission is None:
             return
         self._watch_hooks(tile)
         while self._tiles().get(tile.name) is tile:
@@ -472,7 +468,7 @@ class Inbox:
             self._again.add(name)
             return
         tile = self._tiles().get(name)
-        if tile is None or tile.agent in UNASKING_KINDS:
+        if tile is None or tile.kind.permission is None:
             return
         self._reading.add(name)
         spawn(self._check(tile), name=f"inbox {name}")
@@ -620,9 +616,9 @@ def _read(tile: Tile) -> tuple[str, PermissionPrompt | None]:
 
     The text is read from the plain (redacted) screen; the coloured one only where a
     dialog's selection is shown by colour alone."""
-    state = tile.state
-    if state != "waiting":
+    state, dialogs = tile.state, tile.kind.permission
+    if state != "waiting" or dialogs is None:
         return state, None
     screen = tile.screen()
-    coloured = tile.screen(ansi=True) if needs_colours(screen) else None
-    return state, read_permission_prompt(tile.profile, screen, coloured)
+    coloured = tile.screen(ansi=True) if dialogs.needs_colours(screen) else None
+    return state, dialogs.read(tile.profile, screen, coloured)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, ParamSpec, TypeVar
 
+from ..agents.kinds import SHIPPED_KINDS
 from ..agents.profiles import known_kinds
 from ..defaults import (
     COOLDOWN_MS_DEFAULT,
@@ -41,7 +42,6 @@ from ..defaults import (
     check_regex,
 )
 from ..errors import MadohubValueError
-from ..model import AGENT_KINDS
 
 Check = Callable[[str, Any], object]
 """``check(option name, value)``: raises ``MadohubValueError`` saying what is allowed."""
@@ -365,7 +365,7 @@ TILE: tuple[Option, ...] = (
         help="Agent kind; None: detected from the command or the pane.",
         flag=Flag(
             "--agent", "KIND",
-            help=f"agent kind: {', '.join(AGENT_KINDS)} or a registered one (default: detected)",
+            help=f"agent kind: {', '.join(SHIPPED_KINDS)} or a registered one (default: detected)",
         ),
     ),
     Option(

@@ -26,10 +26,10 @@ import pytest
 from conftest import log_rows, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
+from madohub_nb.agents.kinds.gemini import SETTINGS_ENV as GEMINI_SETTINGS_ENV
+from madohub_nb.agents.kinds.opencode import CONFIG_ENV as OPENCODE_CONFIG_ENV
+from madohub_nb.agents.kinds.qwen import SETTINGS_ENV as QWEN_SETTINGS_ENV
 from madohub_nb.agents.mcp_setup import (
-    GEMINI_SETTINGS_ENV,
-    OPENCODE_CONFIG_ENV,
-    QWEN_SETTINGS_ENV,
     mcp_setup,
 )
 from madohub_nb.testing import fake_gemini as gemini_api

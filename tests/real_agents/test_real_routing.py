@@ -23,7 +23,7 @@ import pytest
 from conftest import SkippedTurns, log_rows, repaint, start_recorder, wait_until
 
 import madohub_nb as mh
-from madohub_nb.agents.claude import read_session_file
+from madohub_nb.agents.kinds.claude import read_session_file
 from madohub_nb.agents.profiles import screen_state
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from .. import records
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import line as _line
@@ -74,18 +75,63 @@ PROFILE: Final = AgentProfile(
     typed_tab="    ",  # Tab completes file names and commands
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="session",  # its own record (agents/records.py), else the screen
+    extractor="session",  # its own record (RECORD below), else the screen
     answer_in_scrollback=True,
 )
+
+
+# --- where its record is: <cwd>/.aider.chat.history.md ----------------------------------
+ENV_NAMES: Final = ("AIDER_CHAT_HISTORY_FILE",)
+"""The variables of its environment that move its record."""
+HISTORY: Final = ".aider.chat.history.md"
+HISTORY_FLAG: Final = "--chat-history-file"
+PARENT_LOOKUPS: Final = 8
+"""How many folders above its cwd Aider's history is looked for (its git root's)."""
+
+
+def aider_history_candidates(
+    cwd: str | None, argv: Sequence[str], env: Mapping[str, str]
+) -> list[str]:
+    """Where Aider's chat history may be, most likely first (the first existing one is it).
+
+    Its own option or variable when given (relative to its cwd), else the cwd's
+    ``.aider.chat.history.md``, then the folders above (Aider writes it in its
+    git root when it runs in a repository).
+    """
+    named = _history_option(argv) or env.get("AIDER_CHAT_HISTORY_FILE")
+    if named:
+        if named.startswith("/"):
+            return [named]
+        return [posixpath.normpath(posixpath.join(cwd, named))] if cwd else []
+    if not cwd or not cwd.startswith("/"):
+        return []
+    found: list[str] = []
+    folder = posixpath.normpath(cwd)
+    for _ in range(PARENT_LOOKUPS + 1):
+        found.append(posixpath.join(folder, HISTORY))
+        parent = posixpath.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return found
+
+
+def _history_option(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == HISTORY_FLAG and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(HISTORY_FLAG + "="):
+            return arg.partition("=")[2]
+    return None
 
 
 # --- its record: <cwd>/.aider.chat.history.md (or the one its options name) ------------
 def locate_history(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     """Aider's chat history: its cwd's, else its git root's (where folders may be looked at)."""
     machine = source.machine
-    env = source.agent_environ(proc, records.ENV_NAMES)
+    env = source.agent_environ(proc, ENV_NAMES)
     cwd = machine.cwd(proc.pid) or source.pane_path()
-    candidates = records.aider_history_candidates(cwd, machine.cmdline(proc.pid), env)
+    candidates = aider_history_candidates(cwd, machine.cmdline(proc.pid), env)
     # On a host each look is an ssh read: its cwd's only (not the folders above).
     for path in candidates if machine.dir_scans else candidates[:1]:
         # (here a stat; on a host a bounded tail read, None when there is no such file)
@@ -98,8 +144,13 @@ RECORD: Final = RecordReader(
     locate=locate_history,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
-KIND: Final = AgentKind(PROFILE, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    record=RECORD,
+    order=60,
+    layers_order=90,
+)

@@ -101,4 +101,10 @@ def hooks_opt_in(base: Sequence[str]) -> str:
     return "Save as ~/.config/amp/plugins/madohub.ts:\n" + script(PLUGIN, base)
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    order=30,
+    layers_order=80,
+)

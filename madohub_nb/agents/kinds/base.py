@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..launch import LaunchLayer
+from ..permission import DIALOGS, DialogReader
 from ..profile import AgentProfile
 from .common import MachineFiles
 from .records import AgentPid, RecordReader, RecordSource
@@ -44,8 +45,8 @@ class McpLayer(Protocol):
 
 @dataclass(frozen=True)
 class AgentKind:
-    """One agent kind: its screen profile, its record reader, its launch layers and its
-    opt-in rules.
+    """One agent kind: its screen profile, its record reader, its launch layers, its
+    permission-dialog reader and its opt-in rules.
 
     A kind a user registers (``mh.register_agent``) has a profile alone.
     """
@@ -66,6 +67,16 @@ class AgentKind:
     """None: the hub cannot start this kind with its MCP tools."""
     mcp_on_hosts: bool = False
     """Its MCP layer works on a host too (no machine files of its own to stand in for)."""
+    permission: DialogReader | None = DIALOGS
+    """How its permission dialogs are read off its screen (the shared reader knows every
+    shipped agent's, told by the profile's ``waiting_markers``); None: it never asks (a
+    shell, a terminal program), so the inbox does not watch it."""
+    order: int = 500
+    """Where ``agent=`` and the kind lists name it (shipped agents 10-90, shell and terminal
+    900-910: a new kind goes before those two; a tie goes by name)."""
+    layers_order: int = 500
+    """Where messages name it among the kinds with hooks or an MCP layer (the order the hub
+    learned their launch layers)."""
 
     @property
     def name(self) -> str:

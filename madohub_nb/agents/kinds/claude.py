@@ -1,24 +1,24 @@
-"""Claude Code: its screen profile."""
+"""Claude Code: its screen profile, launch layers and record.
+
+Claude Code writes ``<config>/sessions/<PID>.json`` while it runs (deleted on
+exit) with its ``sessionId`` and a live ``status`` (idle, busy, waiting). The
+config directory is the process's ``CLAUDE_CONFIG_DIR``, else its
+``HOME``/.claude (REAL-AGENTS.md). Transcripts are parsed in ``io/transcripts.py``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from ...errors import TmuxError
 from ...io.transcripts import cwd_to_project_dir, read_last_response, turn_finished
-from ..claude import (
-    CONFIG_ENV,
-    ClaudeSession,
-    claimed_session_ids,
-    claude_config_dir,
-    parse_session_file,
-    session_file_path,
-)
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -43,7 +43,9 @@ from .records import (
     RecordReader,
     RecordRef,
     RecordSource,
+    home_relative,
     newest_regular_file,
+    read_small_regular_file,
 )
 
 # --- Claude Code ------------------------------------------------------------
@@ -165,6 +167,146 @@ def mcp(
     )
 
 
+# --- its files: the config dir and the live sessions/<pid>.json ------------------------
+SESSION_STATUSES: Final = ("idle", "busy", "waiting")
+SESSION_FILES_READ_MAX: Final = 256
+"""At most this many ``sessions/*.json`` are read to learn whose transcripts are whose."""
+CONFIG_ENV: Final = ("CLAUDE_CONFIG_DIR", "HOME")
+"""The variables of Claude's environment that say where its config dir is."""
+
+
+@dataclass(frozen=True)
+class ClaudeSession:
+    """One ``sessions/<pid>.json``: which session a Claude process runs and what it is doing."""
+
+    pid: int
+    session_id: str
+    path: Path
+    cwd: str | None = None
+    status: str | None = None
+    waiting_for: str | None = None
+    version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    tmux: str | None = None
+    """``"<session>:@<window>.%<pane>"`` in newer versions."""
+    updated_at_ms: int | None = None
+    proc_start: str | None = None
+    """``procStart``: its process's start time in clock ticks since boot (``/proc/<pid>/stat``
+    field 22, as Claude Code writes it): a file whose process died and whose pid was reused
+    names another start (:func:`is_for_process`)."""
+
+    def is_for_process(self, start_ticks: int) -> bool:
+        """Whether this file was written by the process that started at ``start_ticks``: true
+        when it names no start (older versions), else only for that very start."""
+        return not self.proc_start or self.proc_start == str(start_ticks)
+
+
+def claude_config_dir(
+    environ: Mapping[str, str] | None, fallback: str | Path | None = None
+) -> Path | None:
+    """The agent's config dir from its environment (:data:`CONFIG_ENV`): its
+    ``CLAUDE_CONFIG_DIR``, its ``HOME``/.claude, ``fallback`` (the hub's setting), or None."""
+    env = environ or {}
+    if env.get("CLAUDE_CONFIG_DIR"):
+        return home_relative(env["CLAUDE_CONFIG_DIR"], env)
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".claude"
+    if fallback is not None and str(fallback):
+        return Path(fallback).expanduser()
+    return None
+
+
+def session_file_path(config_dir: str | Path, pid: int) -> Path:
+    """``<config_dir>/sessions/<pid>.json``: where Claude says what it is doing."""
+    return Path(config_dir) / "sessions" / f"{int(pid)}.json"
+
+
+def _text(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _whole(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_plain_session_id(session_id: str) -> bool:
+    """True for a sessionId usable as a file name: no ``/``, no NUL, not ``.`` or ``..``."""
+    return (
+        0 < len(session_id) <= 255
+        and "/" not in session_id
+        and "\x00" not in session_id
+        and session_id not in (".", "..")
+    )
+
+
+def read_session_file(config_dir: str | Path | None, pid: int) -> ClaudeSession | None:
+    """``<config_dir>/sessions/<pid>.json``, or None when missing, half-written, not a
+    regular file, too big, or without a usable sessionId."""
+    if config_dir is None:
+        return None
+    path = session_file_path(config_dir, pid)
+    return parse_session_file(read_small_regular_file(path), path, pid)
+
+
+def claimed_session_ids(config_dir: str | Path, except_pid: int) -> set[str]:
+    """The session ids other Claude processes name in ``<config_dir>/sessions/*.json`` (all
+    but ``except_pid``'s; at most :data:`SESSION_FILES_READ_MAX` files read): transcripts
+    that are theirs, not the one of a process whose own file is not there (yet)."""
+    claimed: set[str] = set()
+    folder = Path(config_dir) / "sessions"
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.endswith(".json")]
+    except OSError:
+        return claimed
+    for name in sorted(names)[:SESSION_FILES_READ_MAX]:
+        stem = name[: -len(".json")]
+        if not stem.isdigit() or int(stem) == except_pid:
+            continue
+        session = read_session_file(config_dir, int(stem))
+        if session is not None:
+            claimed.add(session.session_id)
+    return claimed
+
+
+def parse_session_file(raw: bytes | None, path: Path, pid: int) -> ClaudeSession | None:
+    """A ``sessions/<pid>.json``'s bytes (read here or on a remote host) parsed, or None."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    session_id = _text(data, "sessionId")
+    if not session_id or not is_plain_session_id(session_id):
+        return None
+    return ClaudeSession(
+        pid=_whole(data, "pid") or int(pid),
+        session_id=session_id,
+        path=path,
+        cwd=_text(data, "cwd"),
+        status=_text(data, "status"),
+        waiting_for=_text(data, "waitingFor"),
+        version=_text(data, "version"),
+        kind=_text(data, "kind"),
+        name=_text(data, "name"),
+        tmux=_text(data, "tmux"),
+        updated_at_ms=_whole(data, "statusUpdatedAt") or _whole(data, "updatedAt"),
+        proc_start=_text(data, "procStart"),
+    )
+
+
+def session_status(session: ClaudeSession | None) -> str:
+    """``idle``, ``busy`` or ``waiting`` from the session file; ``unknown`` otherwise."""
+    if session is None or session.status not in SESSION_STATUSES:
+        return "unknown"
+    return session.status
+
+
 # --- its record: sessions/<pid>.json, then projects/*/<sessionId>.jsonl ----------------
 def config_dir(source: RecordSource, proc: AgentPid) -> Path | None:
     """Claude's config dir: from its environment, else the hub's ``claude_home``."""
@@ -260,4 +402,6 @@ KIND: Final = AgentKind(
     mcp_on_hosts=True,
     record=RECORD,
     live_status=live_status,
+    order=10,
+    layers_order=10,
 )

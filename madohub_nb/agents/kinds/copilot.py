@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .. import records
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -23,6 +23,7 @@ from .records import (
     RecordRef,
     RecordSource,
     descendants,
+    home_dir,
     read_session_record,
     session_turn_finished,
 )
@@ -133,18 +134,45 @@ def mcp(
     )
 
 
+# --- where its record is: session-state/<uuid>/ beside inuse.<pid>.lock -----------------
+ENV_NAMES: Final = ("COPILOT_HOME", "HOME")
+"""The variables of its environment that move its record."""
+
+
+def copilot_session_state(env: Mapping[str, str]) -> str | None:
+    """Copilot CLI's ``session-state`` folder (one sub-folder per session), in
+    ``$COPILOT_HOME`` (``~/.copilot``)."""
+    base = env.get("COPILOT_HOME", "")
+    if not base.startswith("/"):
+        home = home_dir(env)
+        if home is None:
+            return None
+        base = posixpath.join(home, ".copilot")
+    return posixpath.join(base, "session-state")
+
+
+def copilot_lock_name(pid: int) -> str:
+    """The lock file a running Copilot CLI keeps in its session's folder."""
+    return f"inuse.{pid}.lock"
+
+
+def copilot_events(lock_path: str) -> str:
+    """The events record beside a session's lock file."""
+    return posixpath.join(posixpath.dirname(lock_path), "events.jsonl")
+
+
 # --- its record: events.jsonl beside the inuse.<pid>.lock of its process ----------------
 def locate_events(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     """Copilot's ``events.jsonl`` beside the ``inuse.<pid>.lock`` of its process: the agent's
     own, or (the launcher's native child holds it) one of its descendants'."""
     machine = source.machine
-    folder = records.copilot_session_state(source.agent_environ(proc, records.ENV_NAMES))
+    folder = copilot_session_state(source.agent_environ(proc, ENV_NAMES))
     if folder is None:
         return None
     for pid in descendants(source, proc):
-        lock = machine.find_file(folder, records.copilot_lock_name(pid))
+        lock = machine.find_file(folder, copilot_lock_name(pid))
         if lock is not None:
-            return RecordRef(records.copilot_events(lock), PROFILE.kind)
+            return RecordRef(copilot_events(lock), PROFILE.kind)
     return None
 
 
@@ -152,8 +180,16 @@ RECORD: Final = RecordReader(
     locate=locate_events,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    record=RECORD,
+    order=80,
+    layers_order=50,
+)

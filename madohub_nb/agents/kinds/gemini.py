@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from .. import records
 from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -29,7 +30,9 @@ from .records import (
     RecordReader,
     RecordRef,
     RecordSource,
+    home_dir,
     newest_since_start,
+    plain_name,
     read_session_record,
     session_turn_finished,
 )
@@ -145,27 +148,85 @@ def mcp(
     )
 
 
+# --- where its record is: ~/.gemini/tmp/<project>/chats/ --------------------------------
+ENV_NAMES: Final = ("HOME",)
+"""The variables of its environment that move its record."""
+CHAT_GLOBS: Final = ("session-*.jsonl", "session-*.json")
+"""Its chat files: one JSON Lines file per session (0.61.0), one JSON document per session
+up to 0.38 (``tests/fixtures/agent_records``: 0.38.2, 0.6.1)."""
+
+
+def gemini_projects_file(env: Mapping[str, str]) -> str | None:
+    """``~/.gemini/projects.json``: which folder name Gemini CLI gave each project's cwd."""
+    home = home_dir(env)
+    return posixpath.join(home, ".gemini", "projects.json") if home else None
+
+
+def gemini_project_name(raw: bytes | None, cwd: str) -> str:
+    """The name ``projects.json`` gives ``cwd`` (``{"projects": {cwd: name}}``), else its
+    basename (what Gemini CLI names a project first)."""
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = None
+    projects = data.get("projects") if isinstance(data, dict) else None
+    name = projects.get(posixpath.normpath(cwd)) if isinstance(projects, dict) else None
+    return name if isinstance(name, str) else posixpath.basename(posixpath.normpath(cwd))
+
+
+def gemini_chats(env: Mapping[str, str], cwd: str | None, name: str | None = None) -> str | None:
+    """Gemini CLI's chats folder for a project run in ``cwd`` (``name``: its folder's name,
+    from :func:`gemini_project_name`; its basename by default)."""
+    home = home_dir(env)
+    if home is None or not cwd:
+        return None
+    name = name or posixpath.basename(posixpath.normpath(cwd))
+    return posixpath.join(home, ".gemini", "tmp", name, "chats") if plain_name(name) else None
+
+
+def gemini_hashed_chats(env: Mapping[str, str], cwd: str | None) -> str | None:
+    """The chats folder of early versions (0.6.1): named by the SHA-256 of the project's
+    root, in hex (Gemini CLI's ``getProjectHash``), not by a name in ``projects.json``."""
+    home = home_dir(env)
+    if home is None or not cwd:
+        return None
+    digest = hashlib.sha256(posixpath.normpath(cwd).encode()).hexdigest()
+    return posixpath.join(home, ".gemini", "tmp", digest, "chats")
+
+
 # --- its record: the newest chat file of its project since it started -------------------
 def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
-    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` written since it started."""
+    """Gemini's ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (``.json`` up to 0.38;
+    ``<project>`` a hash in early versions) written since it started."""
     machine = source.machine
-    env = source.agent_environ(proc, records.ENV_NAMES)
+    env = source.agent_environ(proc, ENV_NAMES)
     cwd = machine.cwd(proc.pid) or source.pane_path()
-    pointer = records.gemini_projects_file(env)
+    pointer = gemini_projects_file(env)
     raw = machine.read_head(pointer) if pointer is not None and cwd else None
-    name = records.gemini_project_name(raw, cwd) if cwd else None
-    folder = records.gemini_chats(env, cwd, name)
-    return newest_since_start(source, proc, folder, records.GEMINI_CHAT_GLOB, PROFILE.kind)
+    name = gemini_project_name(raw, cwd) if cwd else None
+    folder = gemini_chats(env, cwd, name)
+    found = newest_since_start(source, proc, folder, CHAT_GLOBS, PROFILE.kind)
+    if found is None:  # (an early version's folder, named by the project's hash)
+        hashed = gemini_hashed_chats(env, cwd)
+        found = newest_since_start(source, proc, hashed, CHAT_GLOBS, PROFILE.kind)
+    return found
 
 
 RECORD: Final = RecordReader(
     locate=locate_chat,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
 KIND: Final = AgentKind(
-    PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, hook_answer=False, mcp=mcp, record=RECORD
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    hook_answer=False,
+    mcp=mcp,
+    record=RECORD,
+    order=70,
+    layers_order=30,
 )

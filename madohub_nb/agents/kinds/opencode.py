@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from .. import records
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
@@ -21,6 +21,7 @@ from .records import (
     RecordReader,
     RecordRef,
     RecordSource,
+    home_dir,
     read_session_record,
     session_turn_finished,
 )
@@ -68,7 +69,7 @@ PROFILE: Final = AgentProfile(
     typed_tab="    ",  # the footer says "tab agents": Tab switches the agent
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="session",  # its own record (agents/records.py), else the screen
+    extractor="session",  # its own record (RECORD below), else the screen
 )
 
 # --- launch layers ----------------------------------------------------------------------
@@ -151,12 +152,27 @@ def mcp(
     )
 
 
+# --- where its record is: one SQLite database per user ------------------------------------
+ENV_NAMES: Final = ("HOME", "XDG_DATA_HOME")
+"""The variables of its environment that move its record."""
+
+
+def opencode_database(env: Mapping[str, str]) -> str | None:
+    """OpenCode's database for the user whose environment this is:
+    ``$XDG_DATA_HOME/opencode/opencode.db`` (``~/.local/share``)."""
+    data = env.get("XDG_DATA_HOME", "")
+    if data.startswith("/"):
+        return posixpath.join(data, "opencode", "opencode.db")
+    home = home_dir(env)
+    return posixpath.join(home, ".local", "share", "opencode", "opencode.db") if home else None
+
+
 # --- its record: the SQLite database it shares with every OpenCode of the user ----------
 def locate_database(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     """OpenCode's database, narrowed to the newest session run in the agent's folder."""
-    env = source.agent_environ(proc, records.ENV_NAMES)
+    env = source.agent_environ(proc, ENV_NAMES)
     cwd = source.machine.cwd(proc.pid) or source.pane_path()
-    db = records.opencode_database(env)
+    db = opencode_database(env)
     return RecordRef(db, PROFILE.kind, cwd=cwd) if db is not None and cwd else None
 
 
@@ -164,8 +180,16 @@ RECORD: Final = RecordReader(
     locate=locate_database,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    record=RECORD,
+    order=40,
+    layers_order=60,
+)

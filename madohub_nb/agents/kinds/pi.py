@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from .. import records
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -21,6 +21,7 @@ from .records import (
     RecordReader,
     RecordRef,
     RecordSource,
+    home_dir,
     newest_since_start,
     read_session_record,
     session_turn_finished,
@@ -114,21 +115,48 @@ def hooks_opt_in(base: Sequence[str]) -> str:
     return "Save as ~/.pi/agent/extensions/madohub.ts:\n" + script(EXTENSION, base)
 
 
+# --- where its record is: ~/.pi/agent/sessions/--<cwd>--/ -------------------------------
+ENV_NAMES: Final = ("PI_CODING_AGENT_DIR", "HOME")
+"""The variables of its environment that move its record."""
+SESSION_GLOB: Final = "*.jsonl"
+
+
+def pi_sessions(env: Mapping[str, str], cwd: str | None) -> str | None:
+    """Pi's sessions folder for ``cwd``: ``--`` + the path without its first ``/``, ``/`` as ``-``."""
+    base = env.get("PI_CODING_AGENT_DIR", "")
+    if not base.startswith("/"):
+        home = home_dir(env)
+        if home is None:
+            return None
+        base = posixpath.join(home, ".pi", "agent")
+    if not cwd or not cwd.startswith("/"):
+        return None
+    encoded = "--" + posixpath.normpath(cwd).lstrip("/").replace("/", "-") + "--"
+    return posixpath.join(base, "sessions", encoded)
+
+
 # --- its record: the newest session file of its folder since it started -----------------
 def locate_session(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     """Pi's ``~/.pi/agent/sessions/<encoded cwd>/*.jsonl`` written since it started."""
-    env = source.agent_environ(proc, records.ENV_NAMES)
+    env = source.agent_environ(proc, ENV_NAMES)
     cwd = source.machine.cwd(proc.pid) or source.pane_path()
-    folder = records.pi_sessions(env, cwd)
-    return newest_since_start(source, proc, folder, records.PI_SESSION_GLOB, PROFILE.kind)
+    folder = pi_sessions(env, cwd)
+    return newest_since_start(source, proc, folder, SESSION_GLOB, PROFILE.kind)
 
 
 RECORD: Final = RecordReader(
     locate=locate_session,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    record=RECORD,
+    order=90,
+    layers_order=70,
+)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import posixpath
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-from .. import records
 from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
@@ -28,6 +28,8 @@ from .records import (
     RecordRef,
     RecordSource,
     descendants,
+    home_dir,
+    plain_name,
     read_session_record,
     session_turn_finished,
 )
@@ -75,7 +77,7 @@ PROFILE: Final = AgentProfile(
     typed_tab="    ",  # Shift+Tab cycles modes; Tab completes
     uses_bracketed_paste=True,
     executes_input=False,
-    extractor="session",  # its own record (agents/records.py), else the screen
+    extractor="session",  # its own record (RECORD below), else the screen
 )
 
 # --- launch layers ----------------------------------------------------------------------
@@ -128,19 +130,60 @@ def mcp(
     )
 
 
+# --- where its record is: sessions/<pid>.json names the chat of the process ------------
+ENV_NAMES: Final = ("HOME",)
+"""The variables of its environment that move its record."""
+POINTER_MAX_BYTES: Final = 64 * 1024
+
+
+def qwen_pointer_files(env: Mapping[str, str], pids: Sequence[int]) -> list[str]:
+    """``~/.qwen/sessions/<pid>.json`` for each pid (the agent's and its descendants'): the
+    process (its innermost ``node``) names its ``sessionId`` there."""
+    home = home_dir(env)
+    if home is None:
+        return []
+    return [posixpath.join(home, ".qwen", "sessions", f"{pid}.json") for pid in pids]
+
+
+def qwen_session(raw: bytes | None, pid: int) -> str | None:
+    """The ``sessionId`` in a Qwen ``sessions/<pid>.json``, if it is this pid's and readable."""
+    if not raw or len(raw) > POINTER_MAX_BYTES:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("pid") not in (pid, None):
+        return None
+    sid = data.get("sessionId")
+    return sid if isinstance(sid, str) and plain_name(sid) else None
+
+
+def qwen_projects(env: Mapping[str, str]) -> str | None:
+    """The folder of Qwen's per-project folders (each holding ``chats/<session>.jsonl``;
+    the project named for the cwd)."""
+    home = home_dir(env)
+    return posixpath.join(home, ".qwen", "projects") if home else None
+
+
+def qwen_chat_name(session_id: str) -> str:
+    """The chat file of a session, relative to its project folder."""
+    return f"chats/{session_id}.jsonl"
+
+
 # --- its record: the chat file of the session its process names in sessions/ ----------
 def locate_chat(source: RecordSource, proc: AgentPid) -> RecordRef | None:
     """Qwen's chat file of the session its process (or a descendant) names in ``sessions/``."""
     machine = source.machine
-    env = source.agent_environ(proc, records.ENV_NAMES)
-    projects = records.qwen_projects(env)
+    env = source.agent_environ(proc, ENV_NAMES)
+    projects = qwen_projects(env)
     if projects is None:
         return None
     pids = descendants(source, proc)
-    for pid, pointer in zip(pids, records.qwen_pointer_files(env, pids), strict=True):
-        session = records.qwen_session(machine.read_head(pointer), pid)
+    for pid, pointer in zip(pids, qwen_pointer_files(env, pids), strict=True):
+        session = qwen_session(machine.read_head(pointer), pid)
         if session is not None:
-            found = machine.find_file(projects, records.qwen_chat_name(session))
+            found = machine.find_file(projects, qwen_chat_name(session))
             return RecordRef(found, PROFILE.kind, session_id=session) if found is not None else None
     return None
 
@@ -149,8 +192,16 @@ RECORD: Final = RecordReader(
     locate=locate_chat,
     read=read_session_record,
     turn_finished=session_turn_finished,
-    env_names=records.ENV_NAMES,
+    env_names=ENV_NAMES,
 )
 
 
-KIND: Final = AgentKind(PROFILE, hooks=hooks, hooks_opt_in=hooks_opt_in, mcp=mcp, record=RECORD)
+KIND: Final = AgentKind(
+    PROFILE,
+    hooks=hooks,
+    hooks_opt_in=hooks_opt_in,
+    mcp=mcp,
+    record=RECORD,
+    order=50,
+    layers_order=40,
+)

@@ -10,13 +10,15 @@ of one folder (listings only where the machine allows them).
 
 from __future__ import annotations
 
+import os
 import posixpath
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from ...defaults import AGENT_FILE_MAX_BYTES
 from ...io import agent_records
 
 if TYPE_CHECKING:
@@ -157,17 +159,24 @@ def is_regular_file(path: Path) -> bool:
 
 
 def newest_since_start(
-    source: RecordSource, proc: AgentPid, folder: str | None, pattern: str, fmt: str
+    source: RecordSource,
+    proc: AgentPid,
+    folder: str | None,
+    pattern: str | tuple[str, ...],
+    fmt: str,
 ) -> RecordRef | None:
-    """The newest record in ``folder`` written since the agent started (where folders may be
-    listed): the agent writes one file per session there and holds none open."""
+    """The newest record in ``folder`` (its files named like ``pattern``, or like any of
+    several) written since the agent started (where folders may be listed): the agent
+    writes one file per session there and holds none open."""
     machine = source.machine
     if folder is None or not machine.dir_scans:
         return None
     started = machine.started_at(proc.pid)
     # (an older session's record is not this agent's: it has written nothing yet)
     since = started - START_SLACK_S if started is not None else None
-    found = newest_regular_file(Path(folder).glob(pattern), since=since)
+    patterns = (pattern,) if isinstance(pattern, str) else pattern
+    files = (path for glob in patterns for path in Path(folder).glob(glob))
+    found = newest_regular_file(files, since=since)
     if found is None:
         return None
     return RecordRef(posixpath.normpath(str(found)), fmt)
@@ -177,3 +186,46 @@ def descendants(source: RecordSource, proc: AgentPid) -> list[int]:
     """The agent's pid, then those of the processes under it (a launcher's native child)."""
     machine = source.machine
     return [proc.pid, *(st.pid for st in machine.pane_processes(proc.pid) if st.pid != proc.pid)]
+
+
+def home_dir(env: Mapping[str, str]) -> str | None:
+    """The agent's ``HOME`` when it is an absolute path (a relative one names nothing)."""
+    home = env.get("HOME", "")
+    return home if home.startswith("/") else None
+
+
+def home_relative(value: str, environ: Mapping[str, str]) -> Path:
+    """``value`` with a leading ``~`` meaning the process's own ``HOME`` (if it has one)."""
+    if (value == "~" or value.startswith("~/")) and environ.get("HOME"):
+        return Path(environ["HOME"] + value[1:])
+    return Path(value).expanduser()
+
+
+def plain_name(name: str) -> bool:
+    """A file name as agents write them: no separators, no dots leading up."""
+    return bool(name) and "/" not in name and "\x00" not in name and not name.startswith(".")
+
+
+def read_small_regular_file(path: Path, max_bytes: int = AGENT_FILE_MAX_BYTES) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``max_bytes``, else None.
+
+    Agent files are written by whatever runs in the pane: a FIFO there would block
+    a plain ``open`` (and the worker thread with it) forever, ``/dev/zero`` would
+    read without end. Opened non-blocking, not through a symlink, and checked to
+    be a regular file before any read; never waits.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        data = os.read(fd, max_bytes + 1)
+        return data if len(data) <= max_bytes else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

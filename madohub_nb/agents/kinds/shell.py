@@ -38,4 +38,9 @@ PROFILE: Final = AgentProfile(
     foreground_kind="terminal",  # a REPL, cat or psql started from the shell
 )
 
-KIND: Final = AgentKind(PROFILE)
+KIND: Final = AgentKind(
+    PROFILE,
+    order=900,
+    layers_order=900,
+    permission=None,
+)

@@ -39,4 +39,9 @@ PROFILE: Final = AgentProfile(
     answer_after_input=True,
 )
 
-KIND: Final = AgentKind(PROFILE)
+KIND: Final = AgentKind(
+    PROFILE,
+    order=910,
+    layers_order=910,
+    permission=None,
+)
