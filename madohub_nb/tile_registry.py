@@ -30,10 +30,10 @@ from .agents.launch import LaunchLayer, LaunchPlan
 from .agents.profiles import known_kinds
 from .engine import Engine, EventBus, side_by_side
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
-from .io import hookcall
 from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
-from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
-from .io.hooks import HookChannel, HookEvent
+from .io.hooks import command as hook_command
+from .io.hooks.channel import HookChannel, HookEvent
+from .io.hooks.command import ENV_SOCKET, ENV_TOKEN, command_argv
 from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import SshMachine, check_host
 from .io.tmux import Tmux
@@ -403,7 +403,7 @@ class TileRegistry:
         try:
             folder = machine.make_private_folder(HOOKS_CACHE_DIR, f"{self.session_name}-")
             script = os.path.join(folder, "hookcall.py")
-            machine.write_private({script: Path(hookcall.__file__).read_text(encoding="utf-8")})
+            machine.write_private({script: Path(hook_command.__file__).read_text(encoding="utf-8")})
             # A socket's path must fit in 108 bytes: a short 0700 folder of its own in /tmp.
             sockets = machine.make_private_folder("/tmp", "madohub-hooks-")
         except TmuxError as exc:

@@ -25,7 +25,7 @@ from ..defaults import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.git import Changes
-from ..io.hooks import HookEvent
+from ..io.hooks.channel import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream

@@ -50,7 +50,7 @@ from ..agents.screen import (
 )
 from ..errors import MadohubValueError, TileError, TmuxError
 from ..io.git import ChangeTracker, Worktree, default_branch
-from ..io.hooks import HookEvent
+from ..io.hooks.channel import HookEvent
 from ..io.machine import Machine, PaneRef, PaneTmux
 from ..io.records import Extraction
 from ..io.tmux import PaneInfo

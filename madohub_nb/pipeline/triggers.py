@@ -26,7 +26,7 @@ from typing import Literal, Protocol
 
 from ..defaults import TRIGGERS, check_choice, check_regex
 from ..errors import MadohubValueError
-from ..io.hooks import HookEvent
+from ..io.hooks.channel import HookEvent
 from ..io.transcripts import Extraction
 
 RECHECK_MS = 2000
