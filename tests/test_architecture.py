@@ -396,13 +396,11 @@ def test_the_shipped_kinds_are_the_registrys() -> None:
 KIND_HOMES = (
     "madohub_nb.agents.kinds",
     "madohub_nb.io.agent_records",
-    "madohub_nb.io.transcripts",
     "madohub_nb.demo",
     "madohub_nb.testing",
 )
 """Where an agent kind may be named in a comparison: the kinds' own modules and the readers
-of the formats the agents write (``io/agent_records/<kind>.py`` and its table of formats;
-``io/transcripts.py``: Claude's and Codex's); and the stand-ins and fakes of particular agents
+of the formats the agents write (``io/agent_records/<kind>.py`` and its table of formats); and the stand-ins and fakes of particular agents
 (``demo/``, ``testing/``), whose demo picks a real Claude Code by name."""
 EXTRACTOR_WORDS = ("jsonl", "rollout")
 """Extraction methods that name one kind's format (``profile.extractor == "jsonl"``)."""

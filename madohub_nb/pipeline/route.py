@@ -24,10 +24,10 @@ from ..agents.screen import strip_ansi
 from ..defaults import DELIVERY_MODES, TARGET_WAIT_S, check_choice
 from ..engine import spawn
 from ..errors import MadohubValueError
+from ..io.agent_records.base import Extraction
 from ..io.git import Changes
 from ..io.hooks.channel import HookEvent
 from ..io.log import RoundRecord
-from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import RoundStatus, RouteState, TileState
 from .conditions import Condition, Edge, make_condition

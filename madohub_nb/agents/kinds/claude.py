@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...errors import TmuxError
-from ...io.transcripts import cwd_to_project_dir, read_last_response, turn_finished
+from ...io.agent_records import read_last_response, turn_finished
+from ...io.agent_records.claude import cwd_to_project_dir
 from ..claude import (
     CONFIG_ENV,
     ClaudeSession,

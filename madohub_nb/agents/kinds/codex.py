@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from ...io.transcripts import find_codex_rollout, read_last_response, turn_finished
+from ...io.agent_records import read_last_response, turn_finished
+from ...io.agent_records.codex import find_codex_rollout
 from ..codex import HOME_ENV, ROLLOUT_GLOB, codex_home, newest_rollout
 from ..launch import LaunchLayer
 from ..profile import AgentProfile

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 from ...io import agent_records
 
 if TYPE_CHECKING:
-    from ...io.records import Extraction
+    from ...io.agent_records.base import Extraction
 
 T = TypeVar("T")
 
