@@ -167,7 +167,7 @@ def timed_ms(fn: Callable[[], object], runs: int) -> list[float]:
 
 def bench_format(report: Report, fmt: str, folder: Path, size_mb: int, runs: int) -> None:
     from madohub_nb.io import agent_records
-    from madohub_nb.io.records import ReadStats
+    from madohub_nb.io.agent_records.base import ReadStats
 
     reader = getattr(agent_records, fmt).read_last_response
     expected = reader(fixture_of(fmt))

@@ -103,7 +103,8 @@ EXPECTED_USAGE = {
 
 
 def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -> None:
-    from madohub_nb.io.transcripts import ReadStats, read_last_response
+    from madohub_nb.io.agent_records import read_last_response
+    from madohub_nb.io.agent_records.base import ReadStats
 
     expected = json.loads((FIXTURES / "expected.json").read_text())[FIXTURE]
     path = folder / f"{uuid.uuid4()}.jsonl"
@@ -166,7 +167,7 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
 
 def make_projects(projects: Path) -> tuple[str, str]:
     """1,000 project folders named the way Claude names them; returns (a session id, its cwd)."""
-    from madohub_nb.io.transcripts import claude_project_dir_name
+    from madohub_nb.io.agent_records.claude import claude_project_dir_name
 
     chosen_sid = chosen_cwd = ""
     for i in range(PROJECTS):
@@ -182,7 +183,7 @@ def make_projects(projects: Path) -> tuple[str, str]:
 
 
 def bench_resolution(report: Report, folder: Path, runs: int) -> None:
-    from madohub_nb.io.transcripts import cwd_to_project_dir, find_claude_transcript
+    from madohub_nb.io.agent_records.claude import cwd_to_project_dir, find_claude_transcript
 
     projects = folder / "projects"
     sid, cwd = make_projects(projects)

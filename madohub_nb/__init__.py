@@ -28,14 +28,10 @@ from .errors import (
 )
 from .experiment import Experiment, experiment
 from .hub import Hub
+from .io.agent_records import read_last_response, read_turn_usage
+from .io.agent_records.base import Extraction, TurnUsage
+from .io.agent_records.claude import cwd_to_project_dir
 from .io.log import RoundLog, RoundRecord
-from .io.transcripts import (
-    Extraction,
-    TurnUsage,
-    cwd_to_project_dir,
-    read_last_response,
-    read_turn_usage,
-)
 from .notebook.display import attach as _attach_views
 from .pipeline.gather import Gather
 from .pipeline.route import Route

@@ -23,9 +23,9 @@ from .agents.launch import LaunchLayer
 from .engine import Engine
 from .errors import MadohubValueError, TmuxError
 from .host_links import HostLinks
-from .io import hookcall
-from .io.hookcall import ENV_SOCKET, ENV_TOKEN, command_argv
-from .io.hooks import HookChannel, HookEvent
+from .io.hooks import command as hook_command
+from .io.hooks.channel import HookChannel, HookEvent
+from .io.hooks.command import ENV_SOCKET, ENV_TOKEN, command_argv
 from .io.remote import SshMachine
 from .pipeline.tile import Tile, TileHooks
 
@@ -186,7 +186,7 @@ class HookPlumbing:
         try:
             folder = machine.make_private_folder(HOOKS_CACHE_DIR, f"{self._session_name}-")
             script = os.path.join(folder, "hookcall.py")
-            machine.write_private({script: Path(hookcall.__file__).read_text(encoding="utf-8")})
+            machine.write_private({script: Path(hook_command.__file__).read_text(encoding="utf-8")})
             # A socket's path must fit in 108 bytes: a short 0700 folder of its own in /tmp.
             sockets = machine.make_private_folder("/tmp", "madohub-hooks-")
         except TmuxError as exc:

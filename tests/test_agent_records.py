@@ -25,14 +25,13 @@ from conftest import FIXTURES as SHARED_FIXTURES
 import madohub_nb as mh
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io import agent_records as ar
-from madohub_nb.io.agent_records import aider, copilot, gemini, opencode, pi, qwen
+from madohub_nb.io.agent_records import aider, copilot, gemini, opencode, pi, qwen, turn_finished
+from madohub_nb.io.agent_records.base import ReadStats
 from madohub_nb.io.agent_records.common import (
     ANSWER_SCAN_BYTES,
     SQLITE_DEADLINE_S,
     open_foreign_sqlite,
 )
-from madohub_nb.io.records import ReadStats
-from madohub_nb.io.transcripts import turn_finished
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "agent_records"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((HERE / "expected.json").read_text())
@@ -142,7 +141,7 @@ def test_claude_and_codex_files_are_told_apart_from_the_others() -> None:
     codex = SHARED_FIXTURES / "real" / "codex" / "codex_rollout_tui.jsonl"
     assert ar.detect_format(claude) == "claude"
     assert ar.detect_format(codex) == "codex"
-    assert ar.read_record(claude) is None  # transcripts.py reads those
+    assert ar.read_record(claude) is None  # read_last_response reads those
     assert mh.read_last_response(claude) is not None
     assert mh.read_last_response(claude).method == "jsonl"  # type: ignore[union-attr]
 
@@ -711,8 +710,8 @@ def test_a_pi_version_1_record_is_one_linear_branch(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_usage_of_each_record_prices_a_round(name: str) -> None:
+    from madohub_nb.io.agent_records.base import USAGE_FIELDS
     from madohub_nb.io.log import RoundRecord
-    from madohub_nb.io.transcripts import USAGE_FIELDS
     from madohub_nb.pipeline.round import round_cost_usd
 
     got = read(EXPECTED[name]["format"], HERE / name)
@@ -732,7 +731,7 @@ def test_the_usage_of_each_record_prices_a_round(name: str) -> None:
 def test_the_backwards_reader_stops_at_its_floor_and_drops_the_line_cut_there(
     tmp_path: Path,
 ) -> None:
-    from madohub_nb.io.records import iter_lines_backwards
+    from madohub_nb.io.agent_records.base import iter_lines_backwards
 
     path = tmp_path / "lines"
     path.write_bytes(b"first line\nsecond\nthird\n")

@@ -456,13 +456,11 @@ def test_a_module_dropped_into_the_kinds_is_a_kind(tmp_path: Path) -> None:
 KIND_HOMES = (
     "madohub_nb.agents.kinds",
     "madohub_nb.io.agent_records",
-    "madohub_nb.io.transcripts",
     "madohub_nb.demo",
     "madohub_nb.testing",
 )
 """Where an agent kind may be named in a comparison: the kinds' own modules and the readers
-of the formats the agents write (``io/agent_records/<kind>.py`` and its table of formats;
-``io/transcripts.py``: Claude's and Codex's); and the stand-ins and fakes of particular agents
+of the formats the agents write (``io/agent_records/<kind>.py`` and its table of formats); and the stand-ins and fakes of particular agents
 (``demo/``, ``testing/``), whose demo picks a real Claude Code by name."""
 EXTRACTOR_WORDS = ("jsonl", "rollout")
 """Extraction methods that name one kind's format (``profile.extractor == "jsonl"``)."""
@@ -686,3 +684,123 @@ def test_the_kind_rule_catches_a_planted_comparison(
         AssertionError, match=r"madohub_nb.pipeline.planted:[234] (compares|matches)"
     ):
         test_no_agent_kind_is_compared_outside_its_module()
+
+
+RECORDS_HOME = "madohub_nb.io.agent_records"
+"""The one home of agent records: every reader of an agent's own record, and what they share."""
+RECORD_READING = {
+    f"{RECORDS_HOME}.base": frozenset(
+        {"iter_lines_backwards", "open_regular", "json_records", "check_path"}
+    ),
+    f"{RECORDS_HOME}.common": None,  # the session-record readers' shared parts: all of it
+    f"{RECORDS_HOME}.transcript": None,  # Claude's and Codex's shared parts: all of it
+}
+"""What reads a record's bytes (module -> its reading names, None: the whole module). Outside
+the home, code asks a reader (``agent_records.read_last_response``, ``turn_finished``, a
+kind's record reader) and uses the answer's types (``base.Extraction``, ``TurnUsage``)."""
+FORMER_HOMES = ("madohub_nb.io.records", "madohub_nb.io.transcripts", "madohub_nb.io.hookcall")
+"""Where records and hooks lived before they had one home each (issue 37, item 6)."""
+HOOK_COMMAND = "madohub_nb.io.hooks.command"
+"""The hook command agents run by path (``python -I -S …/command.py``), also as a lone copy
+on a host: the standard library is all it may import."""
+
+
+def test_an_agent_record_is_read_only_in_its_home() -> None:
+    """Only ``io/agent_records/`` reads an agent's record (its bytes, lines, JSON records):
+    "where is the answer read?" has one answer. The old homes are gone, no shim left."""
+    modules = _modules()
+    found = [f"{m} still exists" for m in FORMER_HOMES if m in modules]
+    if modules.get("madohub_nb.io.hooks", PACKAGE).name != "__init__.py":
+        found.append("madohub_nb.io.hooks is a module again (its home is the package io/hooks/)")
+    for module, path in modules.items():
+        if module == RECORDS_HOME or module.startswith(RECORDS_HOME + "."):
+            continue
+        for target, names, line, _ in _imports(path):
+            if target not in RECORD_READING:
+                continue
+            reading = RECORD_READING[target]
+            hits = names if reading is None else sorted(reading & set(names))
+            if hits or reading is None:
+                found.append(f"{module}:{line} reads records itself ({target} {hits or ''})")
+    assert not found, (
+        f"ask a reader of {RECORDS_HOME} (read_last_response, turn_finished, a kind's "
+        "record reader) instead:\n" + "\n".join(found)
+    )
+
+
+def test_the_hook_command_imports_only_the_standard_library() -> None:
+    """``io/hooks/command.py`` runs by its path with ``-I -S`` (here, and as a copy of that
+    one file on a host, where the package is not installed): no relative import, no import
+    of the package, nothing outside the standard library."""
+    import sys
+
+    path = _modules()[HOOK_COMMAND]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            names = ["." * node.level + (node.module or "")]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith(".") or name.split(".")[0] not in sys.stdlib_module_names:
+                found.append(f"{HOOK_COMMAND}:{node.lineno} imports {name}")
+    assert not found, "the hook command runs alone, by path:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("planted_in", "source", "check", "expected"),
+    [
+        (
+            "pipeline/planted.py",
+            "from ..io.agent_records.base import Extraction, iter_lines_backwards\n",
+            "test_an_agent_record_is_read_only_in_its_home",
+            r"pipeline.planted:\d+ reads records itself .*\['iter_lines_backwards'\]",
+        ),
+        (
+            "agents/kinds/planted.py",
+            "from ...io.agent_records.transcript import tidy\n",
+            "test_an_agent_record_is_read_only_in_its_home",
+            r"kinds.planted:\d+ reads records itself",
+        ),
+        (
+            "io/transcripts.py",
+            "from .agent_records import read_last_response  # noqa: F401\n",
+            "test_an_agent_record_is_read_only_in_its_home",
+            "madohub_nb.io.transcripts still exists",
+        ),
+        (
+            "io/hooks/command.py",
+            "from .channel import HookEvent  # noqa\n",
+            "test_the_hook_command_imports_only_the_standard_library",
+            r"command:\d+ imports \.channel",
+        ),
+        (
+            "io/hooks/command.py",
+            "import psutil  # noqa\n",
+            "test_the_hook_command_imports_only_the_standard_library",
+            r"command:\d+ imports psutil",
+        ),
+    ],
+)
+def test_the_one_home_rules_catch_a_planted_offender(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    planted_in: str,
+    source: str,
+    check: str,
+    expected: str,
+) -> None:
+    """Planted in a copy of the package, a record read outside its home, an old home back, or
+    a package import in the hook command fails its rule; the copy as it is passes."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    globals()[check]()
+    with (copy / planted_in).open("a") as module:
+        module.write("\n" + source)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()

@@ -26,7 +26,7 @@ from conftest import (
 
 import madohub_nb as mh
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.io import hookcall
+from madohub_nb.io.hooks import command as hook_command
 
 SLOW_IDLE_MS = 30000
 """An idle delay far beyond the test's waits: only a hook can end a turn in time."""
@@ -123,7 +123,7 @@ def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: P
     hub.send("writer", "real turn").result(30)
     wait_until(lambda: route.rounds == 1 and route.last_status, 15, what="round 1")
     env = _hook_env(writer)
-    sock, token = env[hookcall.ENV_SOCKET], env[hookcall.ENV_TOKEN]
+    sock, token = env[hook_command.ENV_SOCKET], env[hook_command.ENV_TOKEN]
     channel = hub.runtime.tiles.hook_channel()
     assert channel is not None
     before = dict(channel.counts)
@@ -131,11 +131,15 @@ def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: P
     # A wrong token, and the right token from another pane.
     send_hook(
         sock,
-        hookcall.build_message(token="x" * 32, pane=writer.pane_id, kind="stop", payload=forged),
+        hook_command.build_message(
+            token="x" * 32, pane=writer.pane_id, kind="stop", payload=forged
+        ),
     )
-    send_hook(sock, hookcall.build_message(token=token, pane="%999", kind="stop", payload=forged))
+    send_hook(
+        sock, hook_command.build_message(token=token, pane="%999", kind="stop", payload=forged)
+    )
     # A message replayed byte for byte (its nonce seen once).
-    message = hookcall.build_message(
+    message = hook_command.build_message(
         token=token, pane=writer.pane_id, kind="stop", payload=b"{}", nonce="n" * 32
     )
     send_hook(sock, message)
@@ -158,7 +162,7 @@ def test_forged_replayed_and_repeated_hooks_fire_nothing(hub: mh.Hub, project: P
     payload = json.dumps({"last_assistant_message": writer.last_response().text}).encode()
     run_env = {**os.environ, **env, "TMUX_PANE": writer.pane_id}
     subprocess.run(
-        [*hookcall.command_argv(), "stop"], input=payload, env=run_env, timeout=15, check=True
+        [*hook_command.command_argv(), "stop"], input=payload, env=run_env, timeout=15, check=True
     )
     wait_until(lambda: skipped.count(route) >= 1, 10, what="the repeated hook skipped")
     assert {reason for _, reason in skipped.events} == {"already routed"}
@@ -203,7 +207,7 @@ def test_magic_hooks_prints_the_opt_in_snippet(capsys: pytest.CaptureFixture[str
     magics = MadohubMagics(None)
     magics.madohub("hooks claude")
     out = capsys.readouterr().out
-    assert '"Stop"' in out and "hookcall.py" in out and "--settings" in out
+    assert '"Stop"' in out and "io/hooks/command.py" in out and "--settings" in out
     magics.madohub("hooks codex")
     assert "notify" in capsys.readouterr().out
     with pytest.raises(UsageError, match="'aider' has no hooks.*claude, codex"):
@@ -264,9 +268,9 @@ def test_a_late_stop_hook_with_an_older_turns_answer_fires_nothing(
     skipped = SkippedTurns(hub)
     late = json.dumps({"last_assistant_message": "Done: first turn"}).encode()
     send_hook(
-        env[hookcall.ENV_SOCKET],
-        hookcall.build_message(
-            token=env[hookcall.ENV_TOKEN], pane=writer.pane_id, kind="stop", payload=late
+        env[hook_command.ENV_SOCKET],
+        hook_command.build_message(
+            token=env[hook_command.ENV_TOKEN], pane=writer.pane_id, kind="stop", payload=late
         ),
     )
     assert skipped.wait(route, 0) == "already routed"

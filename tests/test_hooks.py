@@ -1,6 +1,6 @@
 """The hook channel on a real Unix socket, fed by real hook-command processes.
 
-Every hook here is ``io/hookcall.py`` run as its own process (as an agent runs it), with
+Every hook here is ``io/hooks/command.py`` run as its own process (as an agent runs it), with
 the environment the hub puts in a pane and the payloads real Claude Code wrote
 (fixtures/real/claude/hooks_*.jsonl); bad input is sent by real socket clients. After
 each bad input a good hook must still get through.
@@ -27,8 +27,8 @@ from conftest import FIXTURES, wait_until
 from madohub_nb.agents import hooks as agent_hooks
 from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.engine import Engine
-from madohub_nb.io import hookcall
-from madohub_nb.io.hooks import HookChannel, HookEvent, HookLimits
+from madohub_nb.io.hooks import command as hook_command
+from madohub_nb.io.hooks.channel import HookChannel, HookEvent, HookLimits
 
 PANE = "%7"
 LIMITS = HookLimits(read_timeout_s=0.5, max_connections=16)
@@ -55,7 +55,7 @@ class Hub:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run the hook command as an agent does: payload on stdin."""
         return subprocess.run(
-            [*hookcall.command_argv(), kind],
+            [*hook_command.command_argv(), kind],
             input=payload,
             env=env or self.env(),
             capture_output=True,
@@ -187,7 +187,7 @@ def test_codex_notify_payload_comes_as_the_last_argument(hub: Hub) -> None:
         "last-assistant-message": "codex says hi",
     }
     result = subprocess.run(
-        [*hookcall.command_argv(), "stop", json.dumps(payload)],
+        [*hook_command.command_argv(), "stop", json.dumps(payload)],
         env=hub.env(token, pane="%4"),
         stdin=subprocess.DEVNULL,
         timeout=15,
@@ -203,7 +203,7 @@ def test_codex_notify_payload_comes_as_the_last_argument(hub: Hub) -> None:
 
 
 def test_a_payload_over_the_cap_arrives_as_a_bare_signal(hub: Hub) -> None:
-    big = json.dumps({"last_assistant_message": "x" * hookcall.MAX_PAYLOAD_BYTES}).encode()
+    big = json.dumps({"last_assistant_message": "x" * hook_command.MAX_PAYLOAD_BYTES}).encode()
     assert hub.hook("stop", big).returncode == 0
     event = hub.next_event()
     assert (event.kind, event.truncated, event.payload, event.answer) == ("stop", True, {}, None)
@@ -234,7 +234,7 @@ def test_a_listener_that_raises_does_not_break_the_channel() -> None:
         env = dict(os.environ, TMUX_PANE=PANE, **channel.env(token))
         for answer in ("one", "two"):
             subprocess.run(
-                [*hookcall.command_argv(), "stop"],
+                [*hook_command.command_argv(), "stop"],
                 input=json.dumps({"last_assistant_message": answer}).encode(),
                 env=env,
                 timeout=15,
@@ -264,7 +264,7 @@ def test_a_hook_in_a_real_tmux_pane_counts_only_from_the_pane_its_token_is_for(
     pane_a = tmux("new-session", "-d", "-s", "h", "-P", "-F", "#{pane_id}", *env_args, "sh")
     pane_b = tmux("new-window", "-t", "h", "-P", "-F", "#{pane_id}", *env_args, "sh")
     hub.channel.bind(token, pane_a)
-    line = agent_hooks.shell_command(hookcall.command_argv(), "stop")
+    line = agent_hooks.shell_command(hook_command.command_argv(), "stop")
     line += f" < {shlex.quote(str(payload_file))}"
     tmux("send-keys", "-t", pane_a, "-l", line)
     tmux("send-keys", "-t", pane_a, "Enter")
@@ -308,10 +308,13 @@ BAD_RAW = {
     ),
     "wrong protocol version": ("malformed", lambda hub: framed(header(hub, v=99), b"{}")),
     "negative size": ("malformed", lambda hub: framed(header(hub, size=-1), b"{}")),
-    "header over the cap": ("oversize", lambda hub: b"{" + b" " * (2 * hookcall.MAX_HEADER_BYTES)),
+    "header over the cap": (
+        "oversize",
+        lambda hub: b"{" + b" " * (2 * hook_command.MAX_HEADER_BYTES),
+    ),
     "declared payload over the cap": (
         "oversize",
-        lambda hub: framed(header(hub, size=hookcall.MAX_PAYLOAD_BYTES + 1), b"{}"),
+        lambda hub: framed(header(hub, size=hook_command.MAX_PAYLOAD_BYTES + 1), b"{}"),
     ),
     "unknown token": ("token", lambda hub: framed(header(hub, token="guessed"), b"{}")),
     "wrong pane": ("pane", lambda hub: framed(header(hub, pane="%99"), b"{}")),
@@ -362,7 +365,7 @@ def test_bad_hooks_from_real_hook_processes_are_ignored(hub: Hub, case: str, rea
 
 
 def test_a_replayed_message_is_ignored(hub: Hub) -> None:
-    message = hookcall.build_message(
+    message = hook_command.build_message(
         token=hub.token, pane=PANE, kind="stop", payload=b'{"last_assistant_message": "once"}'
     )
     hub.send_raw(message)
@@ -422,7 +425,7 @@ def test_the_hook_command_exits_zero_at_once_without_a_hub(tmp_path: Path) -> No
     for environ in (env, {k: v for k, v in os.environ.items() if not k.startswith("MADOHUB_")}):
         started = time.monotonic()
         result = subprocess.run(
-            [*hookcall.command_argv(), "stop"], input=b"{}", env=environ, capture_output=True
+            [*hook_command.command_argv(), "stop"], input=b"{}", env=environ, capture_output=True
         )
         assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
         assert time.monotonic() - started < 3
@@ -430,15 +433,15 @@ def test_the_hook_command_exits_zero_at_once_without_a_hub(tmp_path: Path) -> No
 
 def test_the_hook_command_does_not_wait_for_a_stdin_that_never_closes(hub: Hub) -> None:
     proc = subprocess.Popen(
-        [*hookcall.command_argv(), "stop"], stdin=subprocess.PIPE, env=hub.env()
+        [*hook_command.command_argv(), "stop"], stdin=subprocess.PIPE, env=hub.env()
     )
     try:
         assert proc.stdin is not None
         proc.stdin.write(b'{"last_assistant_message": "open stdin"}')
         proc.stdin.flush()
         started = time.monotonic()
-        assert proc.wait(timeout=hookcall.STDIN_TIMEOUT_S + 5) == 0
-        assert time.monotonic() - started < hookcall.STDIN_TIMEOUT_S + 3
+        assert proc.wait(timeout=hook_command.STDIN_TIMEOUT_S + 5) == 0
+        assert time.monotonic() - started < hook_command.STDIN_TIMEOUT_S + 3
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -452,7 +455,7 @@ def test_the_hook_command_runs_as_a_module_too(hub: Hub) -> None:
     repo = str(Path(__file__).resolve().parent.parent)
     env = dict(hub.env(), PYTHONPATH=repo)
     result = subprocess.run(
-        [sys.executable, "-m", "madohub_nb.io.hookcall", "notification"],
+        [sys.executable, "-m", "madohub_nb.io.hooks.command", "notification"],
         input=b'{"message": "Claude needs your permission"}',
         env=env,
         timeout=30,
@@ -467,7 +470,7 @@ def test_the_hook_command_runs_as_a_module_too(hub: Hub) -> None:
 
 def test_claude_settings_hooks_run_through_a_shell_reach_the_channel(hub: Hub) -> None:
     """Claude runs each ``command`` with ``sh -c`` and the payload on stdin."""
-    setup = agent_hooks.hook_setup("claude", hookcall.command_argv(), "/unused")
+    setup = agent_hooks.hook_setup("claude", hook_command.command_argv(), "/unused")
     assert setup is not None and setup.args[0] == "--settings"
     settings = json.loads(setup.args[1])
     for name, kind in EVENT_KINDS.items():
@@ -487,7 +490,7 @@ def test_claude_settings_hooks_run_through_a_shell_reach_the_channel(hub: Hub) -
 
 def test_codex_notify_override_is_toml_and_runs(hub: Hub) -> None:
     token = hub.channel.register("%5", "codex")
-    setup = agent_hooks.hook_setup("codex", hookcall.command_argv(), "/unused")
+    setup = agent_hooks.hook_setup("codex", hook_command.command_argv(), "/unused")
     assert setup is not None and setup.args[0] == "-c"
     key, _, value = setup.args[1].partition("=")
     try:
@@ -497,7 +500,7 @@ def test_codex_notify_override_is_toml_and_runs(hub: Hub) -> None:
     except ModuleNotFoundError:  # a TOML array of basic strings is JSON too
         notify = json.loads(value)
     assert key == "notify"
-    assert notify == [*hookcall.command_argv(), "stop"]
+    assert notify == [*hook_command.command_argv(), "stop"]
     payload = {"type": "agent-turn-complete", "last-assistant-message": "toml ok"}
     subprocess.run([*notify, json.dumps(payload)], env=hub.env(token, pane="%5"), timeout=15)
     assert hub.next_event().answer == "toml ok"
@@ -538,7 +541,7 @@ def test_opencode_plugin_and_pi_extension_send_through_node(hub: Hub, tmp_path: 
     node = subprocess.run(["sh", "-c", "command -v node"], capture_output=True, text=True)
     if node.returncode != 0:
         pytest.fail("node is needed for this test (the agents that load these files run on it)")
-    base = hookcall.command_argv()
+    base = hook_command.command_argv()
     oc = agent_hooks.hook_setup("opencode", base, str(tmp_path / "oc"))
     pi = agent_hooks.hook_setup("pi", base, str(tmp_path / "pi"))
     assert oc is not None and pi is not None
@@ -577,7 +580,7 @@ def test_amp_plugin_sends_agent_end_with_its_answer_through_node(hub: Hub, tmp_p
     node = subprocess.run(["sh", "-c", "command -v node"], capture_output=True, text=True)
     if node.returncode != 0:
         pytest.fail("node is needed for this test (Amp runs its plugins on Bun, node-compatible)")
-    setup = agent_hooks.hook_setup("amp", hookcall.command_argv(), str(tmp_path / "amp"))
+    setup = agent_hooks.hook_setup("amp", hook_command.command_argv(), str(tmp_path / "amp"))
     assert setup is not None and setup.private_home
     ((path, text),) = setup.files.items()
     assert path == f"{setup.env['XDG_CONFIG_HOME']}/amp/plugins/madohub.ts"
@@ -619,6 +622,6 @@ def test_describe_reads_each_agents_payload() -> None:
 
 
 def test_hook_command_argv_is_isolated_and_quoted() -> None:
-    argv = hookcall.command_argv("/opt/py thon/bin/python")
+    argv = hook_command.command_argv("/opt/py thon/bin/python")
     assert argv[:3] == ["/opt/py thon/bin/python", "-I", "-S"]
     assert shlex.split(agent_hooks.shell_command(argv, "stop")) == [*argv, "stop"]

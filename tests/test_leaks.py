@@ -22,9 +22,9 @@ import madohub_nb as mh
 from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.agents.kinds.claude import read_session_file
 from madohub_nb.agents.profiles import get_profile
+from madohub_nb.io.agent_records.claude import claude_project_dir_name
 from madohub_nb.io.log import RoundLog, RoundRecord
 from madohub_nb.io.tmux import Tmux
-from madohub_nb.io.transcripts import claude_project_dir_name
 from madohub_nb.notebook.widgets import TileView
 from madohub_nb.pipeline.extract import extract, transcript_path
 from madohub_nb.render import html_for_tile

@@ -16,10 +16,10 @@ import pytest
 
 from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.errors import LogError, MadohubValueError
+from madohub_nb.io.agent_records.base import Extraction
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
-from madohub_nb.io.transcripts import Extraction
 from madohub_nb.io.watch import PaneStream
 from madohub_nb.pipeline.deliver import Deliverer
 from madohub_nb.pipeline.events import HubEvent, RouteStateChanged

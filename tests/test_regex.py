@@ -11,8 +11,8 @@ import pytest
 
 from madohub_nb.agents import permission, profiles, screen
 from madohub_nb.agents.regex import LazyPattern, compiled, lazy_compile
-from madohub_nb.io import log_redact, remote, tmux, transcripts
-from madohub_nb.io.agent_records import aider
+from madohub_nb.io import log_redact, remote, tmux
+from madohub_nb.io.agent_records import aider, transcript
 from madohub_nb.pipeline import tile, transforms, workflow
 
 
@@ -53,7 +53,7 @@ def _patterns(value: object) -> Iterator[LazyPattern]:
             yield from _patterns(getattr(value, name))
 
 
-MODULES = [profiles, permission, screen, tmux, aider, workflow, tile, transforms, transcripts]
+MODULES = [profiles, permission, screen, tmux, aider, workflow, tile, transforms, transcript]
 MODULES += [remote, log_redact]  # the log's text scrubbing holds its pattern
 
 

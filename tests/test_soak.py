@@ -75,7 +75,7 @@ import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
 from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.agents.profiles import get_profile
-from madohub_nb.io.hookcall import build_message
+from madohub_nb.io.hooks.command import build_message
 from madohub_nb.pipeline.events import (
     AskChanged,
     RoundLogged,

@@ -31,7 +31,7 @@ from madohub_nb.agents.screen import input_text, terminal_last_response
 from madohub_nb.demo import PERSONAS, install_standins, standin_command
 from madohub_nb.demo.personas import echo, reply
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.io.transcripts import read_last_response
+from madohub_nb.io.agent_records import read_last_response
 
 THINK_S = 0.3
 RULE = "─" * 20

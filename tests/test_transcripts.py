@@ -15,19 +15,18 @@ import pytest
 from conftest import FIXTURES
 
 from madohub_nb.errors import MadohubValueError
-from madohub_nb.io.transcripts import (
-    Extraction,
-    ReadStats,
+from madohub_nb.io.agent_records import read_last_response, turn_finished
+from madohub_nb.io.agent_records.base import Extraction, ReadStats, iter_lines_backwards
+from madohub_nb.io.agent_records.claude import (
     claude_project_dir_name,
-    codex_session_meta,
     cwd_to_project_dir,
     find_claude_transcript,
+    java_string_hash,
+)
+from madohub_nb.io.agent_records.codex import (
+    codex_session_meta,
     find_codex_rollout,
     find_codex_rollouts,
-    iter_lines_backwards,
-    java_string_hash,
-    read_last_response,
-    turn_finished,
 )
 
 EXPECTED: dict[str, str | None] = json.loads((FIXTURES / "expected.json").read_text())

@@ -13,14 +13,9 @@ from typing import Any
 import pytest
 from conftest import FIXTURES
 
-from madohub_nb.io.transcripts import (
-    CHUNK_BYTES,
-    TURN_SCAN_LINES,
-    ReadStats,
-    TurnUsage,
-    read_last_response,
-    read_turn_usage,
-)
+from madohub_nb.io.agent_records import read_last_response, read_turn_usage
+from madohub_nb.io.agent_records.base import CHUNK_BYTES, ReadStats, TurnUsage
+from madohub_nb.io.agent_records.transcript import TURN_SCAN_LINES
 
 CODEX_FIXTURE = FIXTURES / "real" / "codex" / "codex_rollout_tui.jsonl"
 CLAUDE_FIXTURES = sorted((FIXTURES / "real" / "claude").glob("transcript_*.jsonl")) + sorted(

@@ -9,7 +9,7 @@ OpenCode 1.18.33, Pi 0.73.1 and Amp 0.0.1790142911 (against a fake of its backen
 
 Each kind's hooks layer is its own module's (``agents/kinds/<kind>.py``, ``hooks`` and
 ``hooks_opt_in`` of its :class:`~madohub_nb.agents.kinds.base.AgentKind`); this module asks
-the kind. The hook command is an argv prefix (``io/hookcall.py``'s :func:`command_argv`);
+the kind. The hook command is an argv prefix (``io/hooks/command.py``'s :func:`command_argv`);
 each hook appends one of :data:`HOOK_KINDS`.
 """
 

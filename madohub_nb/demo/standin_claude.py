@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
-from ..io.transcripts import claude_project_dir_name
+from ..io.agent_records.claude import claude_project_dir_name
 from . import personas
 from .standin_tui import (
     CURSOR_BLOCK,

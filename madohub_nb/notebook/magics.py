@@ -299,7 +299,7 @@ class MadohubMagics(Magics):
     def _hooks(self, args: argparse.Namespace, cell: str) -> None:
         """Print the snippet that opts an adopted pane of ``args.agent`` in to its hooks."""
         from ..agents.hooks import HOOK_AGENTS, opt_in_snippet
-        from ..io.hookcall import command_argv
+        from ..io.hooks.command import command_argv
 
         self._no_cell(args, cell)
         if args.agent not in HOOK_AGENTS:

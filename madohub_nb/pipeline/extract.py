@@ -23,7 +23,7 @@ from ..agents.screen import ANSWER_HISTORY_LINES, answer_after_input
 
 if TYPE_CHECKING:
     from ..agents.detect import AgentProcess
-    from ..io.records import Extraction
+    from ..io.agent_records.base import Extraction
     from .tile import Tile
 
 

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from ..engine import spawn
 from ..errors import MadohubValueError
-from ..io.transcripts import Extraction, TurnUsage
+from ..io.agent_records.base import Extraction, TurnUsage
 from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, RouteState
 from .options import with_defaults
 from .round import GatherRound

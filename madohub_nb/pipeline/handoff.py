@@ -34,9 +34,9 @@ from typing import Any, Final
 from ..defaults import CUT_MARKER
 from ..engine import spawn
 from ..errors import DeliveryError
+from ..io.agent_records.base import Extraction
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
-from ..io.transcripts import Extraction
 from .events import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round

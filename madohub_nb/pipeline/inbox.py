@@ -37,7 +37,7 @@ from ..agents.permission import (
 )
 from ..engine import spawn
 from ..errors import MadohubError, MadohubValueError
-from ..io.hooks import HookEvent
+from ..io.hooks.channel import HookEvent
 from ..io.log import RoundRecord
 from ..io.tmux import key_command
 from ..io.watch import PaneStream

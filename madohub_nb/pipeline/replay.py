@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..defaults import MAX_ROUNDS_DEFAULT, TARGET_WAIT_S
 from ..errors import MadohubValueError
+from ..io.agent_records.base import Extraction
 from ..io.log import RoundRecord
-from ..io.transcripts import Extraction
 from .round import DISPATCHES, RoundPlan
 from .route import Route
 from .tile import Tile

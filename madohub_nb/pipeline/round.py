@@ -16,9 +16,9 @@ from typing import Any, Final, Protocol
 
 from ..defaults import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
+from ..io.agent_records.base import USAGE_FIELDS, Extraction, TurnUsage
 from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
-from ..io.transcripts import USAGE_FIELDS, Extraction, TurnUsage
 from .deliver import Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile

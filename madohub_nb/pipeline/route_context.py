@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..defaults import TARGET_WAIT_S
+from ..io.agent_records.base import Extraction
 from ..io.log import RoundRecord
-from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
 from ..model import TileState
 from .events import HubEvent

@@ -15,8 +15,8 @@ import collections
 from collections.abc import Awaitable, Callable
 
 from ..agents.screen import strip_ansi
-from ..io.hooks import HookEvent
-from ..io.transcripts import Extraction
+from ..io.agent_records.base import Extraction
+from ..io.hooks.channel import HookEvent
 from .events import RouteLike, TurnSkipped
 from .protection import LoopGuard
 from .route_context import OutputListener, OutputStream, RouteContext

@@ -49,10 +49,10 @@ from ..agents.screen import (
     terminal_last_response,
 )
 from ..errors import MadohubValueError, TileError, TmuxError
+from ..io.agent_records.base import Extraction
 from ..io.git import ChangeTracker, Worktree, default_branch
-from ..io.hooks import HookEvent
+from ..io.hooks.channel import HookEvent
 from ..io.machine import Machine, PaneRef, PaneTmux
-from ..io.records import Extraction
 from ..io.tmux import PaneInfo
 from ..model import TileState
 

@@ -26,8 +26,8 @@ from typing import Literal, Protocol
 
 from ..defaults import TRIGGERS, check_choice, check_regex
 from ..errors import MadohubValueError
-from ..io.hooks import HookEvent
-from ..io.transcripts import Extraction
+from ..io.agent_records.base import Extraction
+from ..io.hooks.channel import HookEvent
 
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""

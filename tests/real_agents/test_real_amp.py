@@ -25,8 +25,8 @@ from madohub_nb.agents.hooks import hook_setup
 from madohub_nb.agents.profiles import PROFILES
 from madohub_nb.agents.screen import terminal_last_response
 from madohub_nb.engine import Engine
-from madohub_nb.io.hookcall import command_argv
-from madohub_nb.io.hooks import HookChannel, HookEvent
+from madohub_nb.io.hooks.channel import HookChannel, HookEvent
+from madohub_nb.io.hooks.command import command_argv
 from madohub_nb.testing.fake_amp import FakeAmp
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 

@@ -16,7 +16,8 @@ import psutil
 import pytest
 from conftest import wait_until
 
-from madohub_nb.io.transcripts import claude_project_dir_name, read_last_response
+from madohub_nb.io.agent_records import read_last_response
+from madohub_nb.io.agent_records.claude import claude_project_dir_name
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 

@@ -2,7 +2,7 @@
 
 The hub-style setups of ``agents/hooks.py`` on the real CLIs in real tmux panes, offline
 against the local fake APIs: Claude Code's ``--settings`` (Stop, Notification,
-SessionStart command hooks running ``io/hookcall.py``), Codex's ``-c notify``, Pi's
+SessionStart command hooks running ``io/hooks/command.py``), Codex's ``-c notify``, Pi's
 ``-e`` extension (``agent_end``), Gemini CLI's and Qwen Code's system-defaults hooks, OpenCode's plugin
 and Copilot CLI's hooks in a private COPILOT_HOME. One prompt each, and the channel gets
 that pane's end of turn (with the turn's answer where the agent gives it). The user's
@@ -30,8 +30,8 @@ from conftest import wait_until
 from madohub_nb.agents.hooks import hook_setup
 from madohub_nb.agents.profiles import PROFILES, screen_state
 from madohub_nb.engine import Engine
-from madohub_nb.io.hookcall import command_argv
-from madohub_nb.io.hooks import HookChannel, HookEvent
+from madohub_nb.io.hooks.channel import HookChannel, HookEvent
+from madohub_nb.io.hooks.command import command_argv
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 

@@ -3,7 +3,7 @@
 Claude Code writes ``<config>/sessions/<PID>.json`` while it runs (deleted on
 exit) with its ``sessionId`` and a live ``status`` (idle, busy, waiting). The
 config directory is the process's ``CLAUDE_CONFIG_DIR``, else its
-``HOME``/.claude (REAL-AGENTS.md). Transcripts are parsed in ``io/transcripts.py``.
+``HOME``/.claude (REAL-AGENTS.md). Transcripts are parsed in ``io/agent_records/claude.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ...errors import TmuxError
-from ...io.transcripts import cwd_to_project_dir, read_last_response, turn_finished
+from ...io.agent_records import read_last_response, turn_finished
+from ...io.agent_records.claude import cwd_to_project_dir
 from ..launch import LaunchLayer
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from ...io.transcripts import find_codex_rollout, read_last_response, turn_finished
+from ...io.agent_records import read_last_response, turn_finished
+from ...io.agent_records.codex import find_codex_rollout
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import line as _line

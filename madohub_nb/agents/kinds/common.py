@@ -1,6 +1,6 @@
 """What several kinds' launch layers share: the hook command's words and the MCP entries.
 
-Pure data and functions (no I/O). The hook command is an argv prefix (``io/hookcall.py``'s
+Pure data and functions (no I/O). The hook command is an argv prefix (``io/hooks/command.py``'s
 :func:`command_argv`); each hook appends one of :data:`HOOK_KINDS`.
 """
 

@@ -2,7 +2,7 @@
 
 A kind's :class:`RecordReader` locates the record (from the agent's process, its
 environment and its machine), reads its last answer (with the turn's usage) and tells
-whether its turn finished. The formats themselves are read by ``io/transcripts.py``
+whether its turn finished. The formats themselves are read by ``io/agent_records/claude.py`` and ``codex.py``
 (Claude Code, Codex) and ``io/agent_records/<kind>.py`` (the others); this module holds
 what the kinds' locators share. Every look-up is bounded: a few file reads or one listing
 of one folder (listings only where the machine allows them).
@@ -22,7 +22,7 @@ from ...defaults import AGENT_FILE_MAX_BYTES
 from ...io import agent_records
 
 if TYPE_CHECKING:
-    from ...io.records import Extraction
+    from ...io.agent_records.base import Extraction
 
 T = TypeVar("T")
 

@@ -1,10 +1,17 @@
-"""Whole answers from the records other agents keep of their conversations.
+"""Whole answers from the records agents keep of their conversations: every reader's home.
 
-One module per agent, each with ``read_last_response(path)`` (an
-``Extraction`` with method ``session`` and the turn's usage, or None),
-``turn_finished(path)`` (True / False / None: the record's end-of-turn
-evidence) and ``looks_like`` (tells its lines). ``detect_format`` tells a
-file's format from its content, so ``read_record(path)`` reads any of them:
+``read_last_response(path)`` (the last answer, an ``Extraction``, or None),
+``read_turn_usage`` and ``turn_finished(path)`` (True / False / None: the record's
+end-of-turn evidence) read any agent's record, its format told from its content
+(``detect_format``). ``base.py`` holds what every reader shares (the answer type,
+the bounded backwards reader).
+
+Claude Code transcripts (``claude``: ``<config>/projects/<dir>/<sessionId>.jsonl``)
+and Codex rollouts (``codex``: ``$CODEX_HOME/sessions/YYYY/MM/DD/``) are read in one
+backwards pass (``transcript.py``: what the two share). The other agents' records
+have one module each, with ``read_last_response(path)`` (method ``session``, the
+turn's usage always filled), ``turn_finished(path)`` and ``looks_like`` (tells its
+lines), and ``common.py`` for what they share; ``read_record(path)`` reads any of them:
 
 - ``gemini``: Gemini CLI ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (and the
   ``session-*.json`` documents of versions before 0.39);
@@ -14,9 +21,7 @@ file's format from its content, so ``read_record(path)`` reads any of them:
 - ``pi``: Pi ``~/.pi/agent/sessions/<encoded cwd>/<time>_<uuid>.jsonl``;
 - ``aider``: Aider ``<cwd>/.aider.chat.history.md``.
 
-Claude Code transcripts and Codex rollouts (``claude``, ``codex``) are told
-apart here too, and read by ``madohub_nb.io.transcripts``. Every reader reads
-a bounded tail, refuses FIFOs and other non-regular files, and skips a
+Every reader reads a bounded tail, refuses FIFOs and other non-regular files, and skips a
 half-written last line.
 """
 
@@ -24,27 +29,39 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, get_args
 
 from ...errors import MadohubValueError
-from ..records import Extraction, ReadStats, check_path, json_records
-from . import aider, copilot, gemini, opencode, pi, qwen
+from ...model import ExtractionMethod
+from . import aider, claude, codex, copilot, gemini, opencode, pi, qwen
+from .base import (
+    Extraction,
+    ReadStats,
+    TurnUsage,
+    check_path,
+    iter_lines_backwards,
+    json_records,
+    open_regular,
+)
 from .common import DETECT_SCAN_BYTES, DETECT_SCAN_LINES, lines_newest_first, opened
+from .transcript import TAIL_SCAN_BYTES, TAIL_SCAN_LINES, TranscriptTally, finish_tally, tapped
 
 T = TypeVar("T")
 
 RecordFormat = Literal["gemini", "qwen", "copilot", "opencode", "pi", "aider", "claude", "codex"]
 RECORD_FORMATS: Final[tuple[str, ...]] = get_args(RecordFormat)
 SESSION_FORMATS: Final[tuple[str, ...]] = RECORD_FORMATS[:6]
-"""The formats this package reads (``claude`` and ``codex`` are transcripts.py's)."""
+"""The formats of the other agents' records (``read_record``; ``claude`` and ``codex``:
+``read_last_response`` reads those)."""
 
 
 def record_format(rec: dict[str, Any]) -> RecordFormat | None:
     """Which agent wrote this JSON record line (None: no agent's record looks like it)."""
     if copilot.looks_like(rec):
         return "copilot"
-    if "payload" in rec and "timestamp" in rec and "type" in rec and "message" not in rec:
+    if codex.looks_like(rec):
         return "codex"
     if pi.looks_like(rec):
         return "pi"
@@ -103,6 +120,109 @@ def _check_format(fmt: str) -> None:
         )
 
 
+# --------------------------------------------------------------------------- any record
+
+
+def read_last_response(
+    path: str | os.PathLike[str], *, stats: ReadStats | None = None, usage: bool = False
+) -> Extraction | None:
+    """The last assistant answer in a Claude transcript, a Codex rollout or another agent's record.
+
+    The format is told from the records themselves; Gemini CLI, Qwen Code,
+    Copilot CLI, Pi and Aider records and OpenCode's database are read by
+    ``madohub_nb.io.agent_records`` (method ``session``, usage always filled).
+    A missing, unreadable, empty or unrecognised file gives None; only a path
+    of the wrong type raises.
+    With ``usage=True`` the same backwards pass goes on to the start of the
+    answer's turn and fills ``Extraction.usage``; unreadable usage never costs
+    the answer.
+    """
+    p = check_path(path)
+    stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return read_record(p, fmt=fmt, stats=stats)  # another agent's own record
+    f = open_regular(p)
+    if f is None:
+        return None
+    method: ExtractionMethod
+    tally: TranscriptTally | None = None
+    turn: TurnUsage | None = None
+    try:
+        with f:
+            records = json_records(iter_lines_backwards(f, stats=stats))
+            first = next(records, None)
+            if first is None:
+                return None
+            seen = claude.ThreadsSeen()
+            rollout = codex.looks_like(first)
+            records = chain([first], records)
+            if usage:
+                tally = codex.TurnTally(stats) if rollout else claude.TurnTally(stats)
+                records = tapped(records, tally)
+            if rollout:
+                method, found = "rollout", codex.last_response(records, stats)
+            else:
+                method = "jsonl"
+                found = claude.last_response(seen.note(records), stats)
+            if tally is not None and found is not None:
+                turn = finish_tally(tally, records)
+        if found is None and method == "jsonl" and seen.sidechain and not seen.main_assistant:
+            found = claude.subagent_last_response(p, stats)
+    except OSError:
+        return None
+    if found is None:
+        return None
+    text, message_id = found
+    return Extraction(text=text, method=method, path=p, message_id=message_id, usage=turn)
+
+
+def read_turn_usage(
+    path: str | os.PathLike[str], *, stats: ReadStats | None = None
+) -> TurnUsage | None:
+    """Usage of the turn that produced the last answer (see ``TurnUsage``), or None.
+
+    None when there is no answer or nothing about its turn could be read.
+    """
+    found = read_last_response(path, stats=stats, usage=True)
+    return found.usage if found is not None else None
+
+
+def turn_finished(path: str | os.PathLike[str], *, stats: ReadStats | None = None) -> bool | None:
+    """Does the transcript's tail say the agent's turn is over?
+
+    True: the newest conversation record ends a turn (Claude ``system``
+    ``turn_duration``, or ``stop_hook_summary`` which Stop hooks write at the
+    same moment, or an interruption notice; Codex ``task_complete`` or
+    ``turn_aborted``). False: the newest one is a prompt, a reply or a tool
+    step with no end after it (Claude versions that never write
+    ``turn_duration`` also land here: combine with the screen). None: no
+    evidence within the tail, or the file cannot be read.
+    """
+    p = check_path(path)
+    stats = stats if stats is not None else ReadStats()
+    fmt = detect_format(p)  # at most DETECT_SCAN_BYTES of the tail, not counted in stats
+    if fmt in SESSION_FORMATS:
+        return record_turn_finished(p, fmt=fmt, stats=stats)
+    f = open_regular(p)
+    if f is None:
+        return None
+    try:
+        with f:
+            for rec in json_records(iter_lines_backwards(f, stats=stats)):
+                if stats.bytes_read > TAIL_SCAN_BYTES or stats.lines > TAIL_SCAN_LINES:
+                    return None
+                verdict = codex.turn_state(rec) if codex.looks_like(rec) else claude.turn_state(rec)
+                if verdict is not None:
+                    return verdict
+    except OSError:
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------- other agents' records
+
+
 def read_record(
     path: str | os.PathLike[str],
     *,
@@ -156,7 +276,7 @@ _LAST_RESPONSE: Final[dict[str, _Reader[Extraction | None]]] = {
     "pi": lambda p, st, session, cwd: pi.read_last_response(p, stats=st),
     "aider": lambda p, st, session, cwd: aider.read_last_response(p, stats=st),
 }
-"""The last answer, by format (``claude`` and ``codex``: ``io/transcripts.py``)."""
+"""The last answer, by format (``claude`` and ``codex``: ``read_last_response``)."""
 
 _TURN_FINISHED: Final[dict[str, _Reader[bool | None]]] = {
     "opencode": lambda p, st, session, cwd: opencode.turn_finished(
@@ -176,13 +296,18 @@ __all__ = [
     "SESSION_FORMATS",
     "RecordFormat",
     "aider",
+    "claude",
+    "codex",
     "copilot",
     "detect_format",
     "gemini",
     "opencode",
     "pi",
     "qwen",
+    "read_last_response",
     "read_record",
+    "read_turn_usage",
     "record_format",
     "record_turn_finished",
+    "turn_finished",
 ]

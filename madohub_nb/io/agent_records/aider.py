@@ -22,7 +22,7 @@ from contextlib import closing
 from pathlib import Path
 
 from ...regex import lazy_compile
-from ..records import Extraction, ReadStats, TurnUsage, check_path
+from .base import Extraction, ReadStats, TurnUsage, check_path
 from .common import ANSWER_SCAN_BYTES, TURN_SCAN_BYTES, lines_newest_first, opened
 
 SESSION_START = "# aider chat started at "

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
-from ..records import (
+from .base import (
     Extraction,
     ReadStats,
     TurnUsage,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..records import Extraction, ReadStats, check_path, open_regular
+from .base import Extraction, ReadStats, check_path, open_regular
 from .common import TURN_SCAN_BYTES, count, minus, read_jsonl_answer, records_newest_first, tidy
 
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ..records import Extraction, ReadStats, check_path
+from .base import Extraction, ReadStats, check_path
 from .common import (
     ANSWER_SCAN_BYTES,
     TURN_SCAN_BYTES,

@@ -25,7 +25,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..records import Extraction, TurnUsage, check_path
+from .base import Extraction, TurnUsage, check_path
 from .common import (
     SQLITE_BUSY_TIMEOUT_S,
     SQLITE_DEADLINE_S,

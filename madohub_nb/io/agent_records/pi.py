@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..records import Extraction, ReadStats, check_path
+from .base import Extraction, ReadStats, check_path
 from .common import (
     ANSWER_SCAN_BYTES,
     TURN_SCAN_BYTES,

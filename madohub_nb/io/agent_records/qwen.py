@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..records import Extraction, ReadStats, check_path
+from .base import Extraction, ReadStats, check_path
 from .common import count, jsonl_turn_state, minus, read_jsonl_answer, tidy
 
 

@@ -3,7 +3,7 @@
 A :class:`HookChannel` listens on a socket in a fresh 0700 folder (the socket 0600).
 Each tile gets a random token (:meth:`HookChannel.register`); the hub puts it, with the
 socket path, in the pane's environment (:meth:`HookChannel.env`), and the agent's hook
-runs ``io/hookcall.py``, which sends one message. A message is evidence, never a
+runs ``io/hooks/command.py``, which sends one message. A message is evidence, never a
 command: it is accepted only with a known token, the ``$TMUX_PANE`` that token was
 issued for, a nonce not seen before and a fresh timestamp; its payload is parsed as
 JSON data and nothing in it is ever run. Accepted events go to a callback at once
@@ -31,9 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agents.hooks import HOOK_KINDS, describe
-from ..errors import MadohubError, MadohubValueError
-from .hookcall import ENV_SOCKET, ENV_TOKEN, MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, PROTOCOL_VERSION
+from ...agents.hooks import HOOK_KINDS, describe
+from ...errors import MadohubError, MadohubValueError
+from .command import ENV_SOCKET, ENV_TOKEN, MAX_HEADER_BYTES, MAX_PAYLOAD_BYTES, PROTOCOL_VERSION
 
 log = logging.getLogger("madohub_nb")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import MadohubValueError
-from ..model import EXTRACTION_METHODS, ExtractionMethod
+from ...errors import MadohubValueError
+from ...model import EXTRACTION_METHODS, ExtractionMethod
 
 CHUNK_BYTES = 64 * 1024
 """First read size of the backwards reader; doubled while a line has no start yet."""

@@ -1,7 +1,7 @@
 """The hook command an agent runs: one message to the hub's hook channel, then exit 0.
 
 An agent (Claude Code's ``Stop`` hook, Codex's ``notify``, Gemini's ``AfterAgent``, ...)
-runs ``python -I -S …/madohub_nb/io/hookcall.py KIND [PAYLOAD]``. It reads the
+runs ``python -I -S …/madohub_nb/io/hooks/command.py KIND [PAYLOAD]``. It reads the
 agent's JSON from stdin (or from ``PAYLOAD``, Codex's way), adds ``$TMUX_PANE``, the
 event kind, the tile's token (``MADOHUB_HOOK_TOKEN``) and a fresh nonce, and writes
 one message to the hub's socket (``MADOHUB_HOOK_SOCKET``).
@@ -10,7 +10,7 @@ A hook must never block or fail the agent: every step is bounded in bytes and ti
 nothing is printed (Claude reads a Stop hook's stdout as a decision), and the exit
 status is always 0. This file imports only the standard library, so it runs by its
 path without importing the package (whose import takes about a second); it also runs
-as ``python -m madohub_nb.io.hookcall``.
+as ``python -m madohub_nb.io.hooks.command``.
 
 Wire format (one message per connection): a JSON header line, ``\\n``, then exactly
 ``size`` bytes of the agent's payload, as the agent wrote them.
