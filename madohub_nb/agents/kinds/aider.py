@@ -1,4 +1,4 @@
-"""Aider: its screen profile."""
+"""Aider: its screen profile and where its chat history is."""
 
 from __future__ import annotations
 

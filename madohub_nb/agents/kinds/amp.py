@@ -1,4 +1,4 @@
-"""Amp: its screen profile."""
+"""Amp: its screen profile and its hooks."""
 
 from __future__ import annotations
 

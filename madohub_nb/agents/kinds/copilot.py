@@ -1,4 +1,4 @@
-"""GitHub Copilot CLI: its screen profile."""
+"""GitHub Copilot CLI: its screen profile, hooks, MCP setup and record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gemini CLI: its screen profile."""
+"""Gemini CLI: its screen profile, hooks, MCP setup and record."""
 
 from __future__ import annotations
 

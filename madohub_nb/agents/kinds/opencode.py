@@ -1,4 +1,4 @@
-"""OpenCode: its screen profile."""
+"""OpenCode: its screen profile, hooks, MCP setup and record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pi: its screen profile."""
+"""Pi: its screen profile, hooks and record."""
 
 from __future__ import annotations
 

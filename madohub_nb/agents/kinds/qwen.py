@@ -1,4 +1,4 @@
-"""Qwen Code: its screen profile."""
+"""Qwen Code: its screen profile, hooks, MCP setup and record."""
 
 from __future__ import annotations
 
