@@ -1580,6 +1580,9 @@ def check(
         "route rounds": int((df["route_id"] != "send").sum()),
         "hand sends": int((df["route_id"] == "send").sum()),
         "by status": dict(Counter(df["status"])),
+        "errors by cause": dict(
+            Counter(str(e)[:48] for e in df.loc[df["status"] == "error", "error"]).most_common(8)
+        ),
         "routes": len(hub.routes),
         "tiles": len(hub.tiles),
         "delivered rows checked at targets": checked,
