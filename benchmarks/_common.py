@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +52,50 @@ class NegativeDuration(CouldNotMeasure):
 # --------------------------------------------------------------------------- output
 
 
+_NEGATIVE_FIGURE = re.compile(r"(?<![\w.)\]])-\s?\d[\d,]*(?:\.\d+)?\s?(?:ms|s|µs|us|min)\b")
+"""A signed negative number with a time unit (``p95 -863 ms``); not a range's dash (``10-20 ms``)."""
+
+
+def refuse_negative_figures(text: str) -> str:
+    """``text`` as it is, unless it shows a negative duration: then a :class:`NegativeDuration`
+    quoting it (exit 2). Every line a :class:`Report` prints goes through here, so a figure whose
+    ends came from two clocks is refused even where a benchmark forgot :func:`elapsed_ms`. A
+    difference of two figures is not a duration: print it with :func:`gap_ms_text`."""
+    found = _NEGATIVE_FIGURE.search(text)
+    if found:
+        raise NegativeDuration(
+            f"the line {text!r} shows {found.group()!r}, a duration below zero: its two ends were "
+            "read from different clocks or origins. Measure both ends on one clock (see "
+            "elapsed_ms and Stopwatch in benchmarks/_common.py); the line was not printed"
+        )
+    return text
+
+
+def gap_ms_text(gap_ms: float, more: str = "over", less: str = "under", digits: int = 0) -> str:
+    """A difference of two figures (which may go either way), as ``12 ms over`` / ``3 ms under``:
+    never a negative number a reader (or :func:`refuse_negative_figures`) would take for a
+    duration."""
+    return f"{abs(gap_ms):.{digits}f} ms {more if gap_ms >= 0 else less}"
+
+
 @dataclass
 class Report:
-    """Collects target lines and prints them as they come."""
+    """Collects target lines and prints them as they come; refuses a line with a negative
+    duration in it (:func:`refuse_negative_figures`: exit 2, nothing checked)."""
 
     title: str
     missed: list[str] = field(default_factory=list)
 
     def target(self, name: str, value: str, target: str, baseline: str, ok: bool) -> None:
-        line = f"{name}: {value} (target {target}) baseline {baseline}" + ("" if ok else "  MISSED")
+        line = f"{name}: {value} (target {target}) baseline {baseline}"
+        refuse_negative_figures(line)
         if not ok:
             self.missed.append(name)
-        print(line, flush=True)
+        print(line + ("" if ok else "  MISSED"), flush=True)
 
     def info(self, text: str) -> None:
         """A line that is not a target (what ran, a secondary figure)."""
-        print(f"  {text}", flush=True)
+        print(f"  {refuse_negative_figures(text)}", flush=True)
 
     def finish(self) -> int:
         print(
@@ -116,10 +146,40 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, {tmux}"
 
 
-def elapsed_ms(start_s: float, end_s: float, what: str) -> float:
-    """``end_s - start_s`` in ms, both seconds on one clock; a :class:`NegativeDuration`
-    naming ``what`` when the end comes before the start."""
-    return durations_ms([(end_s - start_s) * 1000], what)[0]
+def elapsed_ms(start: float | datetime, end: float | datetime, what: str) -> float:
+    """``end - start`` in ms, both seconds on one clock or both datetimes (a log's ``fired_at``
+    and a record's stamp: wall clock); a :class:`NegativeDuration` naming ``what`` when the end
+    comes before the start. The one place a benchmark subtracts two timestamps
+    (tests/test_bench_helpers.py checks that no bench_*.py does it by hand)."""
+    if isinstance(start, datetime) and isinstance(end, datetime):
+        if (start.tzinfo is None) != (end.tzinfo is None):
+            raise CouldNotMeasure(
+                f"{what}: one end ({start!r}) and the other ({end!r}) differ in having a time "
+                "zone; read both from one clock"
+            )
+        return durations_ms([(end - start).total_seconds() * 1000], what)[0]
+    if isinstance(start, datetime) or isinstance(end, datetime):
+        raise CouldNotMeasure(
+            f"{what}: one end is a datetime, the other a number of seconds ({start!r}, {end!r}): "
+            "two clocks or origins. Read both ends from one clock"
+        )
+    return durations_ms([(end - start) * 1000], what)[0]
+
+
+class Stopwatch:
+    """Time from its creation on :func:`time.perf_counter` (one clock for both ends, by
+    construction): ``watch = Stopwatch(); ...; took_ms = watch.ms("what")``."""
+
+    def __init__(self) -> None:
+        self.start_s = time.perf_counter()
+
+    def ms(self, what: str) -> float:
+        """Milliseconds since the start (checked by :func:`elapsed_ms`)."""
+        return elapsed_ms(self.start_s, time.perf_counter(), what)
+
+    def s(self, what: str) -> float:
+        """Seconds since the start (checked by :func:`elapsed_ms`)."""
+        return self.ms(what) / 1000
 
 
 def durations_ms(values_ms: list[float], what: str) -> list[float]:

@@ -27,14 +27,13 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, CouldNotMeasure, Report, run_main  # noqa: E402
+from _common import REPO, CouldNotMeasure, Report, Stopwatch, run_main  # noqa: E402
 
 RECORDS = REPO / "tests" / "fixtures" / "agent_records"
 EXTRACT_TARGET_MS = 5.0
@@ -160,9 +159,9 @@ def _aider_whole(path: Path) -> str | None:
 def timed_ms(fn: Callable[[], object], runs: int) -> list[float]:
     out = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         fn()
-        out.append((time.perf_counter() - t0) * 1000)
+        out.append(t0.ms("agent_records out"))
     return out
 
 
@@ -175,20 +174,20 @@ def bench_format(report: Report, fmt: str, folder: Path, size_mb: int, runs: int
     if expected is None:
         raise CouldNotMeasure(f"the {fmt} fixture has no answer")
     path = folder / f"record-{fmt}"
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     lines = write_record(fmt, path, size_mb * 1_000_000)
     size = path.stat().st_size
     report.info(
-        f"{fmt}: {size / 1e6:.0f} MB, {lines} lines, written in {time.perf_counter() - t0:.1f} s"
+        f"{fmt}: {size / 1e6:.0f} MB, {lines} lines, written in {t0.s('agent_records time'):.1f} s"
     )
     stats = ReadStats()
     found = reader(path, stats=stats)
     if found is None or found.text != expected.text:
         raise CouldNotMeasure(f"the {fmt} reader gave {found!r}, expected {expected.text[:60]!r}…")
     ours = timed_ms(lambda: reader(path), runs)
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     plain = _aider_whole(path) if fmt == "aider" else _full_parse(fmt, path)
-    full_ms = (time.perf_counter() - t0) * 1000
+    full_ms = t0.ms("agent_records full_ms")
     if plain is None or expected.text.split("\n")[0] not in plain:
         raise CouldNotMeasure(f"the full read of the {fmt} record found {str(plain)[:80]!r}")
     path.unlink()
@@ -261,19 +260,19 @@ def bench_opencode(report: Report, folder: Path, size_mb: int, runs: int) -> Non
     expected = opencode.read_last_response(path)
     if expected is None:
         raise CouldNotMeasure("the OpenCode fixture has no answer")
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     rows = grow_opencode_db(path, size_mb * 1_000_000)
     size = path.stat().st_size
     report.info(
-        f"opencode: {size / 1e6:.0f} MB, {rows} more messages, written in {time.perf_counter() - t0:.1f} s"
+        f"opencode: {size / 1e6:.0f} MB, {rows} more messages, written in {t0.s('agent_records time'):.1f} s"
     )
     found = opencode.read_last_response(path)
     if found is None or found.text != expected.text:
         raise CouldNotMeasure(f"the OpenCode reader gave {found!r}")
     ours = timed_ms(lambda: opencode.read_last_response(path), runs)
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     plain = _opencode_full_scan(path)
-    full_ms = (time.perf_counter() - t0) * 1000
+    full_ms = t0.ms("agent_records full_ms")
     if plain is None or plain.split("\n")[0] != expected.text.split("\n")[0]:
         raise CouldNotMeasure(f"the full scan found {str(plain)[:80]!r}")
     median = statistics.median(ours)

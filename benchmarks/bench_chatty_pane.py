@@ -50,6 +50,8 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    Stopwatch,
+    elapsed_ms,
     percentile,
     private_tmux,
     run_main,
@@ -162,12 +164,12 @@ def cpu_window(hub: Hub, name: str, seconds: float, during: object = None) -> Wi
     """CPU of the hub over ``seconds`` (``during()`` runs on this thread meanwhile, if given)."""
     events0 = hub.runtime.tiles.watcher.output_events
     h0, c0 = hub_cpu_seconds(hub)
-    t0 = time.monotonic()
+    t0 = Stopwatch()
     if callable(during):
-        during(t0 + seconds)
+        during(time.monotonic() + seconds)  # (a deadline on the clock `during` reads)
     else:
         time.sleep(seconds)
-    wall = time.monotonic() - t0
+    wall = t0.s("chatty_pane wall")
     h1, c1 = hub_cpu_seconds(hub)
     return Window(
         name,
@@ -194,7 +196,9 @@ def take_turns(
         last = observer.last_output(fired)
         if last is None:
             raise CouldNotMeasure("the observer saw no output from 'other'")
-        window.fire_ms.append((fired - (last + IDLE_DELAY_MS / 1000)) * 1000)
+        window.fire_ms.append(  # (wall time both: the hub's fired_at, the observer's %output)
+            elapsed_ms(last + IDLE_DELAY_MS / 1000, fired, "other: condition → fired_at")
+        )
         time.sleep(0.3)
 
 
@@ -218,7 +222,11 @@ def keyword_window(
     stop_program(socket, chatty)
     if keyword.rounds >= 1:
         rec = hub.log.df.sort_values("fired_at").iloc[-1]
-        kw.fire_ms = [(rec["fired_at"].timestamp() - float(stamp.read_text())) * 1000]
+        kw.fire_ms = [  # (wall time both: the hub's fired_at, date +%s.%N in the pane)
+            elapsed_ms(
+                float(stamp.read_text()), rec["fired_at"].timestamp(), "keyword printed → fired_at"
+            )
+        ]
     keyword.stop()
     return kw
 

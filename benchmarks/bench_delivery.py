@@ -17,7 +17,7 @@ yields to the loop (so the wall time of ``deliver`` is the toolkit's own cost):
   line, as the slope is a mean; its median beside it). Beside it, the
   same as one ``tmux`` process per line (what delivery cost before it used the
   control connection).
-- paste: ``deliver(mode="paste")`` of 100 KB, whole: the ready check, the
+- paste: ``deliver(delivery=Delivery.PASTE)`` of 100 KB, whole: the ready check, the
   bracketed paste, the 500 ms pre-submit pause (Claude's profile) and the
   submit check, with real sleeps. Beside it, the same delivery with the pauses
   recorded and not slept (the toolkit's own cost), labelled as such.
@@ -50,7 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
+    Stopwatch,
     claude_like_command,
+    elapsed_ms,
     private_tmux,
     read_json_lines,
     run_main,
@@ -116,7 +118,7 @@ class Recorder:
 
 def main(args: argparse.Namespace, report: Report) -> None:
     import madohub_nb as mh
-    from madohub_nb.pipeline.deliver import Deliverer
+    from madohub_nb.pipeline.deliver import Deliverer, Delivery
 
     lines_n = args.lines or (30 if args.quick else 100)
     reps = 3 if args.quick else 5
@@ -146,12 +148,12 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 """Wall ms of one delivery, checked against what the target received."""
                 nonlocal received
                 deliverer = Deliverer(rng=random.Random(SEED), sleep=sleep)  # type: ignore[arg-type]
-                t0 = time.perf_counter()
-                delivery = deliverer.deliver(tile, text, mode=mode)
+                t0 = Stopwatch()
+                delivery = deliverer.deliver(tile, text, delivery=Delivery(mode))
                 if profile is not None and mode == "typed" and sleep is record_sleep:
                     delivery = profiled(profile, delivery)
                 result = hub.engine.run_sync(delivery, 120)
-                wall = (time.perf_counter() - t0) * 1000
+                wall = t0.ms("delivery wall")
                 received += 1
                 got = recorder.wait(received)["text"]
                 if got != text or not result.verified:
@@ -227,7 +229,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 requested.clear()
                 t_start = time.time()
                 real.append(deliver(big, "paste", real_sleep))
-                landed = (float(recorder.messages()[received - 1]["end"]) - t_start) * 1000
+                landed = elapsed_ms(  # (wall time both: here and in the recorder pane)
+                    t_start, float(recorder.messages()[received - 1]["end"]), "paste landed"
+                )
                 slept_ms = sum(requested) * 1000
                 own.append(deliver(big, "paste", record_sleep))
             bare_paste = bare_paste_ms(socket, tile.pane_id, big)
@@ -285,11 +289,11 @@ def bare_send_keys(socket: str, pane: str, lines: list[str]) -> float:
     """Median ms of one plain ``tmux send-keys -l`` per line (the newline key as a second, untimed call)."""
     times = []
     for i, line in enumerate(lines):
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         subprocess.run(
             ["tmux", "-L", socket, "send-keys", "-t", pane, "-l", "--", line], check=True
         )
-        times.append((time.perf_counter() - t0) * 1000)
+        times.append(t0.ms("delivery times"))
         if i < len(lines) - 1:
             subprocess.run(["tmux", "-L", socket, "send-keys", "-t", pane, "C-j"], check=True)
     return statistics.median(times)
@@ -299,7 +303,7 @@ def one_call_per_line(socket: str, pane: str, lines: list[str]) -> float:
     """Median ms per line when the text and its C-j go in one tmux call (``a ; b``)."""
     times = []
     for line in lines:
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         subprocess.run(
             [
                 "tmux",
@@ -319,7 +323,7 @@ def one_call_per_line(socket: str, pane: str, lines: list[str]) -> float:
             ],
             check=True,
         )
-        times.append((time.perf_counter() - t0) * 1000)
+        times.append(t0.ms("delivery times"))
     return statistics.median(times)
 
 
@@ -351,13 +355,13 @@ def control_mode_per_line(
         wait_end(1)  # the reply to the attach itself
         for line in lines:
             quoted = "'" + line.replace("'", "'\\''") + "'"
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             proc.stdin.write(
                 f"send-keys -t {pane} -l -- {quoted} ; send-keys -t {pane} C-j\n".encode()
             )
             proc.stdin.flush()
             wait_end(2)  # one reply per command
-            times.append((time.perf_counter() - t0) * 1000)
+            times.append(t0.ms("delivery times"))
     finally:
         proc.terminate()
         proc.wait(5)
@@ -375,14 +379,14 @@ def paste_text(rng: random.Random) -> str:
 
 
 def bare_paste_ms(socket: str, pane: str, text: str) -> float:
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     subprocess.run(
         ["tmux", "-L", socket, "load-buffer", "-b", "bench", "-"], input=text.encode(), check=True
     )
     subprocess.run(
         ["tmux", "-L", socket, "paste-buffer", "-p", "-d", "-b", "bench", "-t", pane], check=True
     )
-    return (time.perf_counter() - t0) * 1000
+    return t0.ms("delivery time")
 
 
 def parser() -> argparse.ArgumentParser:

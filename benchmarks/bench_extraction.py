@@ -26,13 +26,12 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import FIXTURES, CouldNotMeasure, Report, run_main  # noqa: E402
+from _common import FIXTURES, CouldNotMeasure, Report, Stopwatch, run_main  # noqa: E402
 
 FIXTURE = "real/claude/transcript_with_tool_use.jsonl"
 EXTRACT_TARGET_MS = 5.0
@@ -86,9 +85,9 @@ def full_parse(path: Path) -> str | None:
 def timed_ms(fn: object, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         fn()  # type: ignore[operator]
-        out.append((time.perf_counter() - t0) * 1000)
+        out.append(t0.ms("extraction out"))
     return out
 
 
@@ -108,11 +107,11 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
 
     expected = json.loads((FIXTURES / "expected.json").read_text())[FIXTURE]
     path = folder / f"{uuid.uuid4()}.jsonl"
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     lines = write_transcript(path, size_mb * 1_000_000)
     size = path.stat().st_size
     report.info(
-        f"transcript: {size / 1e6:.0f} MB, {lines} lines, written in {time.perf_counter() - t0:.1f} s"
+        f"transcript: {size / 1e6:.0f} MB, {lines} lines, written in {t0.s('extraction time'):.1f} s"
     )
     stats = ReadStats()
     found = read_last_response(path, stats=stats)
@@ -128,9 +127,9 @@ def bench_last_response(report: Report, folder: Path, size_mb: int, runs: int) -
             f"read_last_response(usage=True) gave {got!r}, expected {EXPECTED_USAGE!r}"
         )
     ours_usage = timed_ms(lambda: read_last_response(path, usage=True), runs)
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     plain = full_parse(path)
-    full_ms = (time.perf_counter() - t0) * 1000
+    full_ms = t0.ms("extraction full_ms")
     if plain is None or expected not in plain:
         raise CouldNotMeasure(f"the full parse found {plain!r}, expected {expected!r}")
     path.unlink()

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
@@ -35,7 +34,15 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import CouldNotMeasure, Report, percentile, private_tmux, run_main  # noqa: E402
+from _common import (  # noqa: E402
+    CouldNotMeasure,
+    Report,
+    Stopwatch,
+    gap_ms_text,
+    percentile,
+    private_tmux,
+    run_main,
+)
 
 from madohub_nb.agents.claude import read_session_file  # noqa: E402
 from madohub_nb.agents.foreground import check_reader, expected_reader  # noqa: E402
@@ -60,15 +67,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
         if reader is None or check_reader(reader) is not None:
             raise CouldNotMeasure(f"cat is not a foreground reader: {reader}")
 
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         for _ in range(calls):
             check_reader(reader)
-        check_ms = (time.perf_counter() - t0) * 1000 / calls
+        check_ms = t0.ms("foreground check_ms") / calls
         proc = psutil.Process(info.pid)
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         for _ in range(calls):
             proc.status()
-        base_ms = (time.perf_counter() - t0) * 1000 / calls
+        base_ms = t0.ms("foreground base_ms") / calls
         report.target(
             "reader check per line",
             f"{check_ms * 1000:.1f} µs",
@@ -82,7 +89,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
         report.target(
             "synchronize-panes check per line over the control connection (guarded send minus "
             f"bare send-keys, {len(guarded_cc)} lines, {used} commands went over it)",
-            f"{extra_cc:+.3f} ms (guarded {statistics.median(guarded_cc):.3f} ms, p95 "
+            f"{gap_ms_text(extra_cc, 'more', 'less', 3)} (guarded {statistics.median(guarded_cc):.3f} ms, p95 "
             f"{percentile(guarded_cc, 0.95):.3f} ms)",
             f"< {SYNC_TARGET_MS:.0f} ms",
             f"bare send-keys -H on the same control-mode client {statistics.median(bare_cc):.3f} ms",
@@ -92,19 +99,19 @@ def main(args: argparse.Namespace, report: Report) -> None:
         guarded: list[float] = []
         bare: list[float] = []
         for _ in range(sends):
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             tmux.send_guarded(pane, [hex_keys_command(pane, LINE)])
-            guarded.append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
+            guarded.append(t0.ms("foreground guarded"))
+            t0 = Stopwatch()
             subprocess.run(
                 ["tmux", "-L", socket, "send-keys", "-t", pane, "-l", "--", LINE], check=True
             )
-            bare.append((time.perf_counter() - t0) * 1000)
+            bare.append(t0.ms("foreground bare"))
         extra = statistics.median(guarded) - statistics.median(bare)
         report.target(
             "synchronize-panes check per line without a control connection (guarded tmux "
             "process minus a bare send-keys process)",
-            f"{extra:+.2f} ms (guarded {statistics.median(guarded):.2f} ms)",
+            f"{gap_ms_text(extra, 'more', 'less', 2)} (guarded {statistics.median(guarded):.2f} ms)",
             f"< {SYNC_TARGET_MS:.0f} ms",
             f"bare send-keys -l {statistics.median(bare):.2f} ms",
             extra < SYNC_TARGET_MS,
@@ -118,10 +125,10 @@ def main(args: argparse.Namespace, report: Report) -> None:
         worst = 0.0
         for pid in (1, 2):
             for _ in range(50):
-                t0 = time.perf_counter()
+                t0 = Stopwatch()
                 if read_session_file(tmp, pid) is not None:
                     raise CouldNotMeasure("a FIFO or device was read as a sessions file")
-                worst = max(worst, (time.perf_counter() - t0) * 1000)
+                worst = max(worst, t0.ms("foreground worst"))
         report.target(
             "FIFO / device sessions file refused (worst of 100)",
             f"{worst:.3f} ms",
@@ -148,13 +155,13 @@ async def control_guard(
         guarded: list[float] = []
         bare: list[float] = []
         for _ in range(sends):
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             if not await tmux.asend_guarded(pane, [line]):
                 raise CouldNotMeasure("the pane's window is synchronized")
-            guarded.append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
+            guarded.append(t0.ms("foreground guarded"))
+            t0 = Stopwatch()
             await client.command_line(line, 1, True, "send-keys")
-            bare.append((time.perf_counter() - t0) * 1000)
+            bare.append(t0.ms("foreground bare"))
         used = tmux.channel_commands - before
         if used < sends:
             raise CouldNotMeasure(

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
+    elapsed_ms,
     percentile,
     private_tmux,
     run_main,
@@ -112,10 +113,12 @@ def main(args: argparse.Namespace, report: Report) -> None:
     gathered, single = fired(gather.id), fired(solo.id)
     if len(gathered) < waves or len(single) < waves or any(len(e) < waves for e in ends.values()):
         raise CouldNotMeasure(f"rounds or turns missing after {waves} waves")
+    # (wall time both: the hub's fired_at and the stand-ins' transcript stamps, one machine)
     lag_g = [
-        (gathered[k] - max(ends[n][k] for n in names)).total_seconds() * 1000 for k in range(waves)
+        elapsed_ms(max(ends[n][k] for n in names), gathered[k], f"gather wave {k + 1}")
+        for k in range(waves)
     ]
-    lag_s = [(single[k] - ends["solo"][k]).total_seconds() * 1000 for k in range(waves)]
+    lag_s = [elapsed_ms(ends["solo"][k], single[k], f"solo wave {k + 1}") for k in range(waves)]
     whole = [
         all(f"{n}-W{k + 1}" in received[k] for n in names) for k in range(min(waves, len(received)))
     ]

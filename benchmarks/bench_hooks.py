@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
+    elapsed_ms,
     percentile,
     private_tmux,
     run_main,
@@ -83,7 +84,7 @@ def _lags(hub: Hub, route_id: str, tile: Tile) -> tuple[list[float], set[str]]:
     rows = df[(df["route_id"] == route_id) & (df["round"] > 0)].sort_values("round")
     ends = _turn_ends(tile)
     lags = [
-        (fired.to_pydatetime() - end).total_seconds() * 1000
+        elapsed_ms(end, fired.to_pydatetime(), f"{tile.name}: end of turn → fired_at")
         for fired, end in zip(rows["fired_at"], ends, strict=False)
     ]
     return lags, set(rows["turn_signal"].dropna())
@@ -355,7 +356,7 @@ def _real_lags(
         later = prompts[n + 1] if n + 1 < len(prompts) else None
         end = ra.api_turn_end(agent.api, prompt, later, at)
         if end is not None:
-            lags.append((at - end).total_seconds() * 1000)
+            lags.append(elapsed_ms(end, at, f"{prompt!r}: the API's end of turn → fired_at"))
     return lags, signals
 
 

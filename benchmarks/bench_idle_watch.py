@@ -34,6 +34,7 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    Stopwatch,
     counting_tmux_calls,
     cpu_seconds,
     kill_tree,
@@ -102,11 +103,11 @@ def measure(pid: int | None, tmux_pid: int, window_s: float) -> tuple[float, flo
     """CPU seconds of ``pid`` (with children) and of the tmux server over ``window_s``; and the wall time."""
     c0 = cpu_seconds(pid) if pid else 0.0
     s0 = tmux_server_cpu_seconds(tmux_pid)
-    t0 = time.monotonic()
+    t0 = Stopwatch()
     time.sleep(window_s)
     c1 = cpu_seconds(pid) if pid else 0.0
     s1 = tmux_server_cpu_seconds(tmux_pid)
-    return c1 - c0, s1 - s0, time.monotonic() - t0
+    return c1 - c0, s1 - s0, t0.s("idle_watch window")
 
 
 def start_subject(
@@ -246,7 +247,7 @@ def run_poller(socket: str, panes: list[str]) -> None:
     last: dict[str, str] = {}
     print("READY", flush=True)
     while True:
-        started = time.monotonic()
+        started = Stopwatch()
         for pane in panes:
             out = subprocess.run(
                 ["tmux", "-L", socket, "capture-pane", "-p", "-t", pane], capture_output=True
@@ -254,7 +255,7 @@ def run_poller(socket: str, panes: list[str]) -> None:
             digest = hashlib.sha256(out).hexdigest()
             if last.get(pane) != digest:
                 last[pane] = digest
-        time.sleep(max(0.0, POLL_S - (time.monotonic() - started)))
+        time.sleep(max(0.0, POLL_S - started.s("idle_watch poll")))
 
 
 def run_hub(socket: str, panes: list[str], agent: str, log: str) -> None:

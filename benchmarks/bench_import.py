@@ -31,12 +31,19 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, CouldNotMeasure, Report, percentile, run_main  # noqa: E402
+from _common import (  # noqa: E402
+    REPO,
+    CouldNotMeasure,
+    Report,
+    Stopwatch,
+    durations_ms,
+    percentile,
+    run_main,
+)
 
 IMPORT_TARGET_RATIO = 3.0
 """``import madohub_nb``'s median over the baseline's median, at most."""
@@ -59,7 +66,7 @@ def run_once(statement: str) -> tuple[float, float, str | None]:
     """(ms inside the process for the statement, ms of the whole process, madohub_nb's file)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled files are used, as in a notebook
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     out = subprocess.run(
         [sys.executable, "-c", TIMED.format(statement=statement)],
         capture_output=True,
@@ -68,11 +75,12 @@ def run_once(statement: str) -> tuple[float, float, str | None]:
         cwd=REPO,
         timeout=60,
     )
-    wall = (time.perf_counter() - t0) * 1000
+    wall = t0.ms("import wall")
     if out.returncode != 0:
         raise CouldNotMeasure(f"`{statement}` failed: {out.stderr.strip()[-300:]}")
     data = json.loads(out.stdout)
-    return float(data["import_ms"]), wall, data["file"]
+    inside_ms = durations_ms([float(data["import_ms"])], f"`{statement}` inside its process")[0]
+    return inside_ms, wall, data["file"]
 
 
 def main(args: argparse.Namespace, report: Report) -> None:

@@ -26,6 +26,7 @@ from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
     claude_like_command,
+    elapsed_ms,
     percentile,
     private_tmux,
     read_json_lines,
@@ -86,11 +87,13 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 rec = ask.approve().result(30)
                 if rec.status != "delivered":
                     raise CouldNotMeasure(f"approval {k} was {rec.status}: {rec.error}")
-                approve_ms.append((typed(2 * k + 1, f"turn {k} of the writer") - before) * 1000)
+                approve_ms.append(  # (wall time both: here and in the recorder pane)
+                    elapsed_ms(before, typed(2 * k + 1, f"turn {k} of the writer"), "approve")
+                )
                 time.sleep(1.1)  # past the route's cooldown
                 before = time.time()
                 hub.send("target", f"hand send {k}").result(30)
-                send_ms.append((typed(2 * k + 2, f"hand send {k}") - before) * 1000)
+                send_ms.append(elapsed_ms(before, typed(2 * k + 2, f"hand send {k}"), "hand send"))
         finally:
             hub.close()
     a95, s95 = percentile(approve_ms, 0.95), percentile(send_ms, 0.95)

@@ -36,7 +36,6 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sized
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -45,7 +44,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Report, percentile, run_main  # noqa: E402
+from _common import Report, Stopwatch, percentile, run_main  # noqa: E402
 
 from madohub_nb.io.log import ROUND_COLUMNS, RoundLog, RoundRecord  # noqa: E402
 from madohub_nb.io.log_chunks import CHUNK_ROWS  # noqa: E402
@@ -120,9 +119,9 @@ def bench_append(folder: Path, count: int, sync: str) -> tuple[list[float], list
     with RoundLog(folder / f"append-{sync}.sqlite3") as log:
         set_synchronous(log, sync)
         for rec in records:
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             log.append(rec)
-            ours.append((time.perf_counter() - t0) * 1000)
+            ours.append(t0.ms("log ours"))
 
     bare_path = folder / f"bare-{sync}.sqlite3"
     RoundLog(bare_path).close()  # the same table, columns and index as the log's
@@ -134,11 +133,11 @@ def bench_append(folder: Path, count: int, sync: str) -> tuple[list[float], list
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {sync}")
     for row in rows:
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(INSERT, row)
         conn.execute("COMMIT")
-        bare.append((time.perf_counter() - t0) * 1000)
+        bare.append(t0.ms("log bare"))
     conn.close()
     return ours, bare
 
@@ -151,9 +150,9 @@ def fill(path: Path, records: list[RoundRecord]) -> tuple[list[float], list[floa
     plain: list[float] = []
     with RoundLog(path) as log:
         for n, rec in enumerate(records, start=1):
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             log.append(rec)
-            (packing if n % CHUNK_ROWS == 0 else plain).append((time.perf_counter() - t0) * 1000)
+            (packing if n % CHUNK_ROWS == 0 else plain).append(t0.ms("log time"))
     return packing, plain
 
 
@@ -161,9 +160,9 @@ def best_of(repeats: int, build: Callable[[], Sized], rows: int) -> float:
     """The fastest of ``repeats`` runs, in seconds (the least disturbed by other load)."""
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         frame = build()
-        times.append(time.perf_counter() - t0)
+        times.append(t0.s("log times"))
         assert len(frame) == rows, (len(frame), rows)
         del frame
     return min(times)

@@ -36,6 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     CouldNotMeasure,
     Report,
+    Stopwatch,
+    durations_ms,
+    elapsed_ms,
+    gap_ms_text,
     percentile,
     private_tmux,
     run_main,
@@ -76,7 +80,7 @@ def _turns(tile: Tile) -> list[tuple[datetime, datetime]]:
 
 
 def _agent_ms(turn: tuple[datetime, datetime]) -> float:
-    return (turn[1] - turn[0]).total_seconds() * 1000
+    return elapsed_ms(turn[0], turn[1], "the target's turn in its transcript")
 
 
 def main(args: argparse.Namespace, report: Report) -> None:
@@ -110,11 +114,11 @@ def main(args: argparse.Namespace, report: Report) -> None:
                         await c.call_tool("list_agents", {})  # (the session's first call)
                         for i in range(n):
                             await asyncio.sleep(GAP_S)
-                            started = time.perf_counter()
+                            started = Stopwatch()
                             got = await c.call_tool(
                                 "ask", {"to": "target", "text": f"ask {i}", "timeout_s": 60}
                             )
-                            walls.append((time.perf_counter() - started) * 1000)
+                            walls.append(started.ms("mcp walls"))
                             text = "".join(getattr(b, "text", "") for b in got.content)
                             if got.is_error or text != f"Done: ask {i}":
                                 raise CouldNotMeasure(f"ask {i} answered {text!r}")
@@ -125,17 +129,23 @@ def main(args: argparse.Namespace, report: Report) -> None:
             for i in range(n):
                 time.sleep(GAP_S)
                 before = len(_turns(target))
-                started = time.perf_counter()
+                started = Stopwatch()
                 hub.send("target", f"send {i}").result(30)
                 wait_for(lambda b=before: len(_turns(target)) > b, 30, "the turn's end", 0.005)
-                send_walls.append((time.perf_counter() - started) * 1000)
+                send_walls.append(started.ms("mcp send_walls"))
             turns = _turns(target)
         finally:
             hub.close()
     if len(turns) != 2 * n:
         raise CouldNotMeasure(f"{len(turns)} turns in the target's transcript, not {2 * n}")
-    ask_over = [w - _agent_ms(t) for w, t in zip(ask_walls, turns[:n], strict=True)]
-    send_over = [w - _agent_ms(t) for w, t in zip(send_walls, turns[n:], strict=True)]
+    # A wall (perf_counter here) minus the turn (the transcript's two stamps): two durations,
+    # each on one clock; the turn lies inside the wall, so an overhead below zero is refused.
+    ask_over = durations_ms(
+        [w - _agent_ms(t) for w, t in zip(ask_walls, turns[:n], strict=True)], "ask overhead"
+    )
+    send_over = durations_ms(
+        [w - _agent_ms(t) for w, t in zip(send_walls, turns[n:], strict=True)], "send overhead"
+    )
     agent = [_agent_ms(t) for t in turns]
     report.info(
         f"{n} asks and {n} hand sends; the target's own turn p50 {percentile(agent, 0.5):.0f} ms"
@@ -147,7 +157,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
     )
     report.target(
         "one MCP ask: what MCP adds to the hand-off (overhead p50 beyond the hand send's)",
-        f"{p50 - base:+.0f} ms",
+        gap_ms_text(p50 - base, "more", "less"),
         f"< {OVERHEAD_P50_TARGET_MS:.0f} ms",
         f"hub.send + polling the transcript every 5 ms: overhead p50 {base:.0f} ms "
         f"(p95 {percentile(send_over, 0.95):.0f})",

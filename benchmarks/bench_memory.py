@@ -32,7 +32,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Report, private_tmux, run_main, temp_home, wait_for  # noqa: E402
+from _common import Report, Stopwatch, private_tmux, run_main, temp_home, wait_for  # noqa: E402
 
 TARGET_MB = 10.0
 SOURCES = 6
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
 
             slots = [connect(i) for i in range(SOURCES * ROUTES_PER_SOURCE)]
             made = len(slots)
-            start = time.monotonic()
+            start = Stopwatch()
             rss_warm: float | None = None
             rounds_warm = 0
             while hub.rounds_written < total:
@@ -87,7 +87,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                     if args.trace:
                         tracemalloc.start(8)
                         snap_warm = tracemalloc.take_snapshot()
-                if time.monotonic() - start > 30 + total / 10:
+                if start.s("memory run so far") > 30 + total / 10:
                     break
             wait_for(lambda: hub.rounds_written >= total, 60, f"{total} rounds")
             rounds_end = hub.rounds_written
@@ -102,7 +102,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                         f"grew {stat.size_diff / 1024:+.0f} KB in {stat.count_diff:+d} blocks: {where}"
                     )
                 tracemalloc.stop()
-            elapsed = time.monotonic() - start
+            elapsed = start.s("memory elapsed")
             assert rss_warm is not None
             growth = rss_end - rss_warm
             held = {

@@ -49,6 +49,7 @@ from _common import (  # noqa: E402
     Report,
     durations_ms,
     elapsed_ms,
+    gap_ms_text,
     percentile,
     private_tmux,
     run_main,
@@ -207,7 +208,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
     extra = percentile(r_lag, 0.95) - percentile(l_lag, 0.95)
     report.target(
         f"trigger latency over ssh ({len(r_lag)} turns)",
-        f"p95 {percentile(r_lag, 0.95):.0f} ms (+{extra:.0f} ms over local)",
+        f"p95 {percentile(r_lag, 0.95):.0f} ms ({gap_ms_text(extra)} local)",
         f"< local p95 + {EXTRA_TRIGGER_P95_TARGET_MS:.0f} ms",
         f"local p95 {percentile(l_lag, 0.95):.0f} ms",
         extra < EXTRA_TRIGGER_P95_TARGET_MS,

@@ -64,9 +64,12 @@ from _common import (  # noqa: E402
     SHELL_COMMAND,
     CouldNotMeasure,
     Report,
+    Stopwatch,
     claude_like_command,
     counting_tmux_calls,
     cpu_seconds,
+    durations_ms,
+    elapsed_ms,
     percentile,
     private_tmux,
     read_json_lines,
@@ -116,7 +119,7 @@ async def lag_probe(samples: list[float], stop: threading.Event) -> None:
     while not stop.is_set():
         t0 = loop.time()
         await asyncio.sleep(PROBE_S)
-        samples.append((loop.time() - t0 - PROBE_S) * 1000)
+        samples.append(elapsed_ms(t0, loop.time(), "event loop wake-up") - PROBE_S * 1000)
 
 
 def bare_loop_probe(samples: list[float], stop: threading.Event) -> threading.Thread:
@@ -309,9 +312,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
         )
         try:
             rss_empty = me.memory_info().rss
-            t0 = time.monotonic()
+            t0 = Stopwatch()
             inputs = make_tiles(hub, kind, root, pairs, hosted, args.nice)
-            made_s = time.monotonic() - t0
+            made_s = t0.s("scale made_s")
             routes = wire(hub, pairs)
             rss_made = me.memory_info().rss
             on_host = sum(1 for i in range(pairs) if host_of(i, hosted)) * 2
@@ -339,7 +342,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 return sum(tmux_server_cpu_seconds(pid) for pid in servers)
 
             cpu0 = cpu_seconds(os.getpid()) + tmux_cpu()
-            wall0 = time.monotonic()
+            wall0 = Stopwatch()
             spy = start_py_spy(os.getpid(), Path(args.profile), waves * 6) if args.profile else None
             counting: contextlib.AbstractContextManager[tuple[Counter[str], Counter[str]]] = (
                 counting_tmux_calls()
@@ -348,15 +351,15 @@ def main(args: argparse.Namespace, report: Report) -> None:
             )
             with counting as (commands, callers):
                 for wave in range(1, waves + 1):
-                    started = time.monotonic()
+                    started = Stopwatch()
                     send_wave(sources, wave, kind)
                     hub.wait_rounds_sync(2 * pairs * wave, 120)
-                    wave_s.append(time.monotonic() - started)
+                    wave_s.append(started.s("scale wave_s"))
                     wait_for(partial(received_all, inputs, wave), 30, "every target's prompt")
                     problems += check_wave(hub, wave, inputs, pairs)
                     time.sleep(1.2)  # past every route's cooldown
             cpu_s = cpu_seconds(os.getpid()) + tmux_cpu() - cpu0
-            wall = time.monotonic() - wall0
+            wall = wall0.s("scale wall")
             rss_end = me.memory_info().rss
             tmux_rss = sum(psutil.Process(pid).memory_info().rss for pid in servers)
             stop.set()
@@ -370,7 +373,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
 
     rounds = len(df)
     delivered = df[df["status"] == "delivered"]
-    latency = list(delivered["latency_ms"])
+    # (durations the hub logged, checked as the benchmark's own are)
+    latency = durations_ms([float(x) for x in delivered["latency_ms"]], "the log's latency_ms")
+    extract = durations_ms([float(x) for x in df["extract_ms"].dropna()], "the log's extract_ms")
     report.info(
         f"waves took {', '.join(f'{s:.1f}' for s in wave_s)} s (turn + {IDLE_DELAY_MS} ms idle + "
         f"rounds); hub process + tmux server used {100 * cpu_s / wall:.0f}% of one core over "
@@ -379,7 +384,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
     report.info(
         f"round latency (fire → delivered) p50 {percentile(latency, 0.5):.0f} ms, p95 "
         f"{percentile(latency, 0.95):.0f} ms; extract p95 "
-        f"{percentile(list(df['extract_ms'].dropna()), 0.95):.1f} ms"
+        f"{percentile(extract, 0.95):.1f} ms"
     )
     for line in problems[:10]:
         report.info(f"wrong: {line}")

@@ -19,12 +19,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, CouldNotMeasure, Report, run_main  # noqa: E402
+from _common import REPO, CouldNotMeasure, Report, Stopwatch, run_main  # noqa: E402
 
 TARGET_S_PER_1000_ROUNDS = 300.0
 FLOOR_S_PER_STEP = 0.25 + 0.5 + 0.5
@@ -37,9 +36,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     test = "tests/test_soak.py::test_soak_thousand_rounds_with_faults_keeps_every_invariant"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", test]
-    t0 = time.perf_counter()
+    t0 = Stopwatch()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall = t0.s("soak wall")
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("soak figures: ")), None)
     if done.returncode != 0 or line is None:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])

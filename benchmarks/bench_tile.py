@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
 
-from _common import Report, percentile, private_tmux, run_main, temp_home
+from _common import Report, Stopwatch, percentile, private_tmux, run_main, temp_home
 
 from madohub_nb import Hub
 
@@ -27,25 +26,25 @@ def main(args: argparse.Namespace, report: Report) -> None:
         try:
             made: list[float] = []
             for i in range(count):
-                started = time.perf_counter()
+                started = Stopwatch()
                 tile = hub.tile(f"t{i}", agent="shell", command="sleep 300")
-                made.append((time.perf_counter() - started) * 1000)
+                made.append(started.ms("tile made"))
                 tile.ready.result(10)  # (not timed) the check passes on the engine thread
             bare: list[float] = []
             for _ in range(count):
-                started = time.perf_counter()
+                started = Stopwatch()
                 subprocess.run(
                     ["tmux", "-L", socket, "new-window", "-d", "-P", "-t", f"{hub.session_name}:",
                      "sleep 300"],
                     check=True, capture_output=True,
                 )  # fmt: skip
-                bare.append((time.perf_counter() - started) * 1000)
+                bare.append(started.ms("tile bare"))
             for i in range(count - 1):
                 hub.connect(f"t{i}", f"t{i + 1}", dispatch="shadow")
-            started = time.perf_counter()
+            started = Stopwatch()
         finally:
             hub.close()
-        close_s = time.perf_counter() - started
+        close_s = started.s("tile close_s")
         p95, median = percentile(made, 0.95), percentile(made, 0.5)
         report.target(
             "hub.tile() returns (new pane)",

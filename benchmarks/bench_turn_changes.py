@@ -24,13 +24,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import CouldNotMeasure, Report, run_main  # noqa: E402
+from _common import CouldNotMeasure, Report, Stopwatch, run_main  # noqa: E402
 
 from madohub_nb.io.git import ChangeTracker  # noqa: E402
 from madohub_nb.io.machine import LocalMachine  # noqa: E402
@@ -48,9 +47,9 @@ def _git(repo: Path, *args: str) -> None:
 def _timed(fn: object, n: int) -> list[float]:
     out = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = Stopwatch()
         fn()  # type: ignore[operator]
-        out.append((time.perf_counter() - t0) * 1000)
+        out.append(t0.ms("turn_changes out"))
     return out
 
 
@@ -75,9 +74,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 path = repo / "src" / f"m{(turn * 3 + k) % FILES}.py"
                 path.write_text(path.read_text() + f"turn_{turn} = {k}\n")
             (repo / f"new{turn}.txt").write_text("a\nb\n")
-            t0 = time.perf_counter()
+            t0 = Stopwatch()
             changes = tracker.take("r")
-            took.append((time.perf_counter() - t0) * 1000)
+            took.append(t0.ms("turn_changes took"))
             if changes is None or changes.files_changed != 4 or changes.lines_added != 5:
                 raise CouldNotMeasure(f"turn {turn}: read {changes}, not 4 files and 5 lines")
         status = _timed(

@@ -36,10 +36,13 @@ from .io.transcripts import (
     read_last_response,
     read_turn_usage,
 )
+from .notebook.display import attach as _attach_views
 from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
 from .pipeline.workflow import Workflow
+
+_attach_views()  # tiles', routes' and the log's notebook views (the objects import no HTML)
 
 __version__ = "0.1.0"
 

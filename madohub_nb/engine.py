@@ -1,4 +1,5 @@
-"""The engine: an asyncio loop in a daemon thread of its own, and the hub's event bus.
+"""The engine: an asyncio loop in a daemon thread of its own, the hub's event bus, and
+the one place the package starts a task or a thread.
 
 The loop never runs on the caller's thread, in Jupyter or in a script: a cell
 that blocks (``time.sleep``, a long pandas job) never delays a round. Every
@@ -6,6 +7,12 @@ public call only *schedules* work here and returns at once; calls that take
 time return a :class:`HubFuture`, which a cell can ``await`` or resolve with
 ``.result(timeout)`` from the kernel's thread. (An earlier version borrowed the
 kernel's own loop; that froze routing whenever a cell blocked.)
+
+Every task is made here, by :func:`spawn` (any module, on the loop) or
+:meth:`Engine.spawn`, with an owner and a name; every blocking shutdown step that must not
+hold ``close()`` up (a host that stopped answering, a locked log) runs by :func:`aside`
+or :func:`side_by_side`, each waited on for a stated time (tests/test_architecture.py
+checks that no other module calls ``create_task`` or starts a thread).
 """
 
 from __future__ import annotations
@@ -16,14 +23,15 @@ import contextlib
 import contextvars
 import logging
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Final, Generic, TypeVar
 
 from .errors import MadohubError
-from .model import HubEvent
 
 log = logging.getLogger("madohub_nb")
 T = TypeVar("T")
+E = TypeVar("E")
 
 CLOSE_TIMEOUT_S = 2.0
 """How long closing waits for the loop's tasks to finish before it leaves them."""
@@ -31,14 +39,20 @@ CLOSE_TIMEOUT_S = 2.0
 _OWNER: contextvars.ContextVar[object] = contextvars.ContextVar("madohub_task_owner", default=None)
 """Who a task belongs to; a task a task makes inherits its owner (the context is copied)."""
 
+INHERIT: Final = object()
+"""``spawn(..., owner=INHERIT)``: the new task belongs to the owner of the code that spawns it."""
 
-class EventBus:
-    """Synchronous fan-out of :class:`HubEvent` to subscribers, on the engine thread."""
+_ENGINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Engine] = weakref.WeakKeyDictionary()
+"""The engine of each loop an engine runs (for :func:`spawn`)."""
+
+
+class EventBus(Generic[E]):
+    """Synchronous fan-out of events to subscribers, on the engine thread."""
 
     def __init__(self) -> None:
-        self._subscribers: list[Callable[[HubEvent], None]] = []
+        self._subscribers: list[Callable[[E], None]] = []
 
-    def subscribe(self, callback: Callable[[HubEvent], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[E], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for every event; returns a function that unsubscribes."""
         self._subscribers = [*self._subscribers, callback]
 
@@ -47,12 +61,13 @@ class EventBus:
 
         return unsubscribe
 
-    def emit(self, event: HubEvent) -> None:
+    def emit(self, event: E) -> None:
         for callback in self._subscribers:
             try:
                 callback(event)
             except Exception:  # a broken listener must not break routing
-                log.exception("madohub_nb event listener failed on %s", event.kind)
+                kind = getattr(event, "kind", type(event).__name__)
+                log.exception("madohub_nb event listener failed on %s", kind)
 
 
 class HubFuture(concurrent.futures.Future[T]):
@@ -90,6 +105,7 @@ class Engine:
     def __init__(self, name: str = "madohub-engine") -> None:
         self.loop = asyncio.new_event_loop()
         self.loop.set_task_factory(self._task_factory)
+        _ENGINES[self.loop] = self
         self._owned: dict[object, set[asyncio.Task[Any]]] = {}
         self.closed = False
         ready = threading.Event()
@@ -137,9 +153,11 @@ class Engine:
     def spawn(
         self, coro: Coroutine[Any, Any, T], owner: object, name: str | None = None
     ) -> asyncio.Task[T]:
-        """A task of ``owner`` running ``coro`` (engine thread only)."""
+        """A task of ``owner`` running ``coro`` (engine thread only); ``owner=INHERIT``: of
+        the owner of the code that calls (a route's task's tasks are the route's)."""
         context = contextvars.copy_context()
-        context.run(_OWNER.set, owner)
+        if owner is not INHERIT:
+            context.run(_OWNER.set, owner)
         return context.run(self.loop.create_task, coro, name=name)
 
     def tasks_of(self, owner: object) -> set[asyncio.Task[Any]]:
@@ -223,7 +241,7 @@ class Engine:
                 await asyncio.wait(tasks, timeout=timeout_s)
 
         if self.in_loop_thread:
-            task = self.loop.create_task(_cancel_all())
+            task = self.spawn(_cancel_all(), INHERIT, name="engine close")
             task.add_done_callback(lambda _: self.loop.stop())
             return  # the thread ends by itself once the loop stops
         with contextlib.suppress(Exception):
@@ -246,3 +264,43 @@ def _copy_task(task: asyncio.Task[T], into: concurrent.futures.Future[T]) -> Non
             into.set_exception(exc)
         else:
             into.set_result(task.result())
+
+
+def spawn(coro: Coroutine[Any, Any, T], *, name: str, owner: object = INHERIT) -> asyncio.Task[T]:
+    """A task running ``coro`` on the running loop, made by its engine (:meth:`Engine.spawn`):
+    it belongs to ``owner``, by default to the owner of the code that spawns it, and
+    :meth:`Engine.cancel` or the engine's close ends it. On a loop no engine runs (a test's
+    ``asyncio.run``) it is a plain task of that loop."""
+    loop = asyncio.get_running_loop()
+    engine = _ENGINES.get(loop)
+    if engine is None:
+        return loop.create_task(coro, name=name)
+    return engine.spawn(coro, owner, name)
+
+
+def aside(fn: Callable[..., object], *args: object, name: str) -> threading.Event:
+    """Run the blocking ``fn(*args)`` on a daemon thread of its own, for a step of the
+    shutdown that must not hold ``close()`` up (a host that stopped answering, a log still
+    locked): returns an event set once it returned (or raised), to wait on for as long as
+    the caller's budget allows."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except Exception:  # (said, as an unhandled thread error was; close goes on)
+            log.exception("madohub_nb shutdown step %r failed", name)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return done
+
+
+def side_by_side(
+    calls: Iterable[tuple[Callable[..., object], tuple[object, ...]]], *, name: str
+) -> None:
+    """Run blocking shutdown steps each on a thread of its own, side by side (each may wait
+    on its own host), and return once all have returned."""
+    for done in [aside(fn, *args, name=f"{name} {i}") for i, (fn, args) in enumerate(calls)]:
+        done.wait()

@@ -26,7 +26,7 @@ from .errors import MadohubError, MadohubValueError, MadohubWarning
 from .hub import Hub
 from .io.log import RoundLog
 from .pipeline.route import Route
-from .pipeline.workflow import TILE_OPTIONS, Workflow, check_options, options_named
+from .pipeline.workflow import Workflow, check_options, options_named
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,7 +58,7 @@ def apply_variant(workflow: Workflow, name: str, overrides: Mapping[str, Any]) -
         if not isinstance(settings, Mapping):
             raise MadohubValueError(f"{where}.{key}: must be a dict of settings, got {settings!r}")
         if key in tiles:
-            checked = check_options(settings, TILE_OPTIONS, "experiment", f"{where}.{key}")
+            checked = check_options(settings, options_named("tile"), "experiment", f"{where}.{key}")
             tiles[key].update(checked)
         elif key in keys:
             spec = routes[keys.index(key)]

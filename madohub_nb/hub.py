@@ -8,7 +8,6 @@ time return a :class:`HubFuture`. The machinery lives in :class:`Runtime`.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import os
 import threading
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from .agents.detect import kind_from_command
 from .agents.profiles import known_kinds
+from .defaults import check_choice
 from .engine import HubFuture
 from .errors import MadohubError, MadohubValueError
 from .hub_settings import HubSettings, add_setting_attributes
@@ -25,6 +25,8 @@ from .io.log import RoundLog, RoundRecord
 from .pipeline.gather import Gather, build_gather
 from .pipeline.inbox import Ask
 from .pipeline.keys import check_keys, press_keys
+from .pipeline.options import given_options, with_defaults
+from .pipeline.options import signature as options_signature
 from .pipeline.replay import replay_plan
 from .pipeline.round import hand_send_plan, run_round
 from .pipeline.route import Route, make_route, route_context
@@ -42,29 +44,26 @@ from .pipeline.transforms import AIClientConfig, make_transform_spec, require_ai
 from .pipeline.workflow import RouteSpec, Workflow, options_named
 from .render import html_for_hub, repr_hub
 from .runtime import CloseSummary, Runtime
-from .settings import COOLDOWN_MS_DEFAULT, MAX_ROUNDS_DEFAULT, check_choice
-from .tiles import ADOPTED_HOOKS
+from .tile_registry import ADOPTED_HOOKS
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _recorded(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Keep the arguments each ``hub.tile`` / ``connect`` / ``gather`` call was given, by the
-    object it made, so ``hub.workflow()`` can write them out as they were asked for."""
+def _table_signature(
+    kind: str, *leading: tuple[str, str]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Show ``hub.<kind>``'s options (``help()``, Jupyter's ``?``) from the one table of
+    options (:mod:`.pipeline.options`): ``leading`` (name, annotation), then its rows."""
 
     def wrap(method: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(method)
-
-        @functools.wraps(method)
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            made = method(*args, **kwargs)
-            bound = signature.bind(*args, **kwargs)
-            hub = cast("Hub", bound.arguments.pop("self"))
-            hub._recipes[made] = (kind, dict(bound.arguments))
-            return made
-
-        return call
+        first = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        first += [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=shown)
+            for name, shown in leading
+        ]
+        method.__signature__ = options_signature(kind, first)  # type: ignore[attr-defined]
+        return method
 
     return wrap
 
@@ -78,7 +77,7 @@ class Hub:
 
     tiles = property(lambda hub: hub._rt.tiles.tiles, doc="{name: Tile}")
     routes = property(lambda hub: hub._rt.routes.routes, doc="[Route], in order made.")
-    events = property(lambda hub: hub._rt.events, doc="Events for widgets and listeners.")
+    events = property(lambda hub: hub._rt.events, doc="Events: madohub_nb.pipeline.events types.")
     unlogged = property(lambda hub: hub._rt.recorder.unlogged, doc="Rounds the log refused.")
     rounds_written = property(lambda hub: hub._rt.recorder.rounds_written, doc="Rounds logged.")
     session_id = property(lambda hub: hub._rt.session_id, doc="This hub's id in the round log.")
@@ -139,27 +138,8 @@ class Hub:
         return self._rt.services.ai_config(model)
 
     # tiles ------------------------------------------------------------------
-    @_recorded("tile")
-    def tile(
-        self,
-        name: str,
-        agent: str | None = None,
-        command: str | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        pane: Any = None,
-        *,
-        ready_quiet_ms: int | None = None,
-        ready_pattern: str | None = None,
-        completion_pattern: str | None = None,
-        host: str | None = None,
-        hooks: bool | None = None,
-        worktree: str | bool | None = None,
-        mcp: bool | list[str] = False,
-        allow_shell: bool = False,
-        mcp_max_rounds: int | None = None,
-        mcp_cooldown_ms: int | None = None,
-    ) -> Tile:
+    @_table_signature("tile", ("name", "str"))
+    def tile(self, name: str, *args: Any, **keywords: Any) -> Tile:
         """Start ``command`` in a new pane, or adopt ``pane`` (``%3``, ``sess:win.pane``, a
         ``libtmux.Pane``); on ``host``'s tmux over ssh if given. ``tile.ready`` resolves once it
         has started. ``ready_quiet_ms``/``ready_pattern``: when a terminal program is ready (quiet
@@ -173,8 +153,19 @@ class Hub:
         a list: those tiles, a shell among them only with ``allow_shell=True``); on a ``host``,
         its link carries a port of the host's 127.0.0.1 back to the hub's server.
         ``mcp_max_rounds`` / ``mcp_cooldown_ms``: this tile's own loop protection as a caller
-        (None: the hub's settings; ``hub.mcp.set_limits(name, ...)`` changes them live)."""
+        (None: the hub's settings; ``hub.mcp.set_limits(name, ...)`` changes them live).
+        Every option is a row of :data:`madohub_nb.pipeline.options.TILE` (the tile options
+        table of the docs); the first five may be given by position."""
         self._check_open()
+        given = given_options("tile", args, keywords, "tile()")
+        o = with_defaults("tile", given)
+        agent, command, cwd, env, pane = o["agent"], o["command"], o["cwd"], o["env"], o["pane"]
+        ready_quiet_ms, ready_pattern = o["ready_quiet_ms"], o["ready_pattern"]
+        completion_pattern, host, hooks, worktree = (
+            o["completion_pattern"], o["host"], o["hooks"], o["worktree"],
+        )  # fmt: skip
+        mcp, allow_shell = o["mcp"], o["allow_shell"]
+        mcp_max_rounds, mcp_cooldown_ms = o["mcp_max_rounds"], o["mcp_cooldown_ms"]
         if agent is not None:
             check_choice("agent kind", agent, known_kinds())
         options = tile_options(ready_quiet_ms, ready_pattern, completion_pattern)
@@ -189,6 +180,7 @@ class Hub:
         if pane is None:
             workdir = check_new_tile(name, command, cwd, env, remote=host is not None)
             branch = worktree_branch(name, worktree)
+            mcp_layer = None
             if reach is not False:
                 self._rt.tiles.check_name_free(name)
                 kind = agent or kind_from_command(command)
@@ -198,10 +190,10 @@ class Hub:
                     raise MadohubValueError(
                         f"env= sets {', '.join(clash)}, which mcp= needs for {kind}; leave it out"
                     )
-                command, env = f"{command} {setup.args}", {**(env or {}), **setup.env}
+                mcp_layer = setup
             try:
                 tile = self._rt.tiles.create(
-                    name, agent, command, workdir, env, host, hooks, branch
+                    name, agent, command, workdir, env, host, hooks, branch, mcp=mcp_layer
                 )
             except BaseException:
                 if reach is not False:  # no tile: its token ends with it
@@ -218,33 +210,12 @@ class Hub:
             ref = pane if host is not None else pane_reference(pane, self.socket_name)
             tile = self._rt.tiles.adopt(name, ref, agent, host)
         tile.ready_quiet_ms, tile.ready_pattern, tile.completion_pattern = options
+        self._recipes[tile] = ("tile", given)
         return tile
 
     # routes -----------------------------------------------------------------
-    @_recorded("connect")
-    def connect(
-        self,
-        source: str | Tile,
-        target: str | Tile,
-        trigger: str = "on-idle",
-        transform: str = "prompt-wrap",
-        template: str | None = None,
-        max_rounds: int = MAX_ROUNDS_DEFAULT,
-        cooldown_ms: int = COOLDOWN_MS_DEFAULT,
-        stop_keyword: str | None = None,
-        dispatch: str = "madoagent",
-        pattern: str | None = None,
-        allow_shell: bool = False,
-        delivery: str | None = None,
-        model: str | None = None,
-        completion_pattern: str | None = None,
-        max_cost_usd: float | None = None,
-        max_tokens: int | None = None,
-        when: str | None = None,
-        unless: str | None = None,
-        approve: bool = False,
-        approve_timeout_s: float | None = None,
-    ) -> Route:
+    @_table_signature("connect", ("source", "str | Tile"), ("target", "str | Tile"))
+    def connect(self, source: str | Tile, target: str | Tile, *args: Any, **options: Any) -> Route:
         """Wire ``source`` → ``target``; from now on each finished turn of the source is routed.
 
         ``max_cost_usd`` / ``max_tokens``: budgets; once the rounds' ``cost_usd`` (or input +
@@ -254,45 +225,36 @@ class Hub:
         a turn whose answer does not match ``when`` (or matches ``unless``) is skipped.
         ``approve``: each prompt waits in :attr:`inbox` for a person to approve, edit or reject
         it (``approve_timeout_s``: it expires unanswered after that long, nothing typed).
+        Every option is a row of :data:`madohub_nb.pipeline.options.ROUTE` (the route options
+        table of the docs), by name or by position in the table's order.
         """
         self._check_open()
+        given = given_options("connect", args, options, "connect()")
         src, dst = self._rt.tiles.named(source, "source"), self._rt.tiles.named(target, "target")
-        options: dict[str, Any] = dict(
-            trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
-            cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
-            pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
-            model=model, api_key=self.api_key, completion_pattern=completion_pattern,
-            max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
-            approve=approve, approve_timeout_s=approve_timeout_s,
-        )  # fmt: skip
-        return self._rt.routes.add(
-            lambda number: make_route(self._rt.services, number, src, dst, **options)
+        resolved = self._route_options(given)
+        route = self._rt.routes.add(
+            lambda number: make_route(self._rt.services, number, src, dst, **resolved)
         )
+        self._recipes[route] = ("connect", given)
+        return route
 
-    @_recorded("gather")
+    def _route_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A route's options as given, its delivery the hub's unless given, and the hub's key."""
+        return {
+            **given,
+            "delivery": given.get("delivery") or self.delivery,
+            "api_key": self.api_key,
+        }
+
+    @_table_signature(
+        "gather", ("sources", "list[str | Tile] | tuple[str | Tile, ...]"), ("target", "str | Tile")
+    )
     def gather(
         self,
         sources: list[str | Tile] | tuple[str | Tile, ...],
         target: str | Tile,
-        trigger: str = "on-idle",
-        transform: str = "prompt-wrap",
-        template: str | None = None,
-        timeout_s: float | None = None,
-        max_rounds: int = MAX_ROUNDS_DEFAULT,
-        cooldown_ms: int = COOLDOWN_MS_DEFAULT,
-        stop_keyword: str | None = None,
-        dispatch: str = "madoagent",
-        pattern: str | None = None,
-        allow_shell: bool = False,
-        delivery: str | None = None,
-        model: str | None = None,
-        completion_pattern: str | None = None,
-        max_cost_usd: float | None = None,
-        max_tokens: int | None = None,
-        when: str | None = None,
-        unless: str | None = None,
-        approve: bool = False,
-        approve_timeout_s: float | None = None,
+        *args: Any,
+        **options: Any,
     ) -> Gather:
         """Fan in: once every source has finished a new turn since the last round (or
         ``timeout_s`` after the first did, with those that have), route their answers, each
@@ -300,24 +262,19 @@ class Hub:
         every other option is :meth:`connect`'s. A source that exits or stays silent past the
         timeout is named in the prompt and in the row's ``meta["gather_missing"]``."""
         self._check_open()
+        given = given_options("gather", args, options, "gather()")
         if isinstance(sources, str) or not isinstance(sources, (list, tuple)):
             raise MadohubValueError(
                 f"sources must be a list of tile names, e.g. ['r1', 'r2'], got {sources!r}"
             )
         srcs = [self._rt.tiles.named(s, "source") for s in sources]
         dst = self._rt.tiles.named(target, "target")
-        options: dict[str, Any] = dict(
-            trigger=trigger, transform=transform, template=template, max_rounds=max_rounds,
-            cooldown_ms=cooldown_ms, stop_keyword=stop_keyword, dispatch=dispatch,
-            pattern=pattern, allow_shell=allow_shell, delivery=delivery or self.delivery,
-            model=model, api_key=self.api_key, completion_pattern=completion_pattern,
-            max_cost_usd=max_cost_usd, max_tokens=max_tokens, when=when, unless=unless,
-            approve=approve, approve_timeout_s=approve_timeout_s, timeout_s=timeout_s,
-        )  # fmt: skip
+        resolved = self._route_options(given)
         context = route_context(self._rt.services)
         made = self._rt.routes.add(
-            lambda number: build_gather(context, number, srcs, dst, **options)
+            lambda number: build_gather(context, number, srcs, dst, **resolved)
         )
+        self._recipes[made] = ("gather", given)
         return cast(Gather, made)
 
     def route(self, key: str | int) -> Route:

@@ -14,11 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .errors import MadohubValueError
-from .io.remote import parse_ssh_command
-from .io.tmux import check_socket_name
-from .secrets import MIN_SECRET_CHARS
-from .settings import (
+from .defaults import (
     AI_MAX_RETRIES,
     AI_MAX_RETRIES_RANGE,
     AI_TIMEOUT_S,
@@ -35,7 +31,11 @@ from .settings import (
     check_choice,
     check_prices,
     check_range,
+    check_socket_name,
+    parse_ssh_command,
 )
+from .errors import MadohubValueError
+from .secrets import MIN_SECRET_CHARS
 
 AI_TIMEOUT_S_MAX: Final = 3600.0
 """An Anthropic request may wait up to an hour per attempt."""
@@ -231,7 +231,7 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         "prices", None, _check_prices, True,
         "Price table for each round's cost_usd: {model: {input, output, cache_read, "
-        "cache_write}} in USD per million tokens. None: madohub_nb.settings."
+        "cache_write}} in USD per million tokens. None: madohub_nb.defaults."
         f"PRICES_USD_PER_MTOK (taken {PRICES_TAKEN}; check them). A model missing from the "
         "table gets cost NaN.",
         dict,

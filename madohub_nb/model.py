@@ -2,14 +2,13 @@
 
 Every state a tile, route or round can be in is a ``Literal`` type here, used
 where its values are (``Tile.state``, ``Route.state``, ``RoundRecord.status``,
-``HubEvent.kind``), with the tuple of its values where something validates them. Nothing in this module
+an event's ``kind``), with the tuple of its values where something validates them. Nothing in this module
 does I/O or imports the rest of the package.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
 AGENT_KINDS: Final[tuple[str, ...]] = (
     "claude", "codex", "amp", "opencode", "qwen", "aider", "gemini", "copilot", "pi", "shell",
@@ -41,7 +40,7 @@ TurnSignal = Literal["hook", "status", "transcript", "screen", "quiet"]
 status file, an end-of-turn record in its files, its screen markers, silence."""
 TURN_SIGNALS: Final[tuple[str, ...]] = get_args(TurnSignal)
 
-EventKind = Literal[
+EventKind = Literal[  # (the string each event class of pipeline/events.py keeps as ``kind``)
     "tile_output",
     "tile_state",
     "tile_added",
@@ -58,21 +57,3 @@ AskKind = Literal["permission", "approval"]
 AskState = Literal["open", "approved", "rejected", "answered", "expired"]
 Decision = Literal["approved", "edited", "rejected", "expired"]
 """What a person (or the clock) decided about an approval route's prompt (log column)."""
-
-
-@dataclass(frozen=True)
-class HubEvent:
-    """Something widgets and listeners may want to redraw for.
-
-    ``tile_output`` (tile name, ``data`` = bytes count), ``tile_state`` (name, state),
-    ``tile_added`` (name, ``data`` = the tile), ``route_state`` / ``route_added``
-    (route id, state, ``data`` = the route), ``round`` (route id, status, ``data`` = the record),
-    ``turn_skipped`` (route id, why: ``already routed``, ``not new``, ``no answer``, ``paused``),
-    ``host_state`` (host name, ``reachable`` or ``unreachable``, ``data`` = why, or None),
-    ``ask`` (ask id, its state, ``data`` = the :class:`~madohub_nb.pipeline.inbox.Ask`).
-    """
-
-    kind: EventKind
-    name: str = ""
-    state: str = ""
-    data: Any = field(default=None, compare=False)

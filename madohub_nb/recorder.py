@@ -15,9 +15,10 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 
+from .engine import aside
 from .errors import LogError
 from .io.log import RoundLog, RoundRecord
-from .model import HubEvent
+from .pipeline.events import HubEvent, RoundLogged
 from .secrets import MIN_SECRET_CHARS
 
 CLOSE_WAIT_S = 1.0
@@ -106,7 +107,7 @@ class RoundRecorder:
             self.rounds_written += 1
         with self._backlog_lock:
             self.pending -= 1
-        self._emit(HubEvent("round", rec.route_id, rec.status, rec))
+        self._emit(RoundLogged(str(rec.route_id), rec.status, rec))
         self._call_soon(self._wake_waiters)
         return rec
 
@@ -156,6 +157,4 @@ class RoundRecorder:
             self._writer.shutdown(wait=True)
             self.log.close()
 
-        closer = threading.Thread(target=drain_then_close, name="madohub-log-close", daemon=True)
-        closer.start()
-        closer.join(wait_s)
+        aside(drain_then_close, name="madohub-log-close").wait(wait_s)

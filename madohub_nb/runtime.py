@@ -1,8 +1,8 @@
 """What runs behind the hub, composed: settings, engine, log, tiles, routes, recorder.
 
 :class:`Runtime` builds the parts and orders their shutdown; each part is its own
-small class (:class:`~madohub_nb.tiles.TileRegistry`,
-:class:`~madohub_nb.routes.RouteRegistry`, :class:`~madohub_nb.recorder.RoundRecorder`).
+small class (:class:`~madohub_nb.tile_registry.TileRegistry`,
+:class:`~madohub_nb.route_registry.RouteRegistry`, :class:`~madohub_nb.recorder.RoundRecorder`).
 It is also the ``RouteServices`` its routes and rounds get: each of those methods
 hands the call to the part that owns it.
 """
@@ -10,28 +10,27 @@ hands the call to the part that owns it.
 from __future__ import annotations
 
 import atexit
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .agents.registry import load_agents_file
-from .engine import Engine, EventBus
+from .defaults import parse_ssh_command
+from .engine import Engine, EventBus, aside
 from .hub_settings import HubSettings
 from .io.git import WorktreeEnd
 from .io.log import RoundLog
-from .io.remote import parse_ssh_command
 from .io.tmux import Tmux
-from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.events import HubEvent, TileStateChanged
 from .pipeline.inbox import Inbox
 from .pipeline.transforms import resolve_api_key
 from .recorder import RoundRecorder
-from .routes import RouteRegistry
+from .route_registry import RouteRegistry
 from .services import HubServices
-from .tiles import TileRegistry
+from .tile_registry import TileRegistry
 
 if TYPE_CHECKING:
-    from .handoffs import HubMcp
+    from .mcp_server import HubMcp
 
 SHUTDOWN_TIMEOUT_S = 1.5
 """``close()`` ends routes, watchers and the engine thread within about this long."""
@@ -67,7 +66,7 @@ class Runtime:
         """The one closed state: set first by ``close()``; no tile, route or round starts after."""
         self._atexit_registered = False
         self.engine = Engine()
-        self.events = EventBus()
+        self.events: EventBus[HubEvent] = EventBus()
         key = settings["api_key"]
         self.log = RoundLog(settings["log_path"], secrets=[key] if key else ())
         self.deliverer = Deliverer()
@@ -103,7 +102,7 @@ class Runtime:
     def mcp(self) -> HubMcp:
         """The hub's MCP server (made on first use: the ``mcp`` SDK loads only then)."""
         if self._mcp is None:
-            from .handoffs import HubMcp
+            from .mcp_server import HubMcp
 
             self._mcp = HubMcp(self)
         return self._mcp
@@ -123,7 +122,7 @@ class Runtime:
     def _tile_options(self) -> dict[str, Any]:
         return dict(
             claude_home=lambda: self.settings["claude_home"],
-            on_state=lambda name, state: self.emit(HubEvent("tile_state", name, state)),
+            on_state=lambda name, state: self.emit(TileStateChanged(name, state)),
             redact=self.log.redact_text,
         )
 
@@ -167,16 +166,16 @@ class Runtime:
         try:
             self.engine.run_sync(self._shutdown(), SHUTDOWN_TIMEOUT_S)
         except Exception:  # a dead tmux server or a stuck task: still end the thread below
-            kill = threading.Thread(
-                target=self.tmux.kill_session, args=(self.session_name,), daemon=True
+            kill = (
+                aside(self.tmux.kill_session, self.session_name, name="madohub kill session")
+                if self.tiles.made_here
+                else None
             )
-            if self.tiles.made_here:
-                kill.start()
             self.tiles.close_hosts_now()
-            if kill.is_alive():
+            if kill is not None:
                 # Not while the control client is torn down below: tmux 3.3a's server then
                 # exits now and then, taking adopted panes with it (as _at_exit says).
-                kill.join(KILL_WAIT_S)
+                kill.wait(KILL_WAIT_S)
         self._finish_close()
 
     def _finish_close(self) -> None:

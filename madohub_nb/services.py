@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import LogError
 from .io.log import RoundRecord
 from .io.watch import PaneStream
-from .model import HubEvent
 from .pipeline.deliver import Deliverer
+from .pipeline.events import HubEvent
 from .pipeline.inbox import Inbox
 from .pipeline.tile import Tile
 from .pipeline.transforms import AIClientConfig

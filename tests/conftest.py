@@ -303,8 +303,10 @@ class SkippedTurns:
         self.unsubscribe = hub.events.subscribe(self._on_event)  # type: ignore[attr-defined]
 
     def _on_event(self, event: object) -> None:
-        if getattr(event, "kind", "") == "turn_skipped":
-            self.events.append((event.name, event.state))  # type: ignore[attr-defined]
+        from madohub_nb.pipeline.events import TurnSkipped
+
+        if isinstance(event, TurnSkipped):
+            self.events.append((event.route_id, event.why))
 
     def count(self, route: object) -> int:
         return sum(1 for rid, _ in list(self.events) if rid == route.id)  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +26,11 @@ import madohub_nb as mh
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io import agent_records as ar
 from madohub_nb.io.agent_records import aider, copilot, gemini, opencode, pi, qwen
-from madohub_nb.io.agent_records.common import ANSWER_SCAN_BYTES
+from madohub_nb.io.agent_records.common import (
+    ANSWER_SCAN_BYTES,
+    SQLITE_DEADLINE_S,
+    open_foreign_sqlite,
+)
 from madohub_nb.io.records import ReadStats
 from madohub_nb.io.transcripts import turn_finished
 
@@ -316,6 +322,95 @@ def test_a_half_written_or_foreign_database_gives_none(tmp_path: Path) -> None:
     assert opencode.read_last_response(text) is None
 
 
+ENDLESS_ROWS = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r)"
+"""A query with no end: the body of the crafted views below."""
+CRAFTED_OPENCODE = {
+    # The attack of issue 38 item 7: `message` is a view that never finishes.
+    "message is an endless view": [
+        "ALTER TABLE message RENAME TO message_real",
+        f"CREATE VIEW message AS {ENDLESS_ROWS} SELECT 'msg_' || i AS id, 'ses' AS session_id,"
+        " i AS time_created, i AS time_updated, '{}' AS data FROM r WHERE i < 0",
+    ],
+    "part is an endless view": [
+        "ALTER TABLE part RENAME TO part_real",
+        f"CREATE VIEW part AS {ENDLESS_ROWS} SELECT 'prt' AS id, message_id, session_id,"
+        " 0 AS time_created, 0 AS time_updated, data FROM part_real, r WHERE i < 0",
+    ],
+    "an unexpected view and trigger": [
+        f"CREATE VIEW spin AS {ENDLESS_ROWS} SELECT i FROM r",
+        "CREATE TRIGGER t AFTER INSERT ON todo BEGIN SELECT 1; END",
+    ],
+}
+
+
+def crafted_opencode(tmp_path: Path, statements: list[str]) -> Path:
+    path = opencode_copy(tmp_path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA legacy_alter_table = ON")  # a rename keeps the views' text as written
+    for sql in statements:
+        conn.execute(sql)
+    conn.close()
+    return path
+
+
+def read_in_a_child(path: Path, timeout_s: float) -> dict[str, Any]:
+    """Both OpenCode readers and ``mh.read_last_response`` run in a real child process:
+    a reader that hangs fails the test at ``timeout_s`` instead of hanging it."""
+    code = (
+        "import json, logging, sys, time\n"
+        "logging.basicConfig(level=logging.WARNING, stream=sys.stderr)\n"
+        "import madohub_nb as mh\n"
+        "from madohub_nb.io.agent_records import opencode\n"
+        "p = sys.argv[1]; t0 = time.monotonic()\n"
+        "a = opencode.read_last_response(p); f = opencode.turn_finished(p)\n"
+        "s = opencode.session_for_directory(p, '/tmp/ar/home-opencode/proj')\n"
+        "m = mh.read_last_response(p)\n"
+        "print(json.dumps({'answer': a and a.text, 'finished': f, 'session': s,"
+        " 'mh': m and m.text, 'took_s': time.monotonic() - t0}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(mh.__file__).resolve().parents[1])}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:  # (subprocess.run kills the child by its pid)
+        pytest.fail(f"reading {path.name} did not return within {timeout_s} s")
+    assert done.returncode == 0, done.stderr
+    return {**json.loads(done.stdout), "log": done.stderr}
+
+
+@pytest.mark.parametrize("craft", list(CRAFTED_OPENCODE))
+def test_a_crafted_opencode_database_is_refused_within_its_deadline(
+    craft: str, tmp_path: Path
+) -> None:
+    path = crafted_opencode(tmp_path, CRAFTED_OPENCODE[craft])
+    got = read_in_a_child(path, timeout_s=30)
+    assert got["answer"] is None and got["finished"] is None and got["session"] is None
+    assert got["mh"] is None
+    assert got["took_s"] < 4 * SQLITE_DEADLINE_S + 2
+    assert "not reading" in got["log"] and str(path) in got["log"], got["log"]
+
+
+def test_every_read_of_a_foreign_database_stops_at_its_deadline(tmp_path: Path) -> None:
+    path = opencode_copy(tmp_path)
+    conn = open_foreign_sqlite(path, opencode.TABLES, deadline_s=0.3)
+    assert conn is not None  # the real database passes the schema check
+    start = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        conn.execute(f"{ENDLESS_ROWS} SELECT max(i) FROM r").fetchone()
+    conn.close()
+    assert time.monotonic() - start < 2
+    with pytest.raises(sqlite3.OperationalError):  # read-only: nothing is ever written
+        fresh = open_foreign_sqlite(path, opencode.TABLES)
+        assert fresh is not None
+        fresh.execute("DELETE FROM message")
+
+
 def test_opencode_reads_one_session_and_says_when_its_turn_is_not_over(tmp_path: Path) -> None:
     path = opencode_copy(tmp_path)
     session = "ses_dcd448da0ffedjdIBuS5DYweKY"
@@ -506,6 +601,109 @@ def test_aider_keeps_headings_quotes_and_code_and_drops_its_own_notes(tmp_path: 
     assert aider.turn_finished(path) is False
     got = aider.read_last_response(path)  # nothing answered the newest prompt yet
     assert got is not None and got.text == "\n".join(answer)
+
+
+# ----------------------------------------------------------------- older versions, errors
+
+ERROR_TURNS = {
+    "errors/.aider.chat.history.md": "aider",
+    "errors/gemini-session-2026-12-04T17-36-b823ab54.json": "gemini",
+    "errors/gemini-session-2026-12-04T17-37-699a0e57.jsonl": "gemini",
+    "errors/pi-2026-12-04T17-38-11-115Z_01a24222-8ff1-7465-a463-a93e70293be1.jsonl": "pi",
+    "errors/qwen-c1cbafcf-0f86-4887-a666-00747e33651c.jsonl": "qwen",
+}
+"""Real records whose last turn ended in an API error (README.md): each answered
+``Say hi`` first, so an older answer is there to be wrongly taken."""
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_TURNS))
+def test_a_turn_that_ended_in_an_error_has_no_answer(name: str, tmp_path: Path) -> None:
+    path = HERE / name
+    fmt = ERROR_TURNS[name]
+    assert ar.detect_format(path) == fmt
+    assert "Done: Say hi" in path.read_text(encoding="utf-8")  # the previous turn's answer
+    assert read(fmt, path) is None
+    assert mh.read_last_response(path) is None
+    renamed = tmp_path / "record.bin"
+    shutil.copyfile(path, renamed)
+    assert mh.read_last_response(renamed) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("gemini/session-2026-12-04T17-28-f76f590b.json", "Gemini CLI 0.38.2"),
+        ("gemini/session-2026-12-04T17-31-0950c6c8.json", "Gemini CLI 0.6.1"),
+        ("pi/v1/2026-12-04T17-29-25-177Z_815edffc-1c44-4b65-8794-9aee02d62228.jsonl", "Pi 0.30.2"),
+        ("pi/v2/2026-12-04T17-30-05-647Z_af516a9e-6c24-4eb3-ad16-59816b9b2f5b.jsonl", "Pi 0.32.3"),
+    ],
+)
+def test_older_record_versions_give_the_whole_answer(name: str, version: str) -> None:
+    # (test_each_reader_gives_the_whole_answer_of_its_real_record checks them all; this
+    # one names the versions whose format differs from the newest)
+    got = mh.read_last_response(HERE / name)
+    assert got is not None and got.text == LONG_ANSWER, version
+
+
+def test_a_gemini_json_document_is_read_from_its_tail(tmp_path: Path) -> None:
+    src = HERE / "gemini/session-2026-12-04T17-28-f76f590b.json"
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    filler = {"id": "f", "timestamp": "t", "type": "info", "content": "x" * 1000}
+    doc["messages"][:0] = [filler] * 40_000  # ~40 MB of older messages before the turns
+    path = tmp_path / "session-big.json"
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    stats = ReadStats()
+    got = gemini.read_last_response(path, stats=stats)
+    assert got is not None and got.text == LONG_ANSWER
+    assert stats.bytes_read < BOUNDED_BYTES
+    assert gemini.turn_finished(path) is True
+    doc["messages"].append({"id": "u", "timestamp": "t", "type": "user", "content": "next"})
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    assert gemini.turn_finished(path) is False
+    got = gemini.read_last_response(path)
+    assert got is not None and got.text == LONG_ANSWER  # still working: the last answer stands
+    cut = path.read_bytes()[:-200]  # being rewritten: the newest messages are not there yet
+    path.write_bytes(cut)
+    assert gemini.read_last_response(path) is None  # never an older answer as the newest
+    assert gemini.turn_finished(path) is None
+
+
+def test_pi_joins_an_answers_text_blocks_as_its_own_copy_command(tmp_path: Path) -> None:
+    path = copy_fixture("pi", tmp_path)
+    blocks = [
+        {"type": "thinking", "thinking": "hidden"},
+        {"type": "text", "text": "  first part,"},
+        {"type": "toolCall", "id": "t", "name": "ls", "arguments": {}},
+        {"type": "text", "text": " second part\n"},
+    ]
+    append(
+        path,
+        {"type": "message", "id": "n1", "parentId": "5a1221fb", "message": {"role": "user", "content": "go"}},
+        {"type": "message", "id": "n2", "parentId": "n1", "message": {"role": "assistant", "content": blocks, "stopReason": "stop"}},
+    )  # fmt: skip
+    got = pi.read_last_response(path)
+    # getLastAssistantText (pi-mono core/agent-session.ts): text blocks joined with "", trimmed.
+    assert got is not None and got.text == "first part, second part"
+    # An answer aborted before any content is passed over, as Pi's own command does.
+    append(path, {"type": "message", "id": "n3", "parentId": "n2", "message": {"role": "assistant", "content": [], "stopReason": "aborted"}})  # fmt: skip
+    got = pi.read_last_response(path)
+    assert got is not None and got.text == "first part, second part"
+
+
+def test_a_pi_version_1_record_is_one_linear_branch(tmp_path: Path) -> None:
+    path = tmp_path / "v1.jsonl"
+    shutil.copyfile(HERE / "pi/v1/2026-12-04T17-29-25-177Z_815edffc-1c44-4b65-8794-9aee02d62228.jsonl", path)  # fmt: skip
+    append(path, {"type": "message", "timestamp": "2026-12-04T17:30:00.000Z", "message": {"role": "user", "content": [{"type": "text", "text": "more"}]}})  # fmt: skip
+    assert pi.turn_finished(path) is False
+    got = pi.read_last_response(path)
+    assert got is not None and got.text == LONG_ANSWER
+    append(path, {"type": "message", "timestamp": "2026-12-04T17:30:01.000Z", "message": {"role": "assistant", "content": [{"type": "text", "text": "v1 answer"}], "stopReason": "stop"}})  # fmt: skip
+    got = pi.read_last_response(path)
+    assert got is not None and (got.text, got.message_id) == (
+        "v1 answer",
+        "2026-12-04T17:30:01.000Z",
+    )
+    assert pi.turn_finished(path) is True
 
 
 # ----------------------------------------------------------------- usage makes cost_usd

@@ -1,8 +1,8 @@
 """The package reads as one straight pipeline: imports point down, never in a circle.
 
 Layers, from the bottom: the words of the system (model, settings, errors,
-secrets); adapters and agent knowledge (io/, agents/, render); the pipeline and
-the engine; the runtime behind the hub; the hub; the notebook layer. A module
+secrets); the engine (the loop every task runs on), adapters and agent knowledge (io/,
+agents/, render); the pipeline; the runtime behind the hub; the hub; the notebook layer. A module
 may import its own layer or a lower one, never a higher one, and no module
 imports another module's private (``_``) name. ``__init__`` (the public facade),
 ``demo/`` and ``testing/`` sit outside the layers.
@@ -19,21 +19,22 @@ PACKAGE = Path(__file__).resolve().parent.parent / "madohub_nb"
 
 LAYERS: dict[str, int] = {
     "madohub_nb.errors": 0,
-    "madohub_nb.settings": 0,
+    "madohub_nb.defaults": 0,
     "madohub_nb.model": 0,
     "madohub_nb.secrets": 0,
+    "madohub_nb.regex": 0,  # patterns compiled on first use (agent tables and adapters)
     "madohub_nb.io": 1,
     "madohub_nb.agents": 1,
     "madohub_nb.render": 1,
     "madohub_nb.plot": 1,
+    "madohub_nb.engine": 1,  # the loop and its owned tasks: io/ spawns through it too
     "madohub_nb.pipeline": 2,
-    "madohub_nb.engine": 2,
-    "madohub_nb.hub_settings": 3,  # the settings table (its validators use io/)
-    "madohub_nb.tiles": 3,  # the runtime's parts: tile registry, route registry, recorder
-    "madohub_nb.routes": 3,
+    "madohub_nb.hub_settings": 0,  # the settings table: words and validators, no adapter
+    "madohub_nb.tile_registry": 3,  # the runtime's parts: tile registry, route registry, recorder
+    "madohub_nb.route_registry": 3,
     "madohub_nb.recorder": 3,
     "madohub_nb.services": 3,
-    "madohub_nb.handoffs": 3,  # hub.mcp: the MCP server joined to the tools' work
+    "madohub_nb.mcp_server": 3,  # hub.mcp: the MCP server joined to the tools' work
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
@@ -48,6 +49,39 @@ CLASSES_OF_A_PLACE = frozenset(
 )
 """Classes whose ``isinstance`` test would tell a pane here from one elsewhere (``Process``:
 ``psutil.Process``, the old local/remote tell)."""
+TASK_HOME = "madohub_nb.engine"
+"""The one module that makes tasks and threads: everything else calls its ``spawn`` (a task
+with an owner), ``aside`` or ``side_by_side`` (a shutdown step waited on for a stated time)."""
+TASK_MAKERS_ALLOWED: dict[str, str] = {
+    "madohub_nb.testing._http": "a test's local HTTP server (a fake API) runs its own "
+    "thread, outside any hub",
+}
+"""Modules that may start a task or thread themselves, and why."""
+KEPT_APART: tuple[tuple[str, str, str], ...] = (
+    (
+        "madohub_nb.render",
+        "madohub_nb.notebook madohub_nb.hub madohub_nb.plot",
+        "core objects import no HTML rendering: the notebook layer attaches their views "
+        "(madohub_nb.notebook.display)",
+    ),
+    (
+        "madohub_nb.plot",
+        "madohub_nb.notebook",
+        "the log (and every core object) imports no plotting: RoundLog.plot draws with the "
+        "plotter the notebook layer attaches",
+    ),
+)
+"""(what is imported, the only modules that may import it, why): views kept apart from the
+objects they show, type-only imports included. (The settings table imports no adapter: it
+is in layer 0, below io/.)"""
+
+
+KNOWN_TYPE_CYCLES = (
+    "madohub_nb.runtime -> madohub_nb.mcp_server -> madohub_nb.runtime",
+    "madohub_nb.runtime -> madohub_nb.services -> madohub_nb.runtime",
+)
+"""Circles of type-only imports still to go (issue 37, item 6: the runtime's parts name the
+runtime they serve); no other may come."""
 
 
 def _module_name(path: Path) -> str:
@@ -115,17 +149,29 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(type_only_too: bool = False) -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         for target, _, _, type_only in _imports(path):
-            if type_only:
+            if type_only and not type_only_too:
                 continue
             while target not in modules and "." in target:
                 target = target.rsplit(".", 1)[0]
             if target in modules and target != module:
                 graph[module].add(target)
+            if type_only_too and not type_only:
+                # Importing a.b.c runs a.b's __init__ first (the package facades re-export),
+                # unless a.b is the importer's own package (run already); not the top facade.
+                package = target.rsplit(".", 1)[0]
+                while package.count(".") >= 1:
+                    if (
+                        package in modules
+                        and package != module
+                        and not module.startswith(package + ".")
+                    ):
+                        graph[module].add(package)
+                    package = package.rsplit(".", 1)[0]
     return graph
 
 
@@ -159,8 +205,21 @@ def test_no_module_imports_another_modules_private_name() -> None:
     assert not private, "\n".join(private)
 
 
+def _package_of(module: str) -> str:
+    return (
+        module
+        if (PACKAGE.parent / module.replace(".", "/")).is_dir()
+        else module.rpartition(".")[0]
+    )
+
+
 def test_there_is_no_import_cycle() -> None:
-    graph = _graph()
+    """No circle among the package's modules, counting type-only imports (under
+    ``TYPE_CHECKING``) too: a circle of types is still two modules that need each other.
+    A package's ``__init__`` importing its own modules, and they it, is no circle here."""
+    graph = _graph(type_only_too=True)
+    for module in graph:  # (a module importing its own package's facade)
+        graph[module] = {t for t in graph[module] if t != _package_of(module) or t == module}
     state: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[str] = []
@@ -181,6 +240,7 @@ def test_there_is_no_import_cycle() -> None:
             visit(node)
     # A package's __init__ re-exports its modules; a module importing a sibling through the
     # package is the one way such a cycle is harmless, and we do not do it either.
+    cycles = [c for c in cycles if c not in KNOWN_TYPE_CYCLES]
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
@@ -217,6 +277,198 @@ def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
     assert not found, "ask tile.machine instead:\n" + "\n".join(found)
 
 
+def _under(module: str, prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes.split())
+
+
+def test_views_are_imported_only_from_above() -> None:
+    """No core object imports HTML rendering, the log no plotting (each in KEPT_APART)."""
+    found = []
+    for module, path in _modules().items():
+        if _outside(module):
+            continue
+        for target, _, line, _ in _imports(path):
+            for kept, allowed, why in KEPT_APART:
+                if _under(target, kept) and not _under(module, kept + " " + allowed):
+                    found.append(f"{module}:{line} imports {target} ({why})")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("planted_in", "source", "check", "expected"),
+    [
+        (
+            "pipeline/tile.py",
+            "from ..render import html_for_tile\n",
+            "test_views_are_imported_only_from_above",
+            "tile:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "route_registry.py",
+            "from .render import html_for_route\n",
+            "test_views_are_imported_only_from_above",
+            "route_registry:\\d+ imports madohub_nb.render",
+        ),
+        (
+            "io/log.py",
+            "from ..plot import timeline_figure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "io/log.py",
+            "if TYPE_CHECKING:\n    from ..plot import TimelineFigure\n",
+            "test_views_are_imported_only_from_above",
+            "io.log:\\d+ imports madohub_nb.plot",
+        ),
+        (
+            "hub_settings.py",
+            "from .io.tmux import check_socket_name\n",
+            "test_imports_only_point_down_the_pipeline",
+            "hub_settings:\\d+ \\(layer 0\\) imports madohub_nb.io.tmux",
+        ),
+    ],
+)
+def test_a_view_or_adapter_imported_from_below_is_caught(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    planted_in: str,
+    source: str,
+    check: str,
+    expected: str,
+) -> None:
+    """HTML rendering imported by a core object, plotting by the log, an adapter by the
+    settings table (appended to the real module): the check fails."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    globals()[check]()
+    with (copy / planted_in).open("a") as module:
+        module.write("\n" + source)
+    with pytest.raises(AssertionError, match=expected):
+        globals()[check]()
+
+
+def _task_makers(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of every ``create_task``/``ensure_future`` call and thread made."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("create_task", "ensure_future", "Thread"):
+            found.append((node.lineno, name))
+        elif isinstance(func, ast.Attribute) and func.attr == "run" and node.args:
+            # context.run(loop.create_task, ...): a task made all the same
+            first = node.args[0]
+            if isinstance(first, ast.Attribute) and first.attr == "create_task":
+                found.append((node.lineno, "create_task"))
+    return found
+
+
+def test_only_the_engine_makes_tasks_and_threads() -> None:
+    """Every task has an owner (the engine's ``spawn``) and every blocking shutdown step a
+    stated wait (its ``aside``/``side_by_side``): no module makes its own, unless allowed."""
+    found = []
+    for module, path in _modules().items():
+        if module == TASK_HOME or module in TASK_MAKERS_ALLOWED:
+            continue
+        for line, what in _task_makers(ast.parse(path.read_text(), str(path))):
+            found.append(f"{module}:{line} makes a task or thread ({what})")
+    assert not found, (
+        "spawn it with madohub_nb.engine.spawn (or aside/side_by_side for a shutdown step), "
+        "or add the module to TASK_MAKERS_ALLOWED with why:\n" + "\n".join(found)
+    )
+
+
+def test_the_shipped_kinds_are_the_registrys() -> None:
+    """``model.AGENT_KINDS`` (the words layer, which imports nothing) names the kinds of
+    ``agents/kinds/``, in the same order."""
+    from madohub_nb.agents.kinds import SHIPPED_KINDS
+    from madohub_nb.model import AGENT_KINDS
+
+    assert AGENT_KINDS == SHIPPED_KINDS
+
+
+KIND_HOMES = (
+    "madohub_nb.agents.kinds",
+    "madohub_nb.io.agent_records",
+    "madohub_nb.io.transcripts",
+    "madohub_nb.demo",
+    "madohub_nb.testing",
+)
+"""Where an agent kind may be named in a comparison: the kinds' own modules and the readers
+of the formats the agents write (``io/agent_records/<kind>.py`` and its table of formats;
+``io/transcripts.py``: Claude's and Codex's); and the stand-ins and fakes of particular agents
+(``demo/``, ``testing/``), whose demo picks a real Claude Code by name."""
+EXTRACTOR_WORDS = ("jsonl", "rollout")
+"""Extraction methods that name one kind's format (``profile.extractor == "jsonl"``)."""
+METHOD_WORDS = ("method", "extractor")
+"""``x.method != "terminal"`` names an extraction method (the screen), not the kind."""
+
+
+def _kind_words(node: ast.expr) -> list[str]:
+    from madohub_nb.agents.kinds import SHIPPED_KINDS
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        words = (*SHIPPED_KINDS, *EXTRACTOR_WORDS)
+        return [node.value] if node.value in words else []
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return [w for elt in node.elts for w in _kind_words(elt)]
+    return []
+
+
+def test_no_agent_kind_is_compared_outside_its_module() -> None:
+    """No ``agent == "claude"``, ``kind in ("codex", ...)`` or ``profile.extractor ==
+    "jsonl"`` outside ``agents/kinds/``: what differs by kind is asked of the kind."""
+    found = []
+    for module, path in _modules().items():
+        if _outside(module) or any(module == h or module.startswith(h + ".") for h in KIND_HOMES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                words = []
+                for i, operand in enumerate(operands):
+                    others = [ast.unparse(o) for j, o in enumerate(operands) if j != i]
+                    for word in _kind_words(operand):
+                        if word == "terminal" and all(o.endswith(METHOD_WORDS) for o in others):
+                            continue
+                        words.append(word)
+                if words:
+                    found.append(f"{module}:{node.lineno} compares {ast.unparse(node)}")
+            elif isinstance(node, ast.MatchValue) and _kind_words(node.value):
+                found.append(f"{module}:{node.lineno} matches {ast.unparse(node.value)}")
+    assert not found, "ask the agent's kind (agents/kinds/<kind>.py):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import asyncio\nasync def f() -> None:\n    asyncio.get_running_loop().create_task(f())\n",
+        "import asyncio\nasync def f() -> None:\n    asyncio.ensure_future(f())\n",
+        "import threading\ndef f() -> None:\n    threading.Thread(target=f).start()\n",
+        "from threading import Thread\ndef f() -> None:\n    Thread(target=f).start()\n",
+    ],
+)
+def test_the_task_rule_catches_a_planted_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Planted in pipeline/, a task or thread made by hand fails the rule."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    test_only_the_engine_makes_tasks_and_threads()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] makes a task"):
+        test_only_the_engine_makes_tasks_and_threads()
+
+
 @pytest.mark.parametrize(
     ("source", "check", "expected"),
     [
@@ -236,6 +488,11 @@ def test_only_io_tells_tiles_and_machines_apart_by_class() -> None:
             "imports madohub_nb.pipeline",
         ),
         ("from . import log\n", "test_there_is_no_import_cycle", "io.log -> madohub_nb.io.planted"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .log import RoundLog\n",
+            "test_there_is_no_import_cycle",
+            "io.log -> madohub_nb.io.planted",
+        ),
     ],
 )
 def test_the_checks_catch_what_they_look_for(
@@ -278,3 +535,94 @@ def test_the_class_rule_catches_a_planted_test(
     (copy / "pipeline" / "planted.py").write_text(source)
     with pytest.raises(AssertionError, match="madohub_nb.pipeline.planted:[23] tests the class"):
         test_only_io_tells_tiles_and_machines_apart_by_class()
+
+
+OPTIONS_HOME = "madohub_nb.pipeline.options"
+"""The one table of the options of ``hub.tile`` / ``connect`` / ``gather`` (issue 37, item 4)."""
+OPTION_TAKERS = frozenset(
+    {"tile", "connect", "gather", "build_route", "build_gather", "make_route"}
+)
+"""The calls that take those options: they read the table, they declare none of them (the
+``%madohub`` flags are checked against the table in tests/test_options_table.py)."""
+
+
+def test_options_are_declared_only_in_their_table() -> None:
+    """No call that takes options declares one as a parameter: a new option is one row."""
+    from madohub_nb.pipeline.options import ROUTE, TILE
+
+    names = {o.name for o in (*ROUTE, *TILE)}
+    found = []
+    for module, path in _modules().items():
+        if module == OPTIONS_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.name in OPTION_TAKERS
+            ):
+                a = node.args
+                declared = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                if again := [p for p in declared if p in names]:
+                    found.append(f"{module}:{node.lineno} {node.name}() declares {again}")
+    assert not found, "options declared outside their table (add a row to it instead):\n" + (
+        "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "def connect(self, source, target, trigger='on-idle', **options): ...\n",
+            r"planted:1 connect\(\) declares \['trigger'\]",
+        ),
+        (
+            "async def build_route(context, *, cooldown_ms: int = 3000): ...\n",
+            r"planted:1 build_route\(\) declares \['cooldown_ms'\]",
+        ),
+    ],
+)
+def test_the_options_rule_catches_a_planted_declaration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, expected: str
+) -> None:
+    """An option declared again outside its table, planted in a copy: the rule fails."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    test_options_are_declared_only_in_their_table()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(AssertionError, match=expected):
+        test_options_are_declared_only_in_their_table()
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'def f(agent: str) -> bool:\n    return agent == "claude"\n',
+        'def f(agent: str) -> bool:\n    return agent not in ("codex", "gemini")\n',
+        'def f(p: object) -> bool:\n    return p.extractor == "jsonl"  # type: ignore\n',
+        'def f(agent: str) -> int:\n    match agent:\n        case "pi":\n            return 1\n'
+        "    return 0\n",
+    ],
+)
+def test_the_kind_rule_catches_a_planted_comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Planted in agents/kinds/ the comparison passes; in pipeline/ it fails the rule. A
+    comparison with an extraction method (``x.method != "terminal"``) is no kind's."""
+    import shutil
+
+    copy = tmp_path / "madohub_nb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(f"{__name__}.PACKAGE", copy)
+    (copy / "agents" / "kinds" / "planted.py").write_text(source)
+    (copy / "pipeline" / "method.py").write_text(
+        'def f(x: object) -> bool:\n    return x.method != "terminal"  # type: ignore\n'
+    )
+    test_no_agent_kind_is_compared_outside_its_module()
+    (copy / "pipeline" / "planted.py").write_text(source)
+    with pytest.raises(
+        AssertionError, match=r"madohub_nb.pipeline.planted:[234] (compares|matches)"
+    ):
+        test_no_agent_kind_is_compared_outside_its_module()

@@ -35,6 +35,7 @@ from madohub_nb.agents import (
 from madohub_nb.agents.claude import CONFIG_ENV
 from madohub_nb.agents.codex import HOME_ENV, ROLLOUT_GLOB
 from madohub_nb.agents.detect import kind_from_command
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io.machine import LocalMachine
 
@@ -320,7 +321,7 @@ def test_a_stale_session_file_of_a_reused_pid_is_not_followed(
     wait_until(lambda: tile.last_response() is not None, 15, what="a's own answer")
     own = Path(str(tile.transcript_path()))
     proc = tile.agent_process()
-    sessions = Path(str(tile.claude_config(proc))) / "sessions" / f"{proc.pid}.json"
+    sessions = Path(str(claude_kind.config_dir(tile, proc))) / "sessions" / f"{proc.pid}.json"
     foreign_id = "0f0f0f0f-0000-4000-8000-000000000001"
     foreign = own.with_name(f"{foreign_id}.jsonl")
     foreign.write_text(own.read_text().replace("own question", "FOREIGN"))
@@ -354,7 +355,7 @@ def test_an_environment_read_during_an_exec_is_not_kept(
         "a", agent="claude", command=f"env -i {launcher}", cwd=tmp_path, hooks=False
     )
     first = wait_until(tile.agent_process, 10, what="the launcher, named claude")
-    assert tile.claude_config(first) is None  # no environment yet: nothing to find
+    assert claude_kind.config_dir(tile, first) is None  # no environment yet: nothing to find
     wait_until(lambda: tile.state == "idle", 20, what="the stand-in idle")
     assert tile.agent_process() == first  # the same process: exec kept its pid and start
     hub.send("a", "own question").result(30)  # type: ignore[attr-defined]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from madohub_nb.engine import Engine, EventBus
+from madohub_nb.engine import Engine, EventBus, aside, side_by_side, spawn
 from madohub_nb.errors import MadohubError
-from madohub_nb.model import HubEvent
+from madohub_nb.pipeline.events import HubEvent, RoundLogged, TileOutput
 
 
 async def _double(x: int) -> int:
@@ -114,10 +114,22 @@ def test_a_failing_listener_does_not_stop_the_others() -> None:
 
     bus.subscribe(broken)
     unsubscribe = bus.subscribe(lambda e: seen.append(e.kind))
-    bus.emit(HubEvent("round"))
+    bus.emit(TileOutput("t", 3))
     unsubscribe()
-    bus.emit(HubEvent("round"))
-    assert seen == ["round"]
+    bus.emit(TileOutput("t", 3))
+    assert seen == ["tile_output"]
+
+
+def test_each_event_kind_is_a_type_that_keeps_its_old_kind_string() -> None:
+    """Listeners match events by type; ``kind`` still says the string they were told apart
+    by before (``hub.events`` listeners written against it keep working)."""
+    import typing
+
+    from madohub_nb.model import EventKind
+
+    kinds = {cls.kind for cls in typing.get_args(HubEvent)}
+    assert kinds == set(typing.get_args(EventKind))
+    assert RoundLogged.kind == "round" and TileOutput("t", 3).kind == "tile_output"
 
 
 def test_many_threads_calling_the_hub_at_once_never_corrupt_it(
@@ -222,3 +234,54 @@ def test_the_engine_owns_every_task_and_cancels_one_owners_alone() -> None:
         assert engine.run_sync(counts(), 5) == (0, 1)
     finally:
         engine.close()
+
+
+def test_spawn_from_any_module_makes_a_named_task_of_the_callers_owner_or_one_named() -> None:
+    """``madohub_nb.engine.spawn`` (what io/ and pipeline/ call) makes the task through the
+    running loop's engine: named, and of the caller's owner unless one is named."""
+    engine = Engine()
+    try:
+
+        async def nap() -> None:
+            await asyncio.sleep(60)
+
+        async def parent() -> tuple[str, str]:
+            inherited = spawn(nap(), name="inherited")
+            own = spawn(nap(), name="own", owner="b")
+            return inherited.get_name(), own.get_name()
+
+        async def setup() -> tuple[str, str]:
+            return await engine.spawn(parent(), owner="a")
+
+        assert engine.run_sync(setup(), 5) == ("inherited", "own")
+        names = engine.run_sync(_names_of(engine, "a", "b"), 5)
+        assert names == ({"inherited"}, {"own"})
+        engine.run_sync(engine.cancel("a"), 5)
+        assert engine.run_sync(_names_of(engine, "a", "b"), 5) == (set(), {"own"})
+    finally:
+        engine.close()
+
+
+async def _names_of(engine: Engine, *owners: str) -> tuple[set[str], ...]:
+    await asyncio.sleep(0.05)
+    return tuple({t.get_name() for t in engine.tasks_of(o)} for o in owners)
+
+
+def test_spawn_on_a_loop_no_engine_runs_is_a_plain_task() -> None:
+    async def main() -> str:
+        task = spawn(asyncio.sleep(0, "done"), name="plain")
+        return f"{task.get_name()} {await task}"
+
+    assert asyncio.run(main()) == "plain done"
+
+
+def test_a_step_aside_says_it_ended_even_when_it_fails_and_side_by_side_waits_for_all() -> None:
+    def fails() -> None:
+        raise OSError("host gone")
+
+    assert aside(fails, name="failing step").wait(5)
+    ended: list[int] = []
+    started = time.monotonic()
+    side_by_side(((lambda n: (time.sleep(0.3), ended.append(n)), (n,)) for n in range(3)), name="t")
+    took_s = time.monotonic() - started
+    assert sorted(ended) == [0, 1, 2] and took_s < 0.8, took_s  # side by side, not in turn

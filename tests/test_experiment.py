@@ -14,6 +14,7 @@ import pytest
 from conftest import FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.demo import standin_command
 from madohub_nb.experiment import DF_COLUMNS, apply_variant
 from madohub_nb.pipeline.extract import transcript_path
@@ -247,7 +248,7 @@ def test_a_fresh_agent_never_takes_another_agents_transcript_of_its_cwd_for_its_
     b = start_standin(hub, "b", cwd=project)
     proc = b.agent_process()
     assert proc is not None
-    b_config = b.claude_config(proc)
+    b_config = claude_kind.config_dir(b, proc)
     assert b_config is not None
     own = b_config / "sessions" / f"{proc.pid}.json"
     wait_until(own.exists, 15, what="b's sessions file")

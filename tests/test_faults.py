@@ -340,11 +340,12 @@ CHILD_HUB = """
 import sys, time
 import madohub_nb as mh
 from madohub_nb.demo import standin_command
+from madohub_nb.pipeline.events import RoundLogged
 
 socket_name, log_path, project, report = sys.argv[1:5]
 hub = mh.Hub(socket_name=socket_name, idle_delay_ms=300, log_path=log_path)
 out = open(report, "a", buffering=1)
-hub.events.subscribe(lambda e: out.write(e.data.round_id + "\\n") if e.kind == "round" else None)
+hub.events.subscribe(lambda e: out.write(e.record.round_id + "\\n") if isinstance(e, RoundLogged) else None)
 env = {"MADOHUB_STANDIN_THINK_S": "0.1"}
 for name in ("a", "b"):
     tile = hub.tile(name, agent="claude", command=standin_command("claude", persona="counter"),

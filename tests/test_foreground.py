@@ -46,9 +46,9 @@ from madohub_nb.agents.process_table import (
     use_process_table,
 )
 from madohub_nb.agents.profiles import get_profile
+from madohub_nb.defaults import TYPING_DELAY_MS
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.pipeline.deliver import Deliverer
-from madohub_nb.settings import TYPING_DELAY_MS
 
 _bash_pane = bash_pane
 _type_at_prompt = type_at_prompt

@@ -18,8 +18,8 @@ from conftest import repaint, start_recorder, start_standin, user_prompts, wait_
 
 import madohub_nb as mh
 from madohub_nb.agents.profiles import get_profile
+from madohub_nb.defaults import MAX_ROUTED_CHARS
 from madohub_nb.pipeline.extract import transcript_path
-from madohub_nb.settings import MAX_ROUTED_CHARS
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 SUBMIT = "".join(get_profile("amp").submit_keys).encode()

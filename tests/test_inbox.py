@@ -24,6 +24,7 @@ from madohub_nb.agents.permission import (
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.demo import standin_command
 from madohub_nb.errors import MadohubError, MadohubValueError
+from madohub_nb.pipeline.events import AskChanged
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
 
@@ -116,6 +117,35 @@ def test_an_answer_after_the_dialog_is_no_prompt(fixtures_dir: Path, kind: str) 
             assert read_permission_prompt(get_profile(kind), path.read_text()) is None, path
 
 
+def test_the_two_kinds_of_ask_are_two_types_that_keep_their_kind_string() -> None:
+    """A permission prompt and an approval route's prompt are told apart by type; ``kind``
+    is still the string DESIGN.md promises, and each refuses the other's answer."""
+    import concurrent.futures
+
+    from madohub_nb.agents.permission import PermissionPrompt
+    from madohub_nb.pipeline.inbox import ApprovalAsk, Ask, PermissionAsk
+
+    answered: list[tuple[str, object]] = []
+
+    def on_answer(ask: Ask, state: str, how: object) -> concurrent.futures.Future[Any]:
+        answered.append((state, how))
+        return concurrent.futures.Future()
+
+    prompt = PermissionPrompt("Run it?", ("Yes", "No"), ("1", "2"))
+    permission = PermissionAsk("w", "Run it?", prompt=prompt, on_answer=on_answer)
+    approval = ApprovalAsk("b", "Review this", route="r1", on_answer=on_answer)
+    assert (permission.kind, approval.kind) == ("permission", "approval")
+    assert (permission.choices, approval.choices, approval.signal) == (("Yes", "No"), (), "route")
+    with pytest.raises(MadohubValueError, match="takes no text"):
+        permission.approve("edited")
+    with pytest.raises(MadohubValueError, match="choose\\(\\) answers a permission prompt"):
+        approval.choose(0)
+    permission.reject()
+    approval.approve("Review this, briefly")
+    assert [state for state, _ in answered] == ["rejected", "approved"]
+    assert permission.choice == "No" and approval.state == "approved"
+
+
 def test_permission_prompt_is_listed_and_choose_answers_it_once(hub: Any, project: Path) -> None:
     tile = _asking_tile(hub, "w", project)
     hub.send("w", "please [[bash touch made_by_tool]]").result(30)
@@ -190,7 +220,9 @@ def test_a_prompt_still_shown_after_its_key_is_not_asked_again(
     ask = _one_ask(hub)
     opened: list[str] = []
     hub.events.subscribe(
-        lambda e: opened.append(e.name) if e.kind == "ask" and e.state == "open" else None
+        lambda e: (
+            opened.append(e.ask_id) if isinstance(e, AskChanged) and e.state == "open" else None
+        )
     )
     rec = ask.choose("No").result(30)
     assert (rec.status, rec.prompt, rec.decision) == ("delivered", "3", "rejected")

@@ -20,6 +20,7 @@ from conftest import log_rows, shell_tile, start_recorder, start_standin, wait_u
 
 import madohub_nb as mh
 from madohub_nb.agents.claude import read_session_file
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.log import RoundLog, RoundRecord
 from madohub_nb.io.tmux import Tmux
@@ -36,7 +37,7 @@ def _sessions_file(tile: mh.Tile, home: Path) -> Path:
     """The agent's sessions file, in its own config dir (demo agents keep a private one)."""
     proc = tile.agent_process()
     assert proc is not None
-    config = tile.claude_config(proc) or home / ".claude"
+    config = claude_kind.config_dir(tile, proc) or home / ".claude"
     assert config is not None
     path = config / "sessions" / f"{proc.pid}.json"
     assert path.exists(), path

@@ -471,6 +471,37 @@ def test_another_apps_sqlite_file_is_refused_and_left_untouched(tmp_path: Path) 
     assert path.read_bytes() == before
 
 
+ENDLESS = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r)"
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    [
+        # appending a round would never return
+        f"CREATE TRIGGER spin AFTER INSERT ON rounds BEGIN SELECT max(i) FROM ({ENDLESS} SELECT i FROM r); END",
+        # reading hub.log.df would never return
+        f"CREATE VIEW spin AS {ENDLESS} SELECT i FROM r",
+        # one of ours in name, not in body
+        "DROP TRIGGER rounds_delete_drops_chunk; CREATE TRIGGER rounds_delete_drops_chunk "
+        f"AFTER DELETE ON rounds BEGIN SELECT max(i) FROM ({ENDLESS} SELECT i FROM r); END",
+    ],
+)
+def test_a_log_with_sql_of_its_own_is_refused_and_left_untouched(
+    crafted: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "rounds.sqlite3"
+    RoundLog(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.executescript(crafted)
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(LogError, match="madohub never writes.*left untouched"):
+        RoundLog(path)
+    with pytest.raises(LogError, match="madohub never writes"):
+        RoundLog(path, read_only=True)
+    assert path.read_bytes() == before
+
+
 def test_a_log_from_a_newer_version_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "rounds.sqlite3"
     RoundLog(path).close()

@@ -20,6 +20,7 @@ from madohub_nb.pipeline.deliver import (
     ECHO_POLL_S,
     ECHO_TIMEOUT_S,
     Deliverer,
+    Delivery,
     TypingStopped,
     input_pending,
 )
@@ -165,7 +166,7 @@ def test_a_paste_the_agent_shows_as_a_label_is_submitted_without_waiting() -> No
         await asyncio.sleep(0)
 
     result = asyncio.run(
-        Deliverer(sleep=record).deliver(tile, "alpha\nbeta\ngamma\ndelta", mode="paste")
+        Deliverer(sleep=record).deliver(tile, "alpha\nbeta\ngamma\ndelta", delivery=Delivery.PASTE)
     )
     assert pane.typed[-2:] == _keys("claude", "x") and result.verified
     assert ECHO_POLL_S not in slept, slept
@@ -198,7 +199,7 @@ def test_a_shell_reader_takes_nothing_without_allow_shell() -> None:
     machine.processes[fake.pid].argv = ["claude"]  # detected as claude by its argv[0] …
     machine.processes[fake.pid].comm = "bash"  # … but the program is bash
     with pytest.raises(DeliveryError, match="a shell or interpreter"):
-        asyncio.run(_deliverer().deliver(claude, "touch y", legacy=True))
+        asyncio.run(_deliverer().deliver(claude, "touch y", delivery=Delivery.LEGACY))
     assert fake.typed == []
 
 

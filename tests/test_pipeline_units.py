@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import Extraction
 from madohub_nb.io.watch import PaneStream
-from madohub_nb.model import HubEvent
 from madohub_nb.pipeline.deliver import Deliverer
+from madohub_nb.pipeline.events import HubEvent, RouteStateChanged
 from madohub_nb.pipeline.round import RoundPlan, dispatch_named, hand_send_plan, run_round
 from madohub_nb.pipeline.route import Route, make_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig, make_transform_spec
-from madohub_nb.settings import PRICES_USD_PER_MTOK
 
 
 class Services:
@@ -228,10 +228,10 @@ def test_route_states_move_as_documented_and_each_change_is_an_event() -> None:
     route.resume()  # stopped is final
     route.pause()
     assert route.state == "stopped"
-    assert [(e.kind, e.state) for e in services.events] == [
-        ("route_state", "paused"),
-        ("route_state", "active"),
-        ("route_state", "stopped"),
+    assert [(type(e), e.state) for e in services.events] == [
+        (RouteStateChanged, "paused"),
+        (RouteStateChanged, "active"),
+        (RouteStateChanged, "stopped"),
     ]
     ended = _route(services)
     ended.end()  # the hub closes

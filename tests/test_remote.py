@@ -24,8 +24,10 @@ from conftest import FAST_IDLE_MS, log_rows, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import Reader
+from madohub_nb.defaults import parse_ssh_command
 from madohub_nb.io.machine import PaneRef
-from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost, parse_ssh_command
+from madohub_nb.io.remote import CONNECT_TIMEOUT_S, TAIL_MAX_BYTES, SshHost
+from madohub_nb.pipeline.events import HostStateChanged, TileStateChanged
 
 
 @pytest.fixture
@@ -197,11 +199,14 @@ def test_a_session_ending_on_the_host_exits_its_tiles_and_leaves_the_host_reacha
     route = rhub.connect("adopted", "made", trigger="on-keyword", pattern="DONE", cooldown_ms=1000)
     wait_until(lambda: route.ready.is_set(), 10)
     states: list[tuple[str, str]] = []
-    rhub.events.subscribe(
-        lambda e: (
-            states.append((e.name, e.state)) if e.kind in ("tile_state", "host_state") else None
-        )
-    )
+
+    def on_event(e: object) -> None:
+        if isinstance(e, TileStateChanged):
+            states.append((e.name, e.state))
+        elif isinstance(e, HostStateChanged):
+            states.append((e.host, e.state))
+
+    rhub.events.subscribe(on_event)
     subprocess.run(["tmux", "-L", remote_socket, "kill-session", "-t", "far"], check=True)
     wait_until(lambda: adopted.state == "exited", 10, what="the adopted tile exited")
     time.sleep(3)  # time for any reconnect loop to show itself
@@ -585,7 +590,7 @@ def test_a_dropped_link_reads_unreachable_holds_routes_and_resumes_without_loss(
     wait_until(lambda: route.ready.is_set(), 10)
     host_events: list[tuple[str, str]] = []
     rhub.events.subscribe(
-        lambda e: host_events.append((e.name, e.state)) if e.kind == "host_state" else None
+        lambda e: host_events.append((e.host, e.state)) if isinstance(e, HostStateChanged) else None
     )
     # A 4 s turn; the link drops during it and stays down (the key is refused) until after
     # the turn has ended: the finished turn must be routed once the host is back.

@@ -16,18 +16,19 @@ from typing import Any
 
 import pytest
 
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.errors import LogError, MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.io.machine import LocalMachine
 from madohub_nb.io.tmux import Tmux
 from madohub_nb.io.transcripts import Extraction, TurnUsage
-from madohub_nb.model import HubEvent, TileState
+from madohub_nb.model import TileState
 from madohub_nb.pipeline.deliver import Deliverer
+from madohub_nb.pipeline.events import HubEvent, RouteStateChanged, TurnSkipped
 from madohub_nb.pipeline.round import RoundPlan, round_tokens, run_round
 from madohub_nb.pipeline.route import Route, build_route
 from madohub_nb.pipeline.tile import Tile
 from madohub_nb.pipeline.transforms import AIClientConfig
-from madohub_nb.settings import PRICES_USD_PER_MTOK
 
 HORIZON_S = 120.0
 """How far past the last scripted event the clock runs before the route is left waiting."""
@@ -213,7 +214,7 @@ class MemoryContext:
 
     # what the tests read
     def skipped(self) -> list[str]:
-        return [e.state for e in self.events if e.kind == "turn_skipped"]
+        return [e.why for e in self.events if isinstance(e, TurnSkipped)]
 
 
 def run_route(
@@ -411,7 +412,7 @@ def test_a_paused_route_skips_turns_until_resumed() -> None:
     ctx, route = run_route(script, trigger="on-keyword", pattern="GO")
     assert ctx.fired_at_s == [1.0, 8.0]
     assert ctx.skipped() == ["paused"]
-    assert [e.state for e in ctx.events if e.kind == "route_state"] == [
+    assert [e.state for e in ctx.events if isinstance(e, RouteStateChanged)] == [
         "active",  # after round 1
         "paused",
         "active",

@@ -256,7 +256,7 @@ def test_ended_routes_beyond_the_bound_leave_hub_routes_but_their_rows_stay(
     import gc
     import weakref
 
-    from madohub_nb import routes
+    from madohub_nb import route_registry as routes
 
     monkeypatch.setattr(routes, "ENDED_ROUTES_KEPT", 2)
     start_standin(hub, "writer", cwd=project)

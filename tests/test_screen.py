@@ -223,11 +223,11 @@ def test_shell_last_response_is_the_last_lines_of_the_screen() -> None:
 
 
 def test_default_last_lines_follow_settings() -> None:
-    from madohub_nb import settings
+    from madohub_nb import defaults
 
     screen = "\n".join(f"l{i}" for i in range(100))
     text = terminal_last_response(screen, get_profile("amp"))
-    assert text.split("\n") == [f"l{i}" for i in range(100 - settings.FULL_OUTPUT_LINES, 100)]
+    assert text.split("\n") == [f"l{i}" for i in range(100 - defaults.FULL_OUTPUT_LINES, 100)]
 
 
 # --- input_text -------------------------------------------------------------------

@@ -75,9 +75,18 @@ from mcp.client.streamable_http import streamable_http_client
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
+from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.agents.profiles import get_profile
 from madohub_nb.io.hookcall import build_message
+from madohub_nb.pipeline.events import (
+    AskChanged,
+    RoundLogged,
+    RouteStateChanged,
+    TileStateChanged,
+    TurnSkipped,
+)
 from madohub_nb.pipeline.extract import transcript_path
+from madohub_nb.pipeline.inbox import ApprovalAsk, PermissionAsk
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 pytestmark = pytest.mark.soak
@@ -380,17 +389,28 @@ class Soak:
         self.hub.events.subscribe(self._on_event)
 
     def _on_event(self, event: Any) -> None:
-        if event.kind == "ask" and event.state == "open" and event.data.kind == "approval":
-            self.person(event.data)
-        # A route reacted to a turn: it logged a round, or it saw the turn while paused.
-        if event.kind == "round" or (event.kind == "turn_skipped" and event.state == "paused"):
-            self.reactions[event.name] += 1
-        if event.kind == "turn_skipped":
-            self.skips[event.name] += 1
-            self.last_skip[event.name] = event.state
-        if event.kind in ("round", "turn_skipped", "tile_state", "route_state"):
-            seen = self.recent.setdefault(event.name, deque(maxlen=6))
-            seen.append(f"{time.monotonic() - self.started:.1f}s {event.kind} {event.state}")
+        match event:
+            case AskChanged(state="open", ask=ApprovalAsk() as ask):
+                self.person(ask)
+            case RoundLogged(route_id=route_id):
+                # A route reacted to a turn: it logged a round, or it saw the turn while paused.
+                self.reactions[route_id] += 1
+            case TurnSkipped(route_id=route_id, why=why):
+                if why == "paused":
+                    self.reactions[route_id] += 1
+                self.skips[route_id] += 1
+                self.last_skip[route_id] = why
+        match event:
+            case RoundLogged(route_id=name, status=what) | TurnSkipped(route_id=name, why=what):
+                pass
+            case TileStateChanged(name=name, state=what):
+                pass
+            case RouteStateChanged(route_id=name, state=what):
+                pass
+            case _:
+                return
+        seen = self.recent.setdefault(name, deque(maxlen=6))
+        seen.append(f"{time.monotonic() - self.started:.1f}s {event.kind} {what}")
 
     def person(self, ask: Any) -> None:
         """The person answers an approval the moment it opens (on the engine thread, so no
@@ -621,8 +641,8 @@ class Soak:
         proc = tile.agent_process()
         facts = [f"{name}: {tile.state} by {tile.last_signal}", f"agent {proc}"]
         if proc is not None:
-            config = tile.claude_config(proc)
-            session, stale = tile.read_claude_session(proc)
+            config = claude_kind.config_dir(tile, proc)
+            session, stale = claude_kind.read_session(tile, proc)
             facts.append(f"sessions file {session.session_id if session else None} stale {stale}")
             raw = config / "sessions" / f"{proc.pid}.json" if config is not None else None
             if raw is not None and raw.is_file():
@@ -841,7 +861,7 @@ class Soak:
 
         def asked() -> Any:
             return next(
-                (a for a in self.hub.inbox if a.kind == "permission" and a.tile == name), None
+                (a for a in self.hub.inbox if isinstance(a, PermissionAsk) and a.tile == name), None
             )
 
         ask = wait_until(asked, 60, what=f"{name}'s permission ask in the inbox")

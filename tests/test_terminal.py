@@ -11,7 +11,7 @@ import pytest
 from conftest import BASH, start_standin, user_prompts, wait_until
 
 import madohub_nb as mh
-from madohub_nb import settings
+from madohub_nb import defaults
 from madohub_nb.agents.profiles import (
     SHELL,
     TERMINAL,
@@ -57,7 +57,7 @@ def test_a_shell_running_another_program_takes_the_terminal_profile() -> None:
 def test_terminal_profile_submits_with_enter_and_runs_what_it_is_typed() -> None:
     assert TERMINAL.submit_keys == ("\r",)
     assert TERMINAL.executes_input and TERMINAL.answer_after_input
-    assert TERMINAL.ready_quiet_ms == settings.READY_QUIET_MS == 1000
+    assert TERMINAL.ready_quiet_ms == defaults.READY_QUIET_MS == 1000
 
 
 def test_answer_is_the_output_after_the_last_typed_input() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from madohub_nb import settings
+from madohub_nb import defaults
 from madohub_nb.errors import MadohubValueError, MadohubWarning, TransformError
 from madohub_nb.pipeline.transforms import (
     DEFAULT_TEMPLATE,
@@ -139,7 +139,7 @@ def test_near_miss_warns_naming_the_known_placeholders_and_stays_verbatim(
     (warning,) = caught
     message = str(warning.message)
     assert slot in message and f"did you mean {meant}" in message
-    for name in settings.TEMPLATE_PLACEHOLDERS:
+    for name in defaults.TEMPLATE_PLACEHOLDERS:
         assert "{" + name + "}" in message
     assert warning.filename == __file__  # points at the caller, not at the toolkit
     assert apply_sync(spec, context("x")) == template
@@ -155,7 +155,7 @@ def test_far_brace_text_gives_no_warning(template: str) -> None:
 def test_unknown_transform_name_lists_the_allowed_ones() -> None:
     with pytest.raises(MadohubValueError) as info:
         make_transform_spec("prompt-warp")
-    for name in settings.TRANSFORMS:
+    for name in defaults.TRANSFORMS:
         assert name in str(info.value)
 
 
@@ -241,7 +241,7 @@ def test_full_output_is_the_last_30_lines_as_they_are() -> None:
     lines = [f"  line {i}  " for i in range(100)] + ["", "   "]
     text = apply_sync(make_transform_spec("full-output"), context(screen_lines=lines))
     assert text.split("\n") == lines[70:100]
-    assert len(text.split("\n")) == settings.FULL_OUTPUT_LINES
+    assert len(text.split("\n")) == defaults.FULL_OUTPUT_LINES
 
 
 def test_raw_is_the_last_10_lines_with_trailing_blank_lines_dropped() -> None:
@@ -290,12 +290,12 @@ def test_resolve_api_key_prefers_explicit_then_environment(monkeypatch: pytest.M
 
 
 def test_each_transform_says_what_it_does() -> None:
-    assert tuple(TRANSFORM_TYPES) == settings.TRANSFORMS
+    assert tuple(TRANSFORM_TYPES) == defaults.TRANSFORMS
     ai = {n for n, t in TRANSFORM_TYPES.items() if t.needs_ai}
     assert ai == {"ai-routing", "summary"}
     assert {n: t.screen_lines for n, t in TRANSFORM_TYPES.items() if t.reads_screen} == {
-        "full-output": settings.FULL_OUTPUT_LINES,
-        "raw": settings.RAW_LINES,
+        "full-output": defaults.FULL_OUTPUT_LINES,
+        "raw": defaults.RAW_LINES,
     }
     assert all(t.system and t.instruction for t in TRANSFORM_TYPES.values() if t.needs_ai)
     with pytest.raises(MadohubValueError, match="unknown transform 'fancy'; allowed: ai-routing"):
@@ -356,8 +356,8 @@ async def test_ai_routing_sends_handoff_context_and_returns_the_model_reply() ->
         assert prompt == "Please review auth.py for the token bug."
         assert fake.api_key_seen(KEY)
         body = fake.requests[-1]["body"]
-    assert body["model"] == settings.DEFAULT_MODEL
-    assert body["max_tokens"] == settings.AI_MAX_TOKENS
+    assert body["model"] == defaults.DEFAULT_MODEL
+    assert body["max_tokens"] == defaults.AI_MAX_TOKENS
     for fact in ("'writer'", "'reviewer'", "claude", "2", "5"):
         assert fact in body["system"]
     message = body["messages"][0]

@@ -121,6 +121,53 @@ def _is_duration(r: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------- fixtures
 
 
+def test_a_turn_without_its_duration_record_is_measured_from_its_record_times(
+    tmp_path: Path,
+) -> None:
+    # Claude Code 2.1.197 writes turn_duration after its Stop hook (issue 38 item 12): read
+    # before it, the turn's span comes from its own records' times, and says so.
+    src = FIXTURES / "real/claude/transcript_minimal.jsonl"
+    lines = src.read_text().splitlines()
+    recs = [json.loads(line) for line in lines]
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "\n".join(line for line, r in zip(lines, recs, strict=True) if not _is_duration(r)) + "\n"
+    )
+    found = read_last_response(path, usage=True)
+    assert found is not None and found.usage is not None
+    assert found.usage.turn_ms is None  # the record's own duration is not there (yet)
+    from datetime import datetime
+
+    def at(r: dict[str, Any]) -> float:
+        return datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    prompt = max(i for i, r in enumerate(recs) if r.get("type") == "user")
+    answer = max(i for i, r in enumerate(recs) if r.get("type") == "assistant")
+    want = round((at(recs[answer]) - at(recs[prompt])) * 1000, 3)
+    assert found.usage.measured_turn_ms == want > 0
+    whole = read_last_response(src, usage=True)
+    assert whole is not None and whole.usage is not None and whole.usage.turn_ms == 414.0
+
+
+def test_a_first_prompt_written_after_its_answer_keeps_the_turn_duration(tmp_path: Path) -> None:
+    # Claude Code 2.1.197 at times writes a session's first prompt line after the answer's
+    # line (seen with the real CLI in tests/real_agents/test_real_hook_routes.py): the
+    # turn_duration that follows still belongs to that turn.
+    lines = (FIXTURES / "real/claude/transcript_minimal.jsonl").read_text().splitlines()
+    kinds = [json.loads(line).get("type") for line in lines]
+    prompt, answer = kinds.index("user"), kinds.index("assistant")
+    moved = lines[:prompt] + lines[prompt + 1 : answer + 1] + [lines[prompt]] + lines[answer + 1 :]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(moved) + "\n")
+    found = read_last_response(path, usage=True)
+    assert found is not None and found.usage is not None
+    assert (found.usage.turn_ms, found.usage.input_tokens, found.usage.complete) == (
+        414.0,
+        10,
+        True,
+    )
+
+
 @pytest.mark.parametrize("name", sorted(HAND_CHECKED))
 def test_turn_usage_of_real_files_matches_the_hand_checked_numbers(name: str) -> None:
     found = read_last_response(FIXTURES / name, usage=True)

@@ -14,12 +14,12 @@ import pytest
 from conftest import FAST_IDLE_MS, log_rows, one_round, start_standin, wait_until
 
 import madohub_nb as mh
+from madohub_nb.defaults import PRICES_USD_PER_MTOK, check_prices, price_for
 from madohub_nb.demo.standin_claude import message_usage
 from madohub_nb.errors import MadohubValueError
 from madohub_nb.io.log import RoundRecord
 from madohub_nb.notebook.config import MadoHub
 from madohub_nb.pipeline.round import round_cost_usd
-from madohub_nb.settings import PRICES_USD_PER_MTOK, check_prices, price_for
 from madohub_nb.testing import FakeAnthropic
 from madohub_nb.testing.fake_anthropic import CACHED_INPUT_TOKENS, usage_for
 
@@ -224,6 +224,55 @@ def test_a_stand_in_claude_round_logs_its_source_turn_usage_and_cost(
         / 1e6
     )
     assert writer.last_response().usage.model == "claude-standin-echo"  # type: ignore[union-attr]
+
+
+def _record_span_ms(turn: list[dict[str, Any]]) -> float:
+    """The turn's prompt line to its newest assistant line, by the records' own times."""
+    from datetime import datetime
+
+    def at(r: dict[str, Any]) -> float:
+        return datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    answer = [r for r in turn if r.get("type") == "assistant"][-1]
+    return round((at(answer) - at(turn[0])) * 1000, 3)
+
+
+def test_a_hooked_round_waits_for_the_turn_duration_written_after_the_stop_hook(
+    priced_hub: mh.Hub, project: Path
+) -> None:
+    # Claude Code 2.1.197 runs its Stop hook before it writes the turn's turn_duration
+    # (issue 38 item 12): the round waits for it, as for the usage, and logs it.
+    start_standin(priced_hub, "writer", cwd=project)
+    start_standin(priced_hub, "reviewer", cwd=project)
+    route = priced_hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
+    row = one_round(priced_hub, route, "[[durationlate 500]] draft the notes")
+    assert row["extraction_method"] == "hook", row["error"]
+    turn = _last_turn_lines(Path(row["extraction_path"]))
+    (duration,) = [r["durationMs"] for r in turn if r.get("subtype") == "turn_duration"]
+    assert row["turn_ms"] == duration > 0
+    assert row["meta"]["turn_ms_source"] == "record"
+    assert row["model"] == "claude-standin-echo"  # and its usage, as before
+
+
+def test_a_hooked_round_measures_its_turn_when_the_duration_comes_too_late(
+    priced_hub: mh.Hub, project: Path
+) -> None:
+    from madohub_nb.pipeline.triggers import HOOK_RECORD_WAIT_MS
+
+    start_standin(priced_hub, "writer", cwd=project)
+    start_standin(priced_hub, "reviewer", cwd=project)
+    route = priced_hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
+    late_ms = HOOK_RECORD_WAIT_MS + 3000
+    started = time.monotonic()
+    row = one_round(priced_hub, route, f"[[durationlate {late_ms}]] draft the notes")
+    assert (time.monotonic() - started) * 1000 < late_ms  # it did not wait for the record
+    assert row["extraction_method"] == "hook", row["error"]
+    turn = _last_turn_lines(Path(row["extraction_path"]))
+    assert not [r for r in turn if r.get("subtype") == "turn_duration"]  # not there yet
+    # Measured on the record's own clock: its prompt line to its answer line.
+    assert row["turn_ms"] == _record_span_ms(turn) > 0
+    assert row["meta"]["turn_ms_source"] == "measured"
+    assert row["model"] == "claude-standin-echo"
 
 
 def test_a_stand_in_codex_round_logs_its_token_counts(priced_hub: mh.Hub, project: Path) -> None:

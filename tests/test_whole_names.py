@@ -17,8 +17,9 @@ from test_magics import hub_ip, ip  # noqa: F401  (the shell fixtures, over a re
 
 import madohub_nb as mh
 from madohub_nb.agents.registry import KIND_RE
+from madohub_nb.defaults import SOCKET_NAME_RE, check_socket_name
 from madohub_nb.io.remote import HOST_RE, check_host
-from madohub_nb.io.tmux import PANE_ID_RE, SOCKET_NAME_RE, TARGET_RE, check_socket_name
+from madohub_nb.io.tmux import PANE_ID_RE, TARGET_RE
 from madohub_nb.pipeline.tile import ENV_NAME_RE, NAME_RE, check_tile_name
 from madohub_nb.pipeline.workflow import ROUTE_ID_RE, Workflow
 

@@ -26,6 +26,7 @@ from madohub_nb.notebook.widgets import (
     TileView,
     TimelineView,
 )
+from madohub_nb.pipeline.events import TileOutput
 from madohub_nb.render import (
     SCREEN_BG,
     SCREEN_FG,
@@ -230,7 +231,7 @@ def test_tile_view_shows_the_screen_in_colour_and_follows_output(hub: Hub) -> No
 def test_tile_view_coalesces_a_burst_of_output_into_one_redraw(hub: Hub) -> None:
     shell_tile(hub, "sh")
     outputs: list[str] = []
-    hub.events.subscribe(lambda e: outputs.append(e.kind) if e.kind == "tile_output" else None)
+    hub.events.subscribe(lambda e: outputs.append(e.kind) if isinstance(e, TileOutput) else None)
     view = TileView(hub, "sh", min_interval_s=600)
     try:
         wait_until(lambda: view.redraws == 1, 10, what="the first redraw")

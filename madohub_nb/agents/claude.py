@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ..settings import AGENT_FILE_MAX_BYTES
+from ..defaults import AGENT_FILE_MAX_BYTES
 
 SESSION_STATUSES: Final = ("idle", "busy", "waiting")
 SESSION_FILES_READ_MAX: Final = 256

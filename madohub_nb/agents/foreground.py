@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from .process_table import ProcessTable, ProcStat, parse_stat, process_table
-from .profiles import is_command_reader
+from .profile import is_command_reader
 
 __all__ = [
     "DEAD_STATES",

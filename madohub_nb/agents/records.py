@@ -1,7 +1,7 @@
 """Where each agent keeps its own record of the conversation, from its environment, cwd and pid.
 
 Pure rules over plain data (no file is read here): the tile asks its machine
-for the files these name (``pipeline/extract.py``). Observed on 2026-12-01
+for the files these name (``agents/kinds/<kind>.py``). Observed on 2026-12-01
 with the versions in ``tests/fixtures/agent_records/README.md``:
 
 - OpenCode: one SQLite database per user, ``$XDG_DATA_HOME/opencode/opencode.db``
@@ -25,16 +25,6 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-RECORD_OF_KIND: Final[Mapping[str, str]] = {
-    "opencode": "opencode",
-    "qwen": "qwen",
-    "aider": "aider",
-    "gemini": "gemini",
-    "copilot": "copilot",
-    "pi": "pi",
-}
-"""Agent kind → the format of the record it keeps (``madohub_nb.io.agent_records``)."""
-
 ENV_NAMES: Final[tuple[str, ...]] = (
     "HOME",
     "XDG_DATA_HOME",
@@ -49,11 +39,6 @@ AIDER_HISTORY_FLAG: Final = "--chat-history-file"
 AIDER_PARENT_LOOKUPS: Final = 8
 """How many folders above its cwd Aider's history is looked for (its git root's)."""
 QWEN_POINTER_MAX_BYTES: Final = 64 * 1024
-
-
-def record_format(kind: str) -> str | None:
-    """The record format an agent kind keeps, or None (it keeps none this package reads)."""
-    return RECORD_OF_KIND.get(kind)
 
 
 def _home(env: Mapping[str, str]) -> str | None:

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from .. import settings
+from .. import defaults
 from ..errors import MadohubValueError
-from ..model import AGENT_KINDS
+from .kinds import SHIPPED_KINDS as AGENT_KINDS
 from .profiles import (
     EXTRACTORS,
     PROFILES,
@@ -49,7 +49,7 @@ _INTS: Final = {
     "pre_submit_delay_ms": (0, 10_000),
     "between_submit_keys_ms": (0, 10_000),
     "marker_tail_lines": (1, 200),
-    "ready_quiet_ms": settings.READY_QUIET_MS_RANGE,
+    "ready_quiet_ms": defaults.READY_QUIET_MS_RANGE,
 }
 _BOOLS: Final = ("uses_bracketed_paste", "executes_input", "answer_after_input")
 FIELDS: Final = (
@@ -114,22 +114,22 @@ def _check_field(name: str, value: Any, at: str) -> Any:
         if not all(isinstance(v, str) and v for v in value):
             raise MadohubValueError(f"{at}: expected non-empty strings, got {value!r}")
         if name in _REGEX_LISTS:
-            return tuple(settings.check_regex(at, v) for v in value)
+            return tuple(defaults.check_regex(at, v) for v in value)
         if name == "submit_keys" and not value:
             raise MadohubValueError(f"{at}: give at least one key, e.g. ['\\r'] (Enter)")
         if name == "process_tokens":
             _check_not_a_shell(value, at)
         return tuple(value)
     if name in _INTS:
-        return settings.check_range(at, value, _INTS[name], " ms" if name.endswith("_ms") else "")
+        return defaults.check_range(at, value, _INTS[name], " ms" if name.endswith("_ms") else "")
     if name in _BOOLS:
         if not isinstance(value, bool):
             raise MadohubValueError(f"{at}: expected true or false, got {value!r}")
         return value
     if name == "no_marker_state":
-        return settings.check_choice(f"{at} value", value, SCREEN_STATES)
+        return defaults.check_choice(f"{at} value", value, SCREEN_STATES)
     if name == "extractor":
-        return settings.check_choice(f"{at} value", value, EXTRACTORS)
+        return defaults.check_choice(f"{at} value", value, EXTRACTORS)
     if name == "newline_key" and value in (None, ""):
         return None
     if not isinstance(value, str) or not value:

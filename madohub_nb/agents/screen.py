@@ -8,14 +8,29 @@ table of agent facts; this module only applies them.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .. import settings
+from .. import defaults
 from ..errors import MadohubValueError
 from .regex import lazy_compile
 
-if TYPE_CHECKING:
-    from .profiles import AgentProfile
+
+class ScreenRules(Protocol):
+    """The parts of an agent's profile (``agents/profile.py``) that this module applies."""
+
+    @property
+    def chrome_patterns(self) -> tuple[re.Pattern[str], ...]: ...
+    @property
+    def answer_start(self) -> re.Pattern[str] | None: ...
+    @property
+    def answer_exclude(self) -> re.Pattern[str] | None: ...
+    @property
+    def tool_output(self) -> re.Pattern[str] | None: ...
+    @property
+    def input_line(self) -> re.Pattern[str] | None: ...
+    @property
+    def input_placeholders(self) -> tuple[re.Pattern[str], ...]: ...
+
 
 # ESC-introduced sequences (ECMA-48), in the order they must be tried.
 ESCAPE_SEQUENCE = lazy_compile(
@@ -88,7 +103,7 @@ def _tidy(text: str) -> str:
     return _BLANK_RUN.sub("\n\n", text).strip("\n")
 
 
-def remove_chrome(screen: str, profile: AgentProfile) -> str:
+def remove_chrome(screen: str, profile: ScreenRules) -> str:
     """The conversation part of a screen: the profile's banners, input box, footers, spinners removed."""
     text = clean_screen(screen)
     for pattern in profile.chrome_patterns:
@@ -140,7 +155,7 @@ def _dedent(block: list[str]) -> str:
     return _tidy("\n".join(ln[depth:] for ln in block))
 
 
-def _is_answer(block: list[str], profile: AgentProfile) -> bool:
+def _is_answer(block: list[str], profile: ScreenRules) -> bool:
     """False for tool calls and status blocks (by their first line or their tool-output lines)."""
     if profile.answer_exclude is not None and profile.answer_exclude.match(block[0]):
         return False
@@ -160,7 +175,7 @@ def _block_text(block: list[str], start: re.Pattern[str]) -> str:
 
 
 def terminal_last_response(
-    screen: str, profile: AgentProfile, max_lines: int = settings.FULL_OUTPUT_LINES
+    screen: str, profile: ScreenRules, max_lines: int = defaults.FULL_OUTPUT_LINES
 ) -> str:
     """The agent's last answer as read from the screen ("" when none is visible).
 
@@ -188,7 +203,7 @@ def terminal_last_response(
     return ""
 
 
-def input_text(screen: str, profile: AgentProfile) -> str | None:
+def input_text(screen: str, profile: ScreenRules) -> str | None:
     """What is typed in the agent's input box: "" when empty, None when no box is recognised.
 
     Delivery uses it to see whether a prompt really left the input line. A
@@ -239,7 +254,7 @@ def sanitize_for_typing(text: str | bytes) -> str:
     return text
 
 
-def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
+def cap_text(text: str, max_chars: int = defaults.MAX_ROUTED_CHARS) -> str:
     """``text`` cut to its first ``max_chars`` characters, with a visible marker when cut."""
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise MadohubValueError(
@@ -248,4 +263,33 @@ def cap_text(text: str, max_chars: int = settings.MAX_ROUTED_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n" + settings.CUT_MARKER.format(cut=cut)
+    return f"{text[:max_chars]}\n" + defaults.CUT_MARKER.format(cut=cut)
+
+
+ANSWER_HISTORY_LINES = 5000
+"""Scrollback searched for the last typed input when its row is no longer known."""
+
+
+def answer_after_input(
+    text: str, typed: str, ready_pattern: re.Pattern[str] | None = None, *, last: bool = False
+) -> str | None:
+    """The output that followed ``typed`` in ``text`` (screen or history), or None if not found.
+
+    The anchor is the first line (``last=True``: the last one) holding the last
+    non-blank typed line: the echo of the input (``>>> print(1)``; for ``cat``,
+    its own copy follows). A final line matching ``ready_pattern`` (the
+    program's prompt back) and trailing blank lines are not part of the answer.
+    """
+    probe = next((ln.strip() for ln in reversed(typed.splitlines()) if ln.strip()), "")
+    if not probe:
+        return None
+    lines = strip_ansi(text).split("\n")
+    hits = [i for i, line in enumerate(lines) if probe in line]
+    if not hits:
+        return None
+    answer = lines[(hits[-1] if last else hits[0]) + 1 :]
+    while answer and not answer[-1].strip():
+        answer.pop()
+    if answer and ready_pattern is not None and ready_pattern.search(answer[-1]):
+        answer.pop()
+    return "\n".join(line.rstrip() for line in answer).strip("\n")

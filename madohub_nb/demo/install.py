@@ -16,8 +16,8 @@ import threading
 from pathlib import Path
 from typing import Final
 
+from ..defaults import check_choice
 from ..errors import MadohubValueError
-from ..settings import check_choice
 from .personas import DEFAULT_PERSONA, PERSONAS
 
 STANDIN_KINDS: Final = ("claude", "codex")

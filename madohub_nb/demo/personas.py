@@ -14,8 +14,8 @@ import re
 import zlib
 from typing import Final
 
+from ..defaults import check_choice
 from ..errors import MadohubValueError
-from ..settings import check_choice
 
 PERSONAS: Final = ("echo", "writer", "reviewer", "counter")
 DEFAULT_PERSONA: Final = "echo"

@@ -11,7 +11,9 @@ Prompt markers: ``[[sleep N]]`` makes the turn last N seconds; ``[[bash CMD]]``
 asks permission to run CMD (run for real only with ``--allow-bash`` or
 ``MADOHUB_STANDIN_ALLOW_BASH=1``); ``[[nohook]]`` runs no Stop hook at that turn's
 end (a hook that got lost); ``[[hookfirst]]`` shows the answer and runs it before the
-transcript holds the turn (as the real one does at times). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+transcript holds the turn (as the real one does at times); ``[[durationlate MS]]`` runs
+the Stop hook before the turn's ``turn_duration`` record and writes that record MS ms after
+it (as the real 2.1.197 does at every turn). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
 ``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
@@ -114,6 +116,9 @@ def read_hooks(settings: str | None) -> dict[str, list[str]]:
                     hooks.setdefault(str(event), []).append(str(hook.get("command", "")))
     return hooks
 
+
+DURATION_LATE = re.compile(r"\[\[durationlate (\d{1,6})\]\]")
+"""``[[durationlate MS]]``: ``turn_duration`` is written MS ms after the Stop hook ran."""
 
 HOOK_FIRST_LAG_S = 0.5
 """With ``[[hookfirst]]`` in a prompt: the Stop hook runs this long before the transcript
@@ -573,6 +578,8 @@ class ClaudeStandin(AgentStandin[_Turn]):
         self._files: ClaudeFiles | None = None
         self.history: list[tuple[str, str, str]] = []
         self.choice = 0
+        self.late_durations: list[tuple[float, int]] = []
+        """``turn_duration`` records still to write: (when, on the monotonic clock; ms)."""
 
     @property
     def files(self) -> ClaudeFiles:
@@ -723,7 +730,8 @@ class ClaudeStandin(AgentStandin[_Turn]):
         self.files.assistant(block, _short_id("msg", 20), _short_id("req", 16), "end_turn", usage)
         if not hook_first:
             self.history.append(("answer", text, ""))
-        self._finish(now)
+        late = DURATION_LATE.search(turn.prompt)
+        self._finish(now, duration_delay_s=int(late.group(1)) / 1000 if late else None)
         if not hook_first and "[[nohook]]" not in turn.prompt:
             self._hook(
                 "Stop", permission_mode="default", stop_hook_active=False,
@@ -780,12 +788,17 @@ class ClaudeStandin(AgentStandin[_Turn]):
         self.history.append(("tool", f"Bash({turn.bash})", "User rejected this command"))
         self.interrupt(INTERRUPTED_FOR_TOOL)
 
-    def _finish(self, now: float) -> None:
+    def _finish(self, now: float, duration_delay_s: float | None = None) -> None:
+        """End the turn: its ``turn_duration`` now, or ``duration_delay_s`` later (after the
+        Stop hook, which the caller runs next)."""
         turn = self.turn
         assert turn is not None
         elapsed = now - turn.started
         self.history.append(("done", f"{turn.done_verb} for {int(elapsed)}s", ""))
-        self.files.turn_duration(int(elapsed * 1000))
+        if duration_delay_s is None:
+            self.files.turn_duration(int(elapsed * 1000))
+        else:
+            self.late_durations.append((now + duration_delay_s, int(elapsed * 1000)))
         self.turn = None
         self.state = "idle"
         if self.queued:
@@ -795,6 +808,18 @@ class ClaudeStandin(AgentStandin[_Turn]):
             self._submit(prompt, "queued", now)
         else:
             self.files.set_status("idle")
+
+    def on_tick(self, now: float) -> None:
+        while self.late_durations and now >= self.late_durations[0][0]:
+            self.files.turn_duration(self.late_durations.pop(0)[1])
+        super().on_tick(now)
+
+    def deadline(self, now: float) -> float | None:
+        base = super().deadline(now)
+        if not self.late_durations:
+            return base
+        due = self.late_durations[0][0]
+        return due if base is None else min(base, due)
 
     def interrupt(self, record: str = INTERRUPTED) -> None:
         """Escape while busy: the turn ends without an answer (and without turn_duration)."""

@@ -16,7 +16,7 @@ while the kernel thread reads; a single connection that ``close()`` can shut
 from any thread is simpler than a connection per thread. An append holds the
 lock for one short transaction; reading ``df`` holds it while rows are fetched. Several ``RoundLog`` objects (in
 several processes) may share one file: WAL lets readers run beside the writer,
-and writers queue on ``busy_timeout`` (``settings.LOG_BUSY_TIMEOUT_MS``).
+and writers queue on ``busy_timeout`` (``defaults.LOG_BUSY_TIMEOUT_MS``).
 
 Every method is safe from any thread. Blocking ones take the log's lock and touch
 the file, so they may wait for a reader of this log (``df``) and, for writes, up to
@@ -38,7 +38,7 @@ in a row reads as missing (NaN, NaT) or as stored, never as an error.
 No secret reaches the file: every text field is scrubbed of API-key-like
 strings and of registered secrets before it is written (keys put in the
 environment later are picked up at each write). Each text field is cut at
-``max_field_chars`` (``settings.MAX_LOGGED_CHARS``) with a visible marker.
+``max_field_chars`` (``defaults.MAX_LOGGED_CHARS``) with a visible marker.
 
 Only its owner can read the log: a new file (and so its WAL and SHM, which
 SQLite creates with the database's mode) is made 0600, a folder made for it
@@ -64,14 +64,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 from ..agents.regex import lazy_compile
-from ..errors import LogError, MadohubValueError
-from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
-from ..secrets import SecretRegistry, scrub_secrets
-from ..settings import (
+from ..defaults import (
     CUT_MARKER,
     DELIVERY_MODES,
     LOG_BUSY_TIMEOUT_MS,
@@ -79,6 +76,9 @@ from ..settings import (
     check_choice,
     check_range,
 )
+from ..errors import LogError, MadohubError, MadohubValueError
+from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
+from ..secrets import SecretRegistry, scrub_secrets
 from .log_chunks import (
     CHUNK_ROWS,
     CHUNK_TABLE_SQL,
@@ -176,7 +176,8 @@ class RoundRecord:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     turn_ms: float | None = None
-    """The source turn's own duration, as the agent wrote it."""
+    """The source turn's own duration, as the agent wrote it, else measured from its record's
+    times (``meta["turn_ms_source"]``: ``record`` or ``measured``)."""
     tool_calls: int | None = None
     # What the source turn changed in its git working tree (None: not a git working tree).
     files_changed: int | None = None
@@ -543,6 +544,27 @@ class RoundLog:
         for file in (path, *(Path(f"{path}{suffix}") for suffix in _SIDE_FILES)):
             _restrict(file, FILE_MODE, "round log file")
 
+    def _refuse_foreign_sql(self) -> None:
+        """LogError for a view, or a trigger that is not one of ours, in the file.
+
+        A log file can come from anyone: such schema runs the file's own SQL when the
+        hub reads or appends (an endless recursive view or trigger would hold it for
+        ever). madohub's log holds tables and the chunk triggers only.
+        """
+        found = [
+            f"{kind} {str(name)[:80]!r}"
+            for kind, name, sql in self._conn.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE type IN ('view', 'trigger')"
+            )
+            if kind == "view" or sql not in _TRIGGERS_AS_STORED
+        ]
+        if found:
+            raise LogError(
+                f"{self.path} defines {', '.join(found[:5])}, which madohub never writes: a "
+                "crafted file's own SQL would run when the log is read or written; it was left "
+                "untouched: pass another log_path"
+            )
+
     def _is_our_log(self) -> bool:
         """True for a madohub log we can read, False for an empty file; else LogError."""
         tables = {
@@ -551,6 +573,7 @@ class RoundLog:
         }
         if not tables:
             return False
+        self._refuse_foreign_sql()
         info = dict(self._conn.execute("SELECT key, value FROM meta")) if "meta" in tables else {}
         if info.get("app") != APP_NAME or "rounds" not in tables:
             raise LogError(
@@ -940,18 +963,24 @@ class RoundLog:
         found = self._fetch("SELECT round_id FROM rounds WHERE seq = ?", (rowid,))
         return bool(found) and found[0][0] == frame["round_id"].iat[rowid - 1]
 
+    plotter: ClassVar[Callable[..., Any] | None] = None
+    """Draws :meth:`plot` from the rounds' DataFrame; attached by the notebook layer
+    (madohub_nb.notebook.display: :func:`madohub_nb.plot.timeline_figure`, loaded only when
+    a plot is asked for), so the log itself imports no plotting."""
+
     def plot(self, *, session_id: str | None = None, title: str | None = None) -> Any:
         """The rounds as a timeline Figure: a lane per route, a bar per round, latency beneath.
 
         ``session_id`` keeps one hub's rounds (``hub.session_id``); an empty log gives a
         Figure that says so. Drawn by :func:`madohub_nb.plot.timeline_figure`.
         """
-        from ..plot import timeline_figure  # matplotlib loads only when a plot is asked for
-
+        draw = RoundLog.plotter
+        if draw is None:  # (only if madohub_nb's package __init__ was bypassed)
+            raise MadohubError("no plotter attached; import madohub_nb to draw the timeline")
         df = self.df
         if session_id is not None:
             df = df[df["session_id"] == session_id]
-        return timeline_figure(df, title=title)
+        return draw(df, title=title)
 
     def __len__(self) -> int:
         return self.last_rowid

@@ -28,8 +28,8 @@ from typing import Protocol, TypeVar
 from ..agents.claude import read_small_regular_file
 from ..agents.foreground import ProcStat
 from ..agents.process_table import process_table
+from ..defaults import AGENT_FILE_MAX_BYTES
 from ..errors import MadohubValueError, TmuxError
-from ..settings import AGENT_FILE_MAX_BYTES
 from .tmux import PaneInfo, Tmux, client_environment
 from .watch import OutputWatcher, PaneStream
 

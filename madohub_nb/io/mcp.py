@@ -28,6 +28,7 @@ from typing import Any, Final, Protocol
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..engine import spawn
 from ..errors import MadohubError
 
 log = logging.getLogger("madohub_nb")
@@ -271,9 +272,7 @@ class McpEndpoint:
         # hub's own failures are logged by the hub.
         logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         self._server = uvicorn.Server(config)
-        self._task = asyncio.get_running_loop().create_task(
-            self._server.serve(sockets=[sock]), name="madohub mcp"
-        )
+        self._task = spawn(self._server.serve(sockets=[sock]), name="madohub mcp")
         while not self._server.started:
             if self._task.done():  # it could not start: say why
                 sock.close()

@@ -47,6 +47,10 @@ class TurnUsage:
     tool_calls: int | None = None
     api_calls: int | None = None
     complete: bool = False
+    measured_turn_ms: float | None = field(default=None, compare=False)
+    """Where the record gives no duration: the span from the turn's prompt line to its
+    newest line, by the record's own timestamps (one clock, the agent's). Claude Code
+    2.1.197 writes ``turn_duration`` after its Stop hook, so a hooked round may come first."""
 
 
 USAGE_FIELDS = (

@@ -28,8 +28,8 @@ from typing import IO, TypeVar
 
 from ..agents.foreground import ProcStat, parse_stat
 from ..agents.regex import lazy_compile
+from ..defaults import AGENT_FILE_MAX_BYTES
 from ..errors import MadohubValueError, TmuxError
-from ..settings import AGENT_FILE_MAX_BYTES
 from .machine import SCRIPT_TIMEOUT_S, OpenFile, argv_from_bytes, environ_from_bytes
 from .tmux import Tmux, client_environment
 from .watch import OutputWatcher, PaneStream
@@ -90,25 +90,6 @@ def check_host(host: object) -> str:
             "'user@hostname' (letters, digits, '.', '-', '_'; no spaces, not starting with '-')"
         )
     return host
-
-
-def parse_ssh_command(value: object) -> list[str]:
-    """The ``ssh_command`` setting split as a shell would (``"ssh -F /x/config"``)."""
-    if isinstance(value, str):
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise MadohubValueError(f"ssh_command {value!r} cannot be split: {exc}") from None
-    elif isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value):
-        words = list(value)
-    else:
-        words = []
-    if not words:
-        raise MadohubValueError(
-            f"ssh_command must be a command line such as 'ssh' or 'ssh -F ~/.ssh/config', "
-            f"got {value!r}"
-        )
-    return words
 
 
 class SshHost:

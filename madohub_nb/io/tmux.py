@@ -36,12 +36,13 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from ..agents.regex import lazy_compile
+from ..defaults import check_socket_name
+from ..engine import spawn
 from ..errors import MadohubValueError, TmuxError
 from ..secrets import SECRET_ENV_VARS
 from .launch import launch_buffer_name, launcher, with_exec
 
 PANE_ID_RE = lazy_compile(r"^%\d+\Z")
-SOCKET_NAME_RE = lazy_compile(r"^[A-Za-z0-9_.@+-]{1,100}\Z")
 SYNCHRONIZED_REPLY = "madohub-refused-synchronized-panes"
 """What a guarded send prints instead of typing when the window has synchronize-panes on."""
 _PLAIN_KEY_RE = lazy_compile(r"^[A-Za-z0-9-]+\Z")
@@ -631,27 +632,6 @@ def key_command(pane_id: str, key: str) -> str:
     return hex_keys_command(pane_id, key)
 
 
-def check_socket_name(socket_name: str | None) -> str | None:
-    """``socket_name`` if it is a plain name tmux keeps in its private socket folder.
-
-    ``tmux -L NAME`` puts the socket at ``/tmp/tmux-<uid>/NAME``: a ``/`` or
-    ``..`` would put it somewhere else, outside that protected folder.
-    """
-    if socket_name is None:
-        return None
-    if (
-        not isinstance(socket_name, str)
-        or not SOCKET_NAME_RE.fullmatch(socket_name)
-        or socket_name in (".", "..")
-    ):
-        raise MadohubValueError(
-            f"socket_name {socket_name!r} is not a plain name; use letters, digits and "
-            "'_', '-', '.', '@', '+' (at most 100, no '/'), e.g. 'madohub', or None "
-            "for the default tmux server"
-        )
-    return socket_name
-
-
 def client_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for tmux client processes: ``environ`` without secrets.
 
@@ -882,7 +862,7 @@ class ControlClient:
             env={**client_environment(), "TMUX": ""},
             limit=16 * 1024 * 1024,
         )
-        self._task = asyncio.get_running_loop().create_task(self._read())
+        self._task = spawn(self._read(), name=f"control client {self.session}")
 
     async def _read(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None

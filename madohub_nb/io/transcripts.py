@@ -9,16 +9,18 @@ for a 10 kB file and a 300 MB one. Pure file reading, no tmux, no clock.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError
 from ..model import ExtractionMethod
+from ..regex import lazy_compile
 from .agent_records import SESSION_FORMATS, detect_format, read_record, record_turn_finished
 from .records import (  # re-exported: these were defined here first
     CHUNK_BYTES,
@@ -518,6 +520,8 @@ class _ClaudeTurnTally(_TurnTally):
         super()._reset()
         self.messages: dict[str, dict[str, int | None]] = {}
         self._anonymous = 0
+        self.ended_at: float | None = None  # the turn's newest line's time (epoch s)
+        self.started_at: float | None = None  # its prompt line's
 
     def _mark_answer(self) -> None:
         super()._mark_answer()
@@ -565,6 +569,8 @@ class _ClaudeTurnTally(_TurnTally):
         kind = rec.get("type")
         if kind == "assistant":
             if not self._past_prompt or in_chain:
+                if self.ended_at is None:
+                    self.ended_at = _epoch_s(rec.get("timestamp"))
                 self._assistant(rec)
         elif kind == "system" and rec.get("subtype") == "turn_duration":
             if self.answer_seen:  # an older turn's end: the answer's turn began after it
@@ -574,8 +580,16 @@ class _ClaudeTurnTally(_TurnTally):
             self.turn_ms = _duration_ms(rec.get("durationMs"))
         elif kind == "user" and _is_prompt(rec):
             if not self.answer_seen:
+                if self.turn_ms is not None and not self.messages:
+                    # A turn ended (turn_duration) with its prompt as its newest line: Claude
+                    # Code 2.1.197 writes a session's first prompt after the answer's lines at
+                    # times (tests/real_agents/test_real_hook_routes.py): the turn's own prompt.
+                    self.started_at = _epoch_s(rec.get("timestamp"))
+                    return
                 self._reset()
-            elif self._chain_done or self._past_prompt:
+                return
+            self.started_at = _epoch_s(rec.get("timestamp"))
+            if self._chain_done or self._past_prompt:
                 self.done = self.complete = True
             else:
                 self._past_prompt = True  # the chain goes on past this line: follow it
@@ -619,7 +633,26 @@ class _ClaudeTurnTally(_TurnTally):
         self.api_calls = 0
         for counts in self.messages.values():
             self._add_tokens(counts)
-        return super().result()
+        usage = super().result()
+        if usage is None:
+            return None
+        if usage.turn_ms is not None:
+            return usage
+        start, end = self.started_at, self.ended_at
+        if not self.complete or start is None or end is None or end < start:
+            return usage
+        return dataclasses.replace(usage, measured_turn_ms=round((end - start) * 1000, 3))
+
+
+def _epoch_s(stamp: object) -> float | None:
+    """An ISO-8601 record time (``2026-12-01T17:54:03.511Z``) as epoch seconds, else None."""
+    if not isinstance(stamp, str) or len(stamp) > 40:
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 def _is_prompt(rec: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final, Literal
 
+from ..engine import spawn
 from ..errors import TmuxError
 from .tmux import ChannelClosed, ControlClient, Tmux, decode_control_output
 
@@ -384,7 +385,7 @@ class OutputWatcher:
         waiting = self._switching.get(stream)
         if waiting is not None and not waiting.done():
             return  # it reads the need when it runs, and again after each switch
-        task = asyncio.get_running_loop().create_task(self._apply(stream))
+        task = spawn(self._apply(stream), name=f"output control {stream.pane_id}")
         self._switching[stream] = task
         self._tasks.add(task)
         task.add_done_callback(functools.partial(self._switch_done, stream))
@@ -472,14 +473,14 @@ class OutputWatcher:
             return
         self._silenced.add(key)
         log.debug("pane %s of session %s is no tile: its output is paused", pane_id, session)
-        task = asyncio.get_running_loop().create_task(self._set_output(session, pane_id, False))
+        task = spawn(self._set_output(session, pane_id, False), name=f"silence {pane_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     # flooding panes: polled, not streamed ----------------------------------------------
     def _start_polling(self) -> None:
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = asyncio.get_running_loop().create_task(self._poll())
+            self._poll_task = spawn(self._poll(), name="poll flooding panes")
 
     def _polled(self) -> list[PaneStream]:
         return [s for s in self.streams.values() if s.mode == "polled" and not s.ended]

@@ -28,6 +28,7 @@ from . import config
 from .completion import register_completer, unregister_completer
 from .parsing import (
     ARROW,
+    COMMANDS,
     DEBUG_ENV,
     SUBCOMMANDS,
     HelpShown,
@@ -35,6 +36,7 @@ from .parsing import (
     debug_wanted,
     expand_variables,
     full_help,
+    option_keywords,
     parse_command,
     parse_duration_ms,
     split_endpoints,
@@ -73,27 +75,9 @@ class MadohubMagics(Magics):
         super().__init__(shell)
         self.templates: dict[str, str] = {}
         self._handlers: dict[str, Callable[[argparse.Namespace, str], Any]] = {
-            "tile": self._tile,
-            "connect": self._connect,
-            "gather": self._gather,
-            "tiles": self._tiles,
-            "routes": self._routes,
-            "pause": self._route_verb,
-            "resume": self._route_verb,
-            "stop": self._route_verb,
-            "send": self._send,
-            "keys": self._keys,
-            "watch": self._watch,
-            "dashboard": self._dashboard,
-            "inbox": self._inbox,
-            "log": self._log,
-            "plot": self._plot,
-            "replay": self._replay,
-            "template": self._template,
-            "hooks": self._hooks,
-            "workflow": self._workflow,
-            "close": self._close,
+            name: getattr(self, f"_{name}") for name in COMMANDS
         }
+        """Each sub-command's method: ``_<command>`` (the commands: ``parsing.COMMANDS``)."""
 
     @no_var_expand
     @line_cell_magic
@@ -151,83 +135,37 @@ class MadohubMagics(Magics):
         if len(sources) > 1:
             flags = " and ".join("--" + s.replace("command_line", "cmd") for s in sources)
             raise MadohubValueError(f"tile takes one of --cmd, --pane, --demo, not {flags}")
-        kwargs: dict[str, Any] = {}
-        if args.agent:
-            kwargs["agent"] = args.agent
-        if args.cwd:
-            kwargs["cwd"] = args.cwd
-        if args.ready_pattern is not None:
-            kwargs["ready_pattern"] = args.ready_pattern
-        if args.ready_quiet is not None:
-            kwargs["ready_quiet_ms"] = args.ready_quiet
-        if args.completion_pattern is not None:
-            kwargs["completion_pattern"] = args.completion_pattern
-        if args.env:
-            kwargs["env"] = dict(args.env)
-        if args.host:
-            kwargs["host"] = args.host
-        if args.hooks is not None:
-            kwargs["hooks"] = args.hooks
-        if args.worktree is not None:
-            kwargs["worktree"] = args.worktree
-        if args.mcp is not None:
-            kwargs["mcp"] = args.mcp or True
-            kwargs["allow_shell"] = args.allow_shell
-        if args.mcp_max_rounds is not None:
-            kwargs["mcp_max_rounds"] = args.mcp_max_rounds
-        if args.mcp_cooldown is not None:
-            kwargs["mcp_cooldown_ms"] = args.mcp_cooldown
-        if args.pane:
-            kwargs["pane"] = args.pane
-        elif args.demo:
+        kwargs = option_keywords("tile", args)
+        if args.mcp is None:  # --allow-shell says which tiles MCP calls may type into
+            kwargs.pop("allow_shell", None)
+        if args.demo and not args.pane:
             from ..demo import standin_command
 
             kind = args.agent or "claude"
             kwargs["agent"] = kind
             kwargs["command"] = standin_command(kind, persona=args.demo)
-        elif args.command_line:
-            kwargs["command"] = args.command_line
         return self.hub().tile(args.name, **kwargs)
 
     def _connect(self, args: argparse.Namespace, cell: str) -> Any:
-        return self.hub().connect(args.source, args.target, **self._route_kwargs(args, cell))
+        kwargs = self._route_kwargs("connect", args, cell)
+        return self.hub().connect(args.source, args.target, **kwargs)
 
     def _gather(self, args: argparse.Namespace, cell: str) -> Any:
-        kwargs = self._route_kwargs(args, cell)
-        if args.timeout is not None:
-            kwargs["timeout_s"] = args.timeout / 1000
+        kwargs = self._route_kwargs("gather", args, cell)
         return self.hub().gather(args.sources, args.target, **kwargs)
 
-    def _route_kwargs(self, args: argparse.Namespace, cell: str) -> dict[str, Any]:
+    def _route_kwargs(self, kind: str, args: argparse.Namespace, cell: str) -> dict[str, Any]:
         """The ``connect`` / ``gather`` options given, as keywords (the cell: the template)."""
-        template = args.template
+        kwargs = option_keywords(kind, args)
+        template = kwargs.pop("template", None)
         if cell.strip():
             if template is not None:
                 raise MadohubValueError("give the template as --template or as the cell, not both")
             template = cell
         else:
             template = self.resolve_template(template)
-        options = {
-            "trigger": args.trigger,
-            "pattern": args.pattern,
-            "transform": args.transform,
-            "template": template,
-            "max_rounds": args.max_rounds,
-            "max_cost_usd": args.max_cost,
-            "max_tokens": args.max_tokens,
-            "cooldown_ms": args.cooldown,
-            "stop_keyword": args.stop,
-            "dispatch": args.dispatch,
-            "delivery": args.delivery,  # None: the hub's own (MadoHub.delivery)
-            "when": args.when,
-            "unless": args.unless,
-        }
-        kwargs = {k: v for k, v in options.items() if v is not None}
-        kwargs["allow_shell"] = args.allow_shell
-        if args.approve or args.approve_timeout is not None:
-            kwargs["approve"] = args.approve
-        if args.approve_timeout is not None:
-            kwargs["approve_timeout_s"] = args.approve_timeout / 1000
+        if template is not None:
+            kwargs["template"] = template
         return kwargs
 
     def _tiles(self, args: argparse.Namespace, cell: str) -> pd.DataFrame:
@@ -259,6 +197,15 @@ class MadohubMagics(Magics):
         extra = ["trigger", "transform", "dispatch", "notes"]
         rows = [{c: getattr(r, c, None) for c in (*columns, *extra)} for r in self.hub().routes]
         return pd.DataFrame(rows, columns=[*columns, *extra])
+
+    def _pause(self, args: argparse.Namespace, cell: str) -> None:
+        self._route_verb(args, cell)
+
+    def _resume(self, args: argparse.Namespace, cell: str) -> None:
+        self._route_verb(args, cell)
+
+    def _stop(self, args: argparse.Namespace, cell: str) -> None:
+        self._route_verb(args, cell)
 
     def _route_verb(self, args: argparse.Namespace, cell: str) -> None:
         self._no_cell(args, cell)

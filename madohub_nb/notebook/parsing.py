@@ -20,27 +20,18 @@ Pure (no hub): ``parse_command(line, namespace)`` turns a line into an
 from __future__ import annotations
 
 import argparse
-import inspect
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
+from ..defaults import DELIVERY_MODES, TRANSFORMS
 from ..errors import MadohubValueError
-from ..hub import Hub
 from ..hub_settings import SETTINGS
-from ..model import AGENT_KINDS
+from ..pipeline import options as option_table
 from ..pipeline.keys import key_names_help
-from ..settings import (
-    COOLDOWN_MS_RANGE,
-    DELIVERY_MODES,
-    DISPATCH_MODES,
-    MAX_ROUNDS_RANGE,
-    TEMPLATE_PLACEHOLDERS,
-    TRANSFORMS,
-    TRIGGERS,
-)
+from ..pipeline.options import PLACEHOLDERS, Option, options_of
+from ..pipeline.options import parse_duration_ms as parse_duration_ms  # (the magics' API)
 
 DEBUG_ENV = "MADOHUB_DEBUG"
 """Set to 1 to let magic errors raise with their traceback."""
@@ -195,20 +186,6 @@ def expand_variables(line: str, namespace: Mapping[str, Any]) -> str:
 
 # Value parsers ------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, None: 1000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """``"3s"`` → 3000, ``"1500ms"`` → 1500, ``"2.5"`` (seconds) → 2500."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise MadohubValueError(
-            f"duration {text!r} not understood; write it like 3s, 1500ms or 2.5 (seconds)"
-        )
-    number, unit = match.groups()
-    return round(float(number) * _UNIT_MS[unit])
-
 
 def _unmarked(value: Any) -> Any:
     """``value`` (an argparse result) with the ``_LITERAL`` marks taken off its text."""
@@ -226,12 +203,17 @@ def _argparse_word(word: Word) -> str:
     return word.value
 
 
-def _duration(text: str) -> int:
-    text = _unmarked(text)
-    try:
-        return parse_duration_ms(text)
-    except MadohubValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` (a reader of :mod:`~madohub_nb.pipeline.options`) as an argparse ``type``."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(_unmarked(text))
+        except MadohubValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
 def _positive_int(text: str) -> int:
@@ -239,64 +221,6 @@ def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return int(text)
-
-
-def _max_rounds(text: str) -> int:
-    text = _unmarked(text)
-    low, high = MAX_ROUNDS_RANGE
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number from {low} to {high}, got {text!r}"
-        )
-    return int(text)
-
-
-_TOKEN_COUNT_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmM]?)")
-_TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000}
-
-
-def _max_tokens(text: str) -> int:
-    """``200000``, ``200_000``, ``200k``, ``1.5M``: a whole number of tokens of 1 or more."""
-    text = _unmarked(text)
-    found = _TOKEN_COUNT_RE.fullmatch(text.strip().replace("_", ""))
-    value = float(found[1]) * _TOKEN_UNITS[found[2].lower()] if found else 0.0
-    if not found or value < 1 or value != int(value):
-        raise argparse.ArgumentTypeError(
-            "expected a whole number of tokens of 1 or more, e.g. 200000, 200k or 1.5M, "
-            f"got {text!r}"
-        )
-    return int(value)
-
-
-def _max_cost(text: str) -> float:
-    """``2.50`` or ``$2.50``: US dollars above 0."""
-    text = _unmarked(text)
-    try:
-        value = float(text.strip().removeprefix("$"))
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected US dollars above 0, e.g. 2.50 or $2.50, got {text!r}"
-        )
-    return value
-
-
-def _cooldown(text: str) -> int:
-    value = _duration(text)
-    low, high = COOLDOWN_MS_RANGE
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(
-            f"cooldown must be from {low / 1000:g}s to {high / 1000:g}s, got {text!r}"
-        )
-    return value
-
-
-def _env_pair(text: str) -> tuple[str, str]:
-    key, sep, value = _unmarked(text).partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def split_endpoints(words: Iterable[str]) -> tuple[str, str]:
@@ -323,159 +247,74 @@ def split_gather_endpoints(words: Iterable[str]) -> tuple[list[str], str]:
     return sources, target[0]
 
 
-# The parser ---------------------------------------------------------------------
+# The options of tile, connect and gather: from the one table ---------------------------
 
-SUBCOMMANDS = (
-    "tile", "connect", "gather", "tiles", "routes", "pause", "resume", "stop", "send", "keys",
-    "watch", "dashboard", "inbox", "log", "plot", "replay", "template", "hooks", "workflow",
-    "close",
-)  # fmt: skip
 
-_CONNECT = {n: p.default for n, p in inspect.signature(Hub.connect).parameters.items()}
-"""``Hub.connect``'s defaults: the help shows them, never a copy that could drift."""
+def _flag_help(opt: Option) -> str:
+    """The option's ``--help`` line: the flag's own words, else its default (after the choices
+    argparse lists) or its help and its default."""
+    assert opt.flag is not None
+    if opt.flag.help is not None:
+        return opt.flag.help
+    if opt.choices is not None:
+        return f"(default: {opt.default})"
+    return f"{opt.help.replace('%', '%%')} (default: {opt.default})"
+
+
+def _flag_arguments(opt: Option) -> dict[str, Any]:
+    """``add_argument``'s keywords for the option's flag (its row of the table)."""
+    flag = opt.flag
+    assert flag is not None
+    out: dict[str, Any] = {"dest": flag.name, "help": _flag_help(opt)}
+    if flag.negatable:
+        return {**out, "action": argparse.BooleanOptionalAction, "default": None}
+    if opt.types == (bool,):
+        return {**out, "action": "store_true"}
+    if flag.metavar is not None:
+        out["metavar"] = flag.metavar
+    elif opt.choices is not None:
+        out["choices"] = opt.choices()
+    if flag.parse is not None:
+        out["type"] = _typed(flag.parse)
+    if flag.nargs is not None:
+        out["nargs"] = flag.nargs
+    if flag.const is not None:
+        out["const"] = flag.const
+    if flag.repeat:
+        out.update(action="append", default=[])
+    return out
+
+
+def add_option_flags(p: argparse.ArgumentParser, kind: str) -> None:
+    """The flags of ``kind``'s options (``tile``, ``connect``, ``gather``) that have one."""
+    for opt in options_of(kind):
+        if opt.flag is not None:
+            p.add_argument(opt.flag.spelling, **_flag_arguments(opt))
+
+
+def option_keywords(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``hub.<kind>`` keywords of the flags given on the line (their units read)."""
+    keywords: dict[str, Any] = {}
+    for opt in options_of(kind):
+        flag = opt.flag
+        if flag is None:
+            continue
+        value = getattr(args, flag.name, None)
+        absent = value is None or (value is False and not flag.negatable)
+        if absent or (flag.repeat and not value):
+            continue
+        keywords[opt.name] = flag.keyword(value) if flag.keyword is not None else value
+    return keywords
+
+
+# The commands ---------------------------------------------------------------------------
+
 WORKFLOW_VERBS = ("save", "load", "run")
-PLACEHOLDERS = " ".join("{" + p + "}" for p in TEMPLATE_PLACEHOLDERS)
 
 
-def _default(value: object) -> str:
-    return f"(default: {value})"
-
-
-def _route_options(p: argparse.ArgumentParser) -> None:
-    """The options of a route, for ``connect`` and ``gather`` alike."""
-    p.add_argument("--trigger", choices=TRIGGERS, help=_default(_CONNECT["trigger"]))
-    p.add_argument(
-        "--pattern", metavar="RE", help="regex of the on-keyword trigger (default: none)"
-    )
-    p.add_argument("--transform", choices=TRANSFORMS, help=_default(_CONNECT["transform"]))
-    p.add_argument(
-        "--template",
-        metavar="TEXT|@NAME",
-        help=f"prompt template; placeholders {PLACEHOLDERS}; @NAME: a %%%%madohub template; "
-        "\\n is a line break; a cell body also works (default: the transform's own)",
-    )
-    low, high = MAX_ROUNDS_RANGE
-    p.add_argument(
-        "--max-rounds", type=_max_rounds, metavar="N",
-        help=f"{low} to {high} {_default(_CONNECT['max_rounds'])}",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-cost", type=_max_cost, metavar="USD",
-        help="money budget: end the route exhausted once its rounds cost this much, "
-        "e.g. 2.50 (default: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--max-tokens", type=_max_tokens, metavar="N",
-        help="token budget (input + output, the AI transform's included), e.g. 200k or 1.5M "
-        "(default: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--cooldown", type=_cooldown, metavar="DURATION",
-        help=f"{COOLDOWN_MS_RANGE[0] // 1000}s to {COOLDOWN_MS_RANGE[1] // 1000}s, e.g. 3s or "
-        f"1500ms {_default(format(_CONNECT['cooldown_ms'] / 1000, 'g') + 's')}",
-    )  # fmt: skip
-    p.add_argument(
-        "--stop", metavar="WORD", help="stop the route when the source says it (default: none)"
-    )
-    p.add_argument("--dispatch", choices=DISPATCH_MODES, help=_default(_CONNECT["dispatch"]))
-    p.add_argument(
-        "--delivery", choices=DELIVERY_MODES, help="(default: MadoHub.delivery, itself typed)"
-    )
-    p.add_argument(
-        "--allow-shell", action="store_true",
-        help="allow typing into a shell tile: it runs! (default: off)",
-    )  # fmt: skip
-    p.add_argument(
-        "--when", metavar="RE",
-        help="route only the answers this regex matches, e.g. LGTM (default: every answer)",
-    )  # fmt: skip
-    p.add_argument(
-        "--unless", metavar="RE", help="skip the answers this regex matches (default: none)"
-    )
-    p.add_argument(
-        "--approve", action="store_true",
-        help="each prompt waits in the inbox for a person to approve, edit or reject it "
-        "(default: off)",
-    )  # fmt: skip
-    p.add_argument(
-        "--approve-timeout", type=_duration, metavar="DURATION",
-        help="with --approve: an unanswered prompt expires after this long, e.g. 10m or 90s, "
-        "nothing typed (default: it waits)",
-    )  # fmt: skip
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``%madohub`` argument parser, one sub-parser per sub-command."""
-    parser = _Parser(
-        prog="%madohub",
-        description="Route AI coding agents in tmux panes to each other.",
-        epilog="Run `%madohub COMMAND --help` for one command's options.",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", help=f"show errors with their traceback (or {DEBUG_ENV}=1)"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    p = sub.add_parser("tile", help="create a tile (new pane) or adopt a pane")
+def _tile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="short name of the tile, e.g. writer")
-    p.add_argument(
-        "--agent",
-        metavar="KIND",
-        help=f"agent kind: {', '.join(AGENT_KINDS)} or a registered one (default: detected)",
-    )
-    p.add_argument(
-        "--ready-pattern",
-        metavar="RE",
-        help="terminal program: its ready prompt line, e.g. '>>> $'",
-    )
-    p.add_argument(
-        "--ready-quiet",
-        type=_duration,
-        metavar="DURATION",
-        help="terminal program: ready after this long without output (default 1s)",
-    )
-    p.add_argument("--completion-pattern", metavar="RE", help="output that says the turn is over")
-    p.add_argument(
-        "--cmd", dest="command_line", metavar="COMMAND", help="command to run (default: a shell)"
-    )
-    p.add_argument("--cwd", help="working directory of the new pane (default: the kernel's)")
-    p.add_argument("--pane", help="adopt this existing pane (%%3 or sess:win.pane)")
-    p.add_argument(
-        "--host", help="make or adopt the pane on this ssh host's tmux (see ssh_command)"
-    )
-    p.add_argument(
-        "--worktree", nargs="?", const=True, default=None, metavar="BRANCH",
-        help="run the new pane in a new git worktree of --cwd's repository, on a new branch "
-        "(default branch: madohub/NAME); close keeps it only if it holds changes",
-    )  # fmt: skip
-    p.add_argument(
-        "--hooks", action=argparse.BooleanOptionalAction, default=None,
-        help="the agent's own end-of-turn hooks for a new pane: --hooks requires them, "
-        "--no-hooks turns them off (default: on when the agent has them)",
-    )  # fmt: skip
-    p.add_argument(
-        "--mcp", nargs="*", metavar="NAME", default=None,
-        help="start the agent with the hub's MCP tools (list_agents, send, ask): --mcp "
-        "reaches every agent tile, --mcp reviewer tester only those (default: off)",
-    )  # fmt: skip
-    p.add_argument(
-        "--allow-shell", action="store_true",
-        help="with --mcp NAME…: a shell among the names may be typed into (default: off)",
-    )  # fmt: skip
-    p.add_argument(
-        "--mcp-max-rounds", type=_max_rounds, metavar="N", default=None,
-        help=f"with --mcp: this tile's calls per target, {MAX_ROUNDS_RANGE[0]} to "
-        f"{MAX_ROUNDS_RANGE[1]} (default: the hub's mcp_max_rounds)",
-    )  # fmt: skip
-    p.add_argument(
-        "--mcp-cooldown", type=_cooldown, metavar="DURATION", default=None,
-        help="with --mcp: the least time between two of its calls to one target, e.g. 3s "
-        "(default: the hub's mcp_cooldown_ms)",
-    )  # fmt: skip
-    p.add_argument(
-        "--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
-        help="environment of the new pane; repeat for more (default: none)",
-    )  # fmt: skip
+    add_option_flags(p, "tile")
     p.add_argument(
         "--demo",
         metavar="PERSONA",
@@ -484,44 +323,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(CODEX_HOME=… for codex) names one",
     )
 
-    p = sub.add_parser(
-        "connect",
-        help="route SOURCE's answers into TARGET",
-        usage="%(prog)s SOURCE -> TARGET [options]",
-    )
-    p.add_argument("endpoints", nargs="+", metavar="SOURCE -> TARGET", help="two tile names")
-    _route_options(p)
 
-    p = sub.add_parser(
-        "gather",
-        help="fan in: route the answers of SOURCES, once each has a new one, into TARGET",
-        usage="%(prog)s SOURCE SOURCE [SOURCE …] -> TARGET [options]",
-    )
+def _connect_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("endpoints", nargs="+", metavar="SOURCE -> TARGET", help="two tile names")
+    add_option_flags(p, "connect")
+
+
+def _gather_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "endpoints", nargs="+", metavar="SOURCES -> TARGET",
         help="two or more source tiles, ->, the target tile",
     )  # fmt: skip
+    add_option_flags(p, "gather")
+
+
+def _route_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--timeout", type=_duration, metavar="DURATION",
-        help="fire this long after the first new answer with those in, e.g. 10m or 600s "
-        "(default: wait for every source)",
-    )  # fmt: skip
-    _route_options(p)
-
-    sub.add_parser("tiles", help="table of the tiles, with the tmux attach command of each")
-    sub.add_parser("routes", help="table of the routes, with the last error of each")
-    for verb in ("pause", "resume", "stop"):
-        p = sub.add_parser(verb, help=f"{verb} a route, or all routes")
-        p.add_argument(
-            "route", metavar="ROUTE|all", help="route id (writer->reviewer#1) or number, or all"
-        )
-
-    p = sub.add_parser(
-        "send",
-        help="type TEXT into TILE by hand; returns a future of the round",
-        usage="%(prog)s TILE [--allow-shell] [--delivery D] [--] TEXT (or the cell)",
-        description="Options may stand anywhere; -- ends them (the rest is text).",
+        "route", metavar="ROUTE|all", help="route id (writer->reviewer#1) or number, or all"
     )
+
+
+def _send_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tile", help="tile name")
     p.add_argument("text", nargs="*", help="the rest of the line (or the cell)")
     p.add_argument(
@@ -531,33 +353,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--delivery", choices=DELIVERY_MODES, help="(default: MadoHub.delivery, itself typed)"
     )
 
-    p = sub.add_parser(
-        "keys",
-        help="press keys in TILE (answer a prompt, interrupt); returns a future of the round",
-    )
+
+def _keys_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tile", help="tile name")
     p.add_argument("keys", nargs="+", metavar="KEY", help=f"one of {key_names_help()}")
 
-    p = sub.add_parser("watch", help="live view of a tile")
+
+def _watch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tile")
 
-    sub.add_parser("dashboard", help="live view of all tiles, routes, rounds and the timeline")
-    sub.add_parser(
-        "inbox", help="live list of what waits for a person: permission prompts, approvals"
+
+def _all_rounds(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--all", action="store_true", help="every round of the log file, any session (default: off)"
     )
 
-    p = sub.add_parser("log", help="this hub's rounds as a DataFrame (df = %%madohub log)")
+
+def _log_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tail", type=_positive_int, metavar="N", help="only the last N (default: all)")
-    p.add_argument(
-        "--all", action="store_true", help="every round of the log file, any session (default: off)"
-    )
+    _all_rounds(p)
 
-    p = sub.add_parser("plot", help="timeline of this hub's rounds (a matplotlib Figure)")
-    p.add_argument(
-        "--all", action="store_true", help="every round of the log file, any session (default: off)"
-    )
 
-    p = sub.add_parser("replay", help="run a logged round again with another transform")
+def _replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("round_id", metavar="ROUND_ID")
     p.add_argument("--transform", choices=TRANSFORMS, help="(default: the round's own)")
     p.add_argument(
@@ -565,25 +382,111 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--deliver", action="store_true", help="also type the new prompt (default: off)")
 
-    p = sub.add_parser(
-        "template",
-        help=f"%%%%madohub template NAME stores the cell as a template ({PLACEHOLDERS})",
-    )
+
+def _template_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
 
-    p = sub.add_parser(
-        "hooks", help="print what to add to an agent's own settings to opt an adopted pane in"
-    )
+
+def _hooks_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("agent", metavar="AGENT", help="agent kind, e.g. claude or codex")
 
-    p = sub.add_parser(
-        "workflow", help="save the hub's tiles and routes to a TOML file, load one, or run one"
-    )
+
+def _workflow_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("verb", choices=WORKFLOW_VERBS, help="save, load (check and show) or run")
     p.add_argument("file", metavar="FILE", help="the workflow file (.toml)")
 
-    sub.add_parser("close", help="close the kernel's hub (stops routes, kills its tiles)")
+
+@dataclass(frozen=True)
+class Command:
+    """One sub-command of ``%madohub``: its help and its arguments.
+
+    ``MadohubMagics._<name>`` does it (magics.py; a test checks each command has one).
+    """
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    usage: str | None = None
+    description: str | None = None
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "tile": Command("create a tile (new pane) or adopt a pane", _tile_arguments),
+    "connect": Command(
+        "route SOURCE's answers into TARGET", _connect_arguments,
+        usage="%(prog)s SOURCE -> TARGET [options]",
+    ),
+    "gather": Command(
+        "fan in: route the answers of SOURCES, once each has a new one, into TARGET",
+        _gather_arguments, usage="%(prog)s SOURCE SOURCE [SOURCE …] -> TARGET [options]",
+    ),
+    "tiles": Command("table of the tiles, with the tmux attach command of each"),
+    "routes": Command("table of the routes, with the last error of each"),
+    "pause": Command("pause a route, or all routes", _route_arguments),
+    "resume": Command("resume a route, or all routes", _route_arguments),
+    "stop": Command("stop a route, or all routes", _route_arguments),
+    "send": Command(
+        "type TEXT into TILE by hand; returns a future of the round", _send_arguments,
+        usage="%(prog)s TILE [--allow-shell] [--delivery D] [--] TEXT (or the cell)",
+        description="Options may stand anywhere; -- ends them (the rest is text).",
+    ),
+    "keys": Command(
+        "press keys in TILE (answer a prompt, interrupt); returns a future of the round",
+        _keys_arguments,
+    ),
+    "watch": Command("live view of a tile", _watch_arguments),
+    "dashboard": Command("live view of all tiles, routes, rounds and the timeline"),
+    "inbox": Command("live list of what waits for a person: permission prompts, approvals"),
+    "log": Command("this hub's rounds as a DataFrame (df = %%madohub log)", _log_arguments),
+    "plot": Command("timeline of this hub's rounds (a matplotlib Figure)", _all_rounds),
+    "replay": Command("run a logged round again with another transform", _replay_arguments),
+    "template": Command(
+        f"%%%%madohub template NAME stores the cell as a template ({PLACEHOLDERS})",
+        _template_arguments,
+    ),
+    "hooks": Command(
+        "print what to add to an agent's own settings to opt an adopted pane in", _hooks_arguments
+    ),
+    "workflow": Command(
+        "save the hub's tiles and routes to a TOML file, load one, or run one",
+        _workflow_arguments,
+    ),
+    "close": Command("close the kernel's hub (stops routes, kills its tiles)"),
+}  # fmt: skip
+"""Every sub-command of ``%madohub``, in the order ``--help`` lists them."""
+
+SUBCOMMANDS: Final = tuple(COMMANDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``%madohub`` argument parser: one sub-parser per entry of :data:`COMMANDS`."""
+    parser = _Parser(
+        prog="%madohub",
+        description="Route AI coding agents in tmux panes to each other.",
+        epilog="Run `%madohub COMMAND --help` for one command's options.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help=f"show errors with their traceback (or {DEBUG_ENV}=1)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(
+            name, help=command.help, usage=command.usage, description=command.description
+        )
+        if command.arguments is not None:
+            command.arguments(p)
     return parser
+
+
+_BUILT: dict[tuple[int, int], argparse.ArgumentParser] = {}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of the option tables as they are now (built again when a table changes)."""
+    key = (id(option_table.ROUTE), id(option_table.TILE))
+    if key not in _BUILT:
+        _BUILT.clear()
+        _BUILT[key] = build_parser()
+    return _BUILT[key]
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -597,8 +500,8 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
 def full_help() -> str:
     """Every command with every option, its default and the template placeholders, then
     the hub's settings (``%config MadoHub.NAME = value``) with their defaults."""
-    parts = [argparse.ArgumentParser.format_help(PARSER)]
-    for name, sub in subparsers(PARSER).items():
+    parts = [argparse.ArgumentParser.format_help(parser())]
+    for name, sub in subparsers(parser()).items():
         parts.append(f"\n--- {name} " + "-" * max(0, 60 - len(name)) + "\n" + sub.format_help())
     parts.append("\n--- settings (%config MadoHub.NAME = value) " + "-" * 17 + "\n")
     for s in SETTINGS:
@@ -609,13 +512,10 @@ def full_help() -> str:
 
 def option_strings(command: str) -> list[str]:
     """The options of one sub-command (for completion)."""
-    sub = subparsers(PARSER).get(command)
+    sub = subparsers(parser()).get(command)
     if sub is None:
         return []
     return [o for a in sub._actions for o in a.option_strings if o.startswith("--")]
-
-
-PARSER = build_parser()
 
 
 def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argparse.Namespace:
@@ -637,11 +537,11 @@ def parse_command(line: str, namespace: Mapping[str, Any] | None = None) -> argp
         ]
         if command in ("connect", "gather"):
             words = _join_arrow(words, command)
-        args = PARSER.parse_args(words)
+        args = parser().parse_args(words)
         for name, value in vars(args).items():
             setattr(args, name, _unmarked(value))
         if args.command is None:
-            PARSER.print_help()
+            parser().print_help()
             raise HelpShown()
         if args.command == "connect":
             args.source, args.target = split_endpoints(args.endpoints)
@@ -692,7 +592,7 @@ def _parse_send(line: str, words: list[Word]) -> argparse.Namespace:
         if option and w.value == "--":
             ended = True
         elif option and w.value == "--help":
-            subparsers(PARSER)["send"].print_help()
+            subparsers(parser())["send"].print_help()
             raise HelpShown()
         elif option and w.value == "--allow-shell":
             allow_shell = True
@@ -712,7 +612,7 @@ def _parse_send(line: str, words: list[Word]) -> argparse.Namespace:
         elif tile is None:
             if option or (w.option_like and w.value == "-h"):
                 if w.value == "-h":
-                    subparsers(PARSER)["send"].print_help()
+                    subparsers(parser())["send"].print_help()
                     raise HelpShown()
                 raise MadohubValueError(
                     f"%madohub send: unknown option {w.value!r} (see %madohub send --help)"

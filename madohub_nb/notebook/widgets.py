@@ -24,6 +24,17 @@ import ipywidgets as widgets
 
 from ..agents.permission import chars_cut
 from ..errors import MadohubError, MadohubValueError
+from ..pipeline.events import (
+    AskChanged,
+    HubEvent,
+    RoundLogged,
+    RouteAdded,
+    RouteStateChanged,
+    TileAdded,
+    TileOutput,
+    TileStateChanged,
+)
+from ..pipeline.inbox import ApprovalAsk, Ask, PermissionAsk
 from ..render import (
     ask_text_html,
     round_row,
@@ -39,7 +50,6 @@ SNAPSHOT_WAIT_S: Final = 5.0
 
 if TYPE_CHECKING:
     from ..hub import Hub
-    from ..model import HubEvent
 
 # Views ---------------------------------------------------------------------------
 
@@ -203,10 +213,10 @@ class TileView(_HubView):
         )  # fmt: skip
 
     def _wants(self, event: HubEvent) -> bool:
-        return event.name == self.name and event.kind in ("tile_output", "tile_state")
+        return isinstance(event, TileOutput | TileStateChanged) and event.name == self.name
 
     def _on_event(self, event: HubEvent) -> None:
-        if event.kind == "tile_state":
+        if isinstance(event, TileStateChanged):
             self.state = event.state or self.state
             self._header.value = self._header_html()
             self._show_keys()
@@ -264,10 +274,8 @@ class RouteCard(_HubView):
 
     def _wants(self, event: HubEvent) -> bool:
         route_id = str(self.route.id)
-        if event.kind == "route_state":
-            return event.name == route_id
-        if event.kind == "round":
-            return str(getattr(event.data, "route_id", "")) == route_id
+        if isinstance(event, RouteStateChanged | RoundLogged):
+            return event.route_id == route_id
         return False
 
     def _on_event(self, event: HubEvent) -> None:
@@ -315,10 +323,11 @@ class McpPairCard(_HubView):
         self.refresh()
 
     def _wants(self, event: HubEvent) -> bool:
-        return event.kind == "round" and str(getattr(event.data, "route_id", "")) == self.route_id
+        return isinstance(event, RoundLogged) and event.route_id == self.route_id
 
     def _on_event(self, event: HubEvent) -> None:
-        self.last = event.data
+        if isinstance(event, RoundLogged):
+            self.last = event.record
         self.refresh()
 
     def summary_html(self) -> str:
@@ -367,10 +376,11 @@ class RoundLogTable(_HubView):
         return f'<div class="{ROUNDS_CLASS}">{self._table.value}</div>'
 
     def _wants(self, event: HubEvent) -> bool:
-        return event.kind == "round"
+        return isinstance(event, RoundLogged)
 
     def _on_event(self, event: HubEvent) -> None:
-        self._add(round_row(event.data))
+        if isinstance(event, RoundLogged):
+            self._add(round_row(event.record))
         self._draw()
 
 
@@ -398,7 +408,7 @@ class TimelineView(_HubView):
         return str(self._image.value)
 
     def _wants(self, event: HubEvent) -> bool:
-        return event.kind == "round"
+        return isinstance(event, RoundLogged)
 
     def _on_event(self, event: HubEvent) -> None:
         self.request_redraw()
@@ -451,7 +461,7 @@ whole label is its tooltip)."""
 class AskRow(widgets.VBox):
     """One open ask: who asks, its age, its question or editable prompt, and its buttons."""
 
-    def __init__(self, ask: Any, on_answer: Callable[[Any, Callable[[], object]], None]) -> None:
+    def __init__(self, ask: Ask, on_answer: Callable[[Ask, Callable[[], object]], None]) -> None:
         self.ask = ask
         self.shown_text = ask.text
         """The permission text drawn (a hook may add the tool's line after the row was made)."""
@@ -459,7 +469,7 @@ class AskRow(widgets.VBox):
         self.buttons: list[widgets.Button] = []
         self.prompt: widgets.Textarea | None = None
         body: list[Any] = [self.header]
-        if ask.kind == "approval":
+        if isinstance(ask, ApprovalAsk):
             self.prompt = widgets.Textarea(value=ask.text, layout=widgets.Layout(width="98%"))
             prompt = self.prompt
             approve = widgets.Button(description="approve", icon="check", button_style="success")
@@ -511,7 +521,7 @@ class InboxView(_HubView):
         """Open asks shown."""
         return len(self.rows)
 
-    def _answer(self, ask: Any, answer: Callable[[], object]) -> None:
+    def _answer(self, ask: Ask, answer: Callable[[], object]) -> None:
         try:
             answer()
         except MadohubError as exc:  # (a ValueError too: a bad choice, an empty edit)
@@ -527,7 +537,7 @@ class InboxView(_HubView):
             self.rows.pop(key).close()
         for key, ask in open_asks.items():
             row = self.rows.get(key)
-            if row is not None and ask.kind == "permission" and row.shown_text != ask.text:
+            if row is not None and isinstance(ask, PermissionAsk) and row.shown_text != ask.text:
                 row.close()  # (its hook named the tool after the row was drawn)
                 row = None
             if row is None:
@@ -543,7 +553,7 @@ class InboxView(_HubView):
         return f'<div class="{INBOX_CLASS}">{self._title.value}{rows}</div>'
 
     def _wants(self, event: HubEvent) -> bool:
-        return event.kind == "ask"
+        return isinstance(event, AskChanged)
 
     def _on_event(self, event: HubEvent) -> None:
         self.sync()
@@ -624,18 +634,21 @@ class Dashboard(_HubView):
         )
 
     def _wants(self, event: HubEvent) -> bool:
-        if event.kind in ("tile_added", "tile_state", "tile_output"):
-            return event.name not in self.tile_views
-        if event.kind in ("route_added", "route_state"):
-            return event.name not in self.route_cards
-        if event.kind == "round":  # a pair's first MCP call
-            data = event.data
-            return _is_mcp_round(self.hub, data) and str(data.route_id) not in self.mcp_cards
-        return event.kind == "ask"  # (the count in the title)
+        match event:
+            case TileAdded() | TileStateChanged() | TileOutput():
+                return event.name not in self.tile_views
+            case RouteAdded() | RouteStateChanged():
+                return event.route_id not in self.route_cards
+            case RoundLogged():  # a pair's first MCP call
+                record = event.record
+                return _is_mcp_round(self.hub, record) and event.route_id not in self.mcp_cards
+            case AskChanged():  # (the count in the title)
+                return True
+        return False
 
     def _on_event(self, event: HubEvent) -> None:
-        if event.kind == "round":
-            self._add_pair(event.data)
+        if isinstance(event, RoundLogged):
+            self._add_pair(event.record)
         self.sync()
 
     def _add_pair(self, record: Any) -> None:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..settings import check_regex
+from ..defaults import check_regex
 
 
 @dataclass(frozen=True)

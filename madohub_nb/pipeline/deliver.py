@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -32,9 +33,9 @@ from typing import TYPE_CHECKING
 from ..agents.foreground import Reader, check_reader
 from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
+from ..defaults import DELIVERY_MODES, MAX_ROUTED_CHARS, TYPING_DELAY_MS, check_choice
 from ..errors import DeliveryError, TileError, TmuxError
 from ..io.tmux import hex_keys_command, key_command
-from ..settings import MAX_ROUTED_CHARS, TYPING_DELAY_MS
 
 if TYPE_CHECKING:
     import random
@@ -61,6 +62,39 @@ SEND_KEYS_MAX_BYTES = 4096
 refuses an invocation over ~16 KB."""
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class Delivery(enum.Enum):
+    """How a prompt reaches a target's input, and what is checked on the way."""
+
+    TYPED = "typed"
+    """Typed line by line at a person's pace once the target is ready; the submit checked."""
+    PASTE = "paste"
+    """One bracketed paste once the target is ready; the submit checked."""
+    LEGACY = "legacy"
+    """The ``legacy`` dispatch: each line sent as keys, then Enter; nothing waited for or
+    checked (the old way, for programs the profile table does not know)."""
+
+    @classmethod
+    def of(cls, mode: str, agent_aware: bool) -> Delivery:
+        """A route's ``delivery`` option (``typed``/``paste``), or LEGACY for a dispatch that
+        is not agent-aware (``legacy``)."""
+        return cls(check_choice("delivery", mode, DELIVERY_MODES)) if agent_aware else cls.LEGACY
+
+    @property
+    def pastes(self) -> bool:
+        """The text goes in as one bracketed paste (the target must take those)."""
+        return self is Delivery.PASTE
+
+    @property
+    def waits_until_ready(self) -> bool:
+        """The target is waited for until it can take input (idle, its box shown)."""
+        return self is not Delivery.LEGACY
+
+    @property
+    def checks_submit(self) -> bool:
+        """The submit key waits for the echo and is checked (pressed again if it was lost)."""
+        return self is not Delivery.LEGACY
 
 
 @dataclass(frozen=True)
@@ -191,8 +225,7 @@ class Deliverer:
         tile: Tile,
         text: str,
         *,
-        mode: str = "typed",
-        legacy: bool = False,
+        delivery: Delivery = Delivery.TYPED,
         ready_timeout_s: float = READY_TIMEOUT_S,
         before_typing: Callable[[], None] | None = None,
         allow_shell: bool = False,
@@ -213,7 +246,7 @@ class Deliverer:
         if not content.strip():
             raise DeliveryError("nothing to deliver: the prompt is empty after cleaning")
         profile = tile.profile
-        if mode == "paste" and not legacy and not profile.uses_bracketed_paste:
+        if delivery.pastes and not profile.uses_bracketed_paste:
             if not profile.executes_input:
                 raise DeliveryError(
                     f"target {tile.name!r} ({tile.agent}) does not take bracketed pastes: every "
@@ -222,7 +255,7 @@ class Deliverer:
                 )
         async with self.pane_lock(tile.pane_id):
             await self._started(tile)
-            if not legacy:
+            if delivery.waits_until_ready:
                 await self.wait_ready(tile, ready_timeout_s)
             if before_typing is not None:  # (it checks the log file: never on the loop)
                 await asyncio.to_thread(before_typing)
@@ -253,14 +286,15 @@ class Deliverer:
             typed = content.replace("\t", profile.typed_tab).split("\n")
             pane = _GuardedPane(tile, reader, len(lines))
             try:
-                if legacy:
+                if not delivery.checks_submit:
                     await self._type_lines(pane, typed, profile.newline_key, pause=False)
                     await self._check_alive(tile)
                     await pane.send([key_command(tile.pane_id, "Enter")], submit=True)
                     return DeliveryResult(
-                        started, datetime.now(timezone.utc), "legacy", len(lines), 1, False, removed
-                    )
-                if mode == "paste":
+                        started, datetime.now(timezone.utc), delivery.value, len(lines), 1, False,
+                        removed,
+                    )  # fmt: skip
+                if delivery.pastes:
                     await pane.paste(content)
                     sent = content
                 else:
@@ -273,7 +307,13 @@ class Deliverer:
             except Exception as exc:  # tmux gone, pane killed mid-way
                 raise DeliveryError(f"typing into {tile.name!r} failed: {exc}") from exc
             return DeliveryResult(
-                started, datetime.now(timezone.utc), mode, len(lines), attempts, verified, removed
+                started,
+                datetime.now(timezone.utc),
+                delivery.value,
+                len(lines),
+                attempts,
+                verified,
+                removed,
             )
 
     async def _check_alive(self, tile: Tile) -> None:

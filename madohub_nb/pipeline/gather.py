@@ -21,9 +21,13 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, cast
 
+from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.transcripts import Extraction, TurnUsage
-from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, HubEvent, RouteState
+from ..model import EXTRACTION_METHODS, TURN_SIGNALS, ExtractionMethod, RouteState
+from .events import RouteStateChanged
+from .options import with_defaults
+from .round import GatherRound
 from .route import Route, RouteContext, build_route
 from .tile import Tile
 from .transforms import answer_heading
@@ -212,7 +216,7 @@ class Gather(Route):
         self._poke()
 
     def _poke(self) -> None:
-        self._context.emit(HubEvent("route_state", self.id, self.state, self))
+        self._context.emit(RouteStateChanged(self.id, self.state, self))
         if self._wake is not None:
             self._wake.set()
 
@@ -249,7 +253,7 @@ class Gather(Route):
 
     async def _ready_or_done(self, arm: _Arm) -> None:
         """Wait until ``arm`` listens to its source, or has already ended (its source gone)."""
-        ready = asyncio.ensure_future(arm.ready.wait())
+        ready = spawn(arm.ready.wait(), name=f"gather {self.id}: {arm.source} ready")
         waits: set[asyncio.Future[Any]] = {ready}
         if arm._task is not None:
             waits.add(arm._task)
@@ -284,26 +288,27 @@ class Gather(Route):
         text = answers_text(answers, missing)
         usage = _summed_usage([f.usage for f in found])
         extraction = Extraction(text, cast(ExtractionMethod, method), None, usage=usage)
-        self._round_meta = {
-            "gathered": list(ordered),
-            "gather_missing": missing,
-            "gather_answers": {
+        self._gathered = GatherRound(
+            arrived=tuple(ordered),
+            missing=missing,
+            how_read={
                 n: {"method": t.found.method if t.found else None, "turn_signal": t.signal or None}
                 for n, t in ordered.items()
             },
-        }
+        )
         return Turn(
             extraction,
             max((t.extract_ms for t in ordered.values()), default=0.0),
             signal=_weakest([t.signal for t in ordered.values()], TURN_SIGNALS) or "",
         )
 
-    _round_meta: dict[str, Any] = {}
+    _gathered: GatherRound | None = None
 
-    def plan_meta(self, turn: Turn) -> dict[str, Any]:
-        """``gathered`` (the sources in), ``gather_missing`` ({source: why}) and
-        ``gather_answers`` ({source: {method, turn_signal}}) of the round."""
-        return dict(self._round_meta)
+    def gather_round(self) -> GatherRound | None:
+        """The round of the answers last gathered: the sources in, why the others are not,
+        how each answer was read (its row's ``gathered``, ``gather_missing``,
+        ``gather_answers``)."""
+        return self._gathered
 
     def __repr__(self) -> str:
         return super().__repr__().replace("<Route ", "<Gather ", 1)
@@ -315,15 +320,16 @@ def build_gather(
     sources: Sequence[Tile],
     target: Tile,
     *,
-    timeout_s: object = None,
-    **options: Any,
+    api_key: str | None = None,
+    **given: Any,
 ) -> Gather:
     """A gather ``sources`` → ``target`` (route number ``number``), every argument checked as
-    :func:`~.route.build_route` checks a route's."""
-    timeout = check_gather(sources, target, timeout_s)
-    if options.get("template") is None and options.get("transform") == "prompt-wrap":
+    :func:`~.route.build_route` checks a route's (``given``: its options, as there)."""
+    options = with_defaults("gather", given)
+    timeout = check_gather(sources, target, options.pop("timeout_s"))
+    if options["template"] is None and options["transform"] == "prompt-wrap":
         options["template"] = GATHER_TEMPLATE
-    first = build_route(context, number, sources[0], target, **options)
+    first = build_route(context, number, sources[0], target, api_key=api_key, **options)
     if first.spec.transform.reads_screen:
         raise MadohubValueError(
             f"transform {first.spec.name!r} reads one terminal's lines; a gather routes answers: "
@@ -345,5 +351,5 @@ def build_gather(
         pattern=first.pattern, spec=first.spec, guard=first.guard, dispatch=first.dispatch_mode,
         delivery=first.delivery, allow_shell=first.allow_shell, budget=first.budget,
         condition=first.condition, approve=first.approve,
-        approve_timeout_s=first.approve_timeout_s,
+        approve_timeout_s=first.approve_timeout_s, options={**first.options, "timeout_s": timeout},
     )  # fmt: skip

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..defaults import CUT_MARKER
+from ..engine import spawn
 from ..errors import DeliveryError
 from ..io.log import RoundRecord
 from ..io.mcp import ToolRefused
 from ..io.transcripts import Extraction
-from ..model import HubEvent
-from ..settings import CUT_MARKER
+from .events import HubEvent
 from .inbox import Inbox
 from .round import DISPATCHES, RoundPlan, run_round
 from .route import OutputStream, Route, RouteContext, RouteServices, build_route, route_context
@@ -488,7 +489,7 @@ class Handoff:
             finally:
                 ear.cancel()
 
-        task = asyncio.get_running_loop().create_task(late(), name=f"late answer {tile.name}")
+        task = spawn(late(), name=f"late answer {tile.name}")
         self.late.add(task)
         task.add_done_callback(self.late.discard)
 

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from ..engine import aside, spawn
 from ..errors import MadohubError
 from ..io.remote import SshMachine
 from ..model import HostState
@@ -98,7 +99,7 @@ class HostLink:
         self._spawn(self._after_exit(session), f"check {self.name} {session}")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task = spawn(coro, name=name)
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
 
@@ -131,9 +132,7 @@ class HostLink:
         self.last_error = f"host {self.name!r} is unreachable ({why}); retrying"
         self._on_state(self.name, "unreachable", self.last_error)
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._reconnect(session), name=f"reconnect {self.name}"
-            )
+            self._task = spawn(self._reconnect(session), name=f"reconnect {self.name}")
 
     async def _reconnect(self, session: str) -> None:
         attempt = 0
@@ -190,13 +189,10 @@ class HostLink:
     def _end_session(self, session: str) -> threading.Event:
         """Kill ``session`` on the host, then end our ssh master, on a thread of its own (a
         host that stopped answering must not hold close() up); set once both are done."""
-        done = threading.Event()
 
         def kill() -> None:
             with contextlib.suppress(MadohubError, OSError):
                 self.tmux.kill_session(session)
             self.ssh.close()
-            done.set()
 
-        threading.Thread(target=kill, daemon=True, name=f"close {self.name}").start()
-        return done
+        return aside(kill, name=f"close {self.name}")

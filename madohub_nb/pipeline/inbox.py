@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from ..agents.foreground import Reader
 from ..agents.permission import (
@@ -37,13 +37,15 @@ from ..agents.permission import (
     tool_request,
     with_tool_line,
 )
+from ..engine import spawn
 from ..errors import MadohubError, MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.tmux import key_command
 from ..io.watch import PaneStream
-from ..model import AskKind, AskState, Decision, HubEvent
+from ..model import AskKind, AskState, Decision
 from .deliver import send_checked
+from .events import AskChanged, HubEvent, TileAdded, TileStateChanged
 from .round import RoundServices
 from .tile import Tile
 
@@ -88,38 +90,37 @@ def check_approve_timeout(timeout_s: object) -> float | None:
 
 
 class Ask:
-    """One thing waiting for a person. Listed by ``hub.inbox`` while ``state == "open"``."""
+    """One thing waiting for a person. Listed by ``hub.inbox`` while ``state == "open"``.
+
+    Two kinds, two types: :class:`PermissionAsk` (an agent's permission prompt: choose one
+    of its choices) and :class:`ApprovalAsk` (an approval route's prompt: approve, edit or
+    reject it). ``kind`` still says which, as a string."""
+
+    kind: ClassVar[AskKind]
 
     def __init__(
         self,
-        kind: AskKind,
         tile: str,
         text: str,
         *,
-        route: str | None = None,
-        prompt: PermissionPrompt | None = None,
         on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
-        signal: str = "screen",
+        signal: str,
+        route: str | None = None,
     ) -> None:
         import uuid
 
         self.id = uuid.uuid4().hex[:8]
-        self.kind: AskKind = kind
         self.tile = tile
         """The tile that asks (permission) or will receive the prompt (approval)."""
         self.route = route
         """The route whose prompt this is (approval), else None."""
         self.text = text
         """The agent's question, or the prompt about to be delivered."""
-        self.prompt = prompt
-        self.choices: tuple[str, ...] = prompt.choices if prompt is not None else ()
-        """A permission prompt's choices as the agent shows them (labels)."""
+        self.choices: tuple[str, ...] = ()
+        """A permission prompt's choices as the agent shows them (labels); none for an approval."""
         self.signal = signal
-        """How the ask was noticed: ``hook`` (the agent's own notification) or ``screen``."""
-        self.tool: str | None = None
-        """The tool it asks to run (``Bash``), from the agent's ``PermissionRequest`` hook."""
-        self.tool_input: Mapping[str, Any] | None = None
-        """That tool's input (``{"command": "touch made", ...}``), from the same hook."""
+        """How the ask was noticed: ``hook`` (the agent's own notification), ``screen`` or
+        ``route`` (an approval route's prompt)."""
         self.opened_at = datetime.now(timezone.utc)
         self._opened_mono = time.monotonic()
         self.state: AskState = "open"
@@ -140,62 +141,18 @@ class Ask:
     def open(self) -> bool:
         return self.state == "open"
 
-    # answers ------------------------------------------------------------------------
+    # answers (each kind says what they mean for it) ------------------------------------
     def approve(self, text: str | None = None) -> concurrent.futures.Future[RoundRecord]:
-        """Approval: deliver the prompt (``text``: the person's edited version). Permission:
-        the first choice (``Yes``). A future of the logged round."""
-        if self.kind == "permission":
-            if text is not None:
-                raise MadohubValueError("a permission prompt takes no text; use choose(choice)")
-            return self.choose(0)
-        if text is not None and (not isinstance(text, str) or not text.strip()):
-            raise MadohubValueError(
-                f"approve(text=...) takes the edited prompt, a non-empty string; got {text!r} "
-                "(reject(reason) to send nothing)"
-            )
-        chosen = self.text if text is None else text
-        verdict = Verdict("edited" if chosen != self.text else "approved", chosen)
-        return self._answer("approved", verdict)
+        """Say yes; a future of the logged round."""
+        raise NotImplementedError
 
     def reject(self, reason: str = "") -> concurrent.futures.Future[RoundRecord]:
-        """Approval: nothing is typed, the round is logged ``rejected`` (with ``reason``).
-        Permission: the choice that says No (or Escape when none does)."""
-        if not isinstance(reason, str):
-            raise MadohubValueError(f"reason must be a string, got {reason!r}")
-        if self.kind == "permission":
-            no = [i for i, c in enumerate(self.choices) if says_no(c)]
-            return self.choose(no[-1]) if no else self._answer("rejected", -1)
-        return self._answer("rejected", Verdict("rejected", reason))
+        """Say no; a future of the logged round."""
+        raise NotImplementedError
 
     def choose(self, choice: int | str) -> concurrent.futures.Future[RoundRecord]:
-        """Permission: press the keys of one choice, by index into ``choices`` (0 is the first)
-        or by its label (or the number the agent shows, ``"1"``). A future of the logged round."""
-        if self.kind != "permission":
-            raise MadohubValueError(
-                "choose() answers a permission prompt; an approval takes approve(text) or reject()"
-            )
-        index = self.choice_index(choice)
-        label = self.choices[index]
-        return self._answer("rejected" if says_no(label) else "approved", index)
-
-    def choice_index(self, choice: object) -> int:
-        """The index of ``choice`` (an index, a label, or a shown number), or an error naming
-        the choices."""
-        shown = ", ".join(f"{i}: {c!r}" for i, c in enumerate(self.choices))
-        keys = self.prompt.keys if self.prompt is not None else ()
-        if isinstance(choice, int) and not isinstance(choice, bool):
-            if 0 <= choice < len(self.choices):
-                return choice
-            raise MadohubValueError(
-                f"choice {choice} is out of range: this prompt shows {len(self.choices)} "
-                f"choices ({shown}); pass an index 0-{len(self.choices) - 1} or a label"
-            )
-        if isinstance(choice, str):
-            wanted = choice.strip().lower()
-            for i, label in enumerate(self.choices):
-                if label.lower() == wanted or (i < len(keys) and keys[i].split()[0] == wanted):
-                    return i
-        raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
+        """Press one of a permission prompt's choices; a future of the logged round."""
+        raise NotImplementedError
 
     def _answer(
         self, state: AskState, how: int | Verdict
@@ -233,10 +190,110 @@ class Ask:
         return f"<Ask {self.kind} {self.tile} {self.state} {shown!r}{choices}>"
 
 
+class PermissionAsk(Ask):
+    """An agent's permission prompt: the person presses one of its choices."""
+
+    kind: ClassVar[AskKind] = "permission"
+
+    def __init__(
+        self,
+        tile: str,
+        text: str,
+        *,
+        prompt: PermissionPrompt,
+        on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
+        signal: str = "screen",
+    ) -> None:
+        super().__init__(tile, text, on_answer=on_answer, signal=signal)
+        self.prompt = prompt
+        self.choices = prompt.choices
+        self.tool: str | None = None
+        """The tool it asks to run (``Bash``), from the agent's ``PermissionRequest`` hook."""
+        self.tool_input: Mapping[str, Any] | None = None
+        """That tool's input (``{"command": "touch made", ...}``), from the same hook."""
+
+    def approve(self, text: str | None = None) -> concurrent.futures.Future[RoundRecord]:
+        """The first choice (``Yes``); a permission prompt takes no text."""
+        if text is not None:
+            raise MadohubValueError("a permission prompt takes no text; use choose(choice)")
+        return self.choose(0)
+
+    def reject(self, reason: str = "") -> concurrent.futures.Future[RoundRecord]:
+        """The choice that says No (or Escape when none does)."""
+        if not isinstance(reason, str):
+            raise MadohubValueError(f"reason must be a string, got {reason!r}")
+        no = [i for i, c in enumerate(self.choices) if says_no(c)]
+        return self.choose(no[-1]) if no else self._answer("rejected", -1)
+
+    def choose(self, choice: int | str) -> concurrent.futures.Future[RoundRecord]:
+        """Press the keys of one choice, by index into ``choices`` (0 is the first) or by its
+        label (or the number the agent shows, ``"1"``). A future of the logged round."""
+        index = self.choice_index(choice)
+        label = self.choices[index]
+        return self._answer("rejected" if says_no(label) else "approved", index)
+
+    def choice_index(self, choice: object) -> int:
+        """The index of ``choice`` (an index, a label, or a shown number), or an error naming
+        the choices."""
+        shown = ", ".join(f"{i}: {c!r}" for i, c in enumerate(self.choices))
+        keys = self.prompt.keys
+        if isinstance(choice, int) and not isinstance(choice, bool):
+            if 0 <= choice < len(self.choices):
+                return choice
+            raise MadohubValueError(
+                f"choice {choice} is out of range: this prompt shows {len(self.choices)} "
+                f"choices ({shown}); pass an index 0-{len(self.choices) - 1} or a label"
+            )
+        if isinstance(choice, str):
+            wanted = choice.strip().lower()
+            for i, label in enumerate(self.choices):
+                if label.lower() == wanted or (i < len(keys) and keys[i].split()[0] == wanted):
+                    return i
+        raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
+
+
+class ApprovalAsk(Ask):
+    """An approval route's prompt: the person delivers it (as it is, or edited) or rejects it."""
+
+    kind: ClassVar[AskKind] = "approval"
+
+    def __init__(
+        self,
+        tile: str,
+        text: str,
+        *,
+        route: str,
+        on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
+    ) -> None:
+        super().__init__(tile, text, route=route, on_answer=on_answer, signal="route")
+
+    def approve(self, text: str | None = None) -> concurrent.futures.Future[RoundRecord]:
+        """Deliver the prompt (``text``: the person's edited version)."""
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise MadohubValueError(
+                f"approve(text=...) takes the edited prompt, a non-empty string; got {text!r} "
+                "(reject(reason) to send nothing)"
+            )
+        chosen = self.text if text is None else text
+        verdict = Verdict("edited" if chosen != self.text else "approved", chosen)
+        return self._answer("approved", verdict)
+
+    def reject(self, reason: str = "") -> concurrent.futures.Future[RoundRecord]:
+        """Nothing is typed; the round is logged ``rejected`` (with ``reason``)."""
+        if not isinstance(reason, str):
+            raise MadohubValueError(f"reason must be a string, got {reason!r}")
+        return self._answer("rejected", Verdict("rejected", reason))
+
+    def choose(self, choice: int | str) -> concurrent.futures.Future[RoundRecord]:
+        raise MadohubValueError(
+            "choose() answers a permission prompt; an approval takes approve(text) or reject()"
+        )
+
+
 class Approval:
     """An approval route's prompt waiting in the inbox: the ask and the round that waits on it."""
 
-    def __init__(self, ask: Ask, decided: asyncio.Future[Verdict]) -> None:
+    def __init__(self, ask: ApprovalAsk, decided: asyncio.Future[Verdict]) -> None:
         self.ask = ask
         self._decided = decided
         self.logged: concurrent.futures.Future[RoundRecord] = concurrent.futures.Future()
@@ -312,18 +369,18 @@ class Inbox:
 
     def _add(self, ask: Ask) -> None:
         self._asks = [*(a for a in self._asks if a.open), ask]
-        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+        self._emit(AskChanged(ask.id, ask.state, ask))
 
     def _closed(self, ask: Ask) -> None:
         self._asks = [a for a in self._asks if a.open]
-        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+        self._emit(AskChanged(ask.id, ask.state, ask))
 
     # events (engine loop) ----------------------------------------------------------------
     def on_event(self, event: HubEvent) -> None:
         """Look at a tile again when its output pauses, its state changes or it is added."""
-        if event.kind == "tile_added" and (tile := self._tiles().get(event.name)) is not None:
-            asyncio.get_running_loop().create_task(self._follow(tile), name=f"inbox {tile.name}")
-        elif event.kind == "tile_state":
+        if isinstance(event, TileAdded) and (tile := self._tiles().get(event.name)) is not None:
+            spawn(self._follow(tile), name=f"inbox {tile.name}")
+        elif isinstance(event, TileStateChanged):
             if event.state == "exited":
                 for approval in list(self._approvals.values()):
                     if approval.ask.tile == event.name:
@@ -392,13 +449,14 @@ class Inbox:
     def _fill(self, name: str, request: ToolRequest) -> bool:
         """Give ``name``'s open permission ask the tool its hook names, if it has none yet."""
         ask = next(
-            (a for a in self._asks if a.open and a.kind == "permission" and a.tile == name), None
+            (a for a in self._asks if a.open and isinstance(a, PermissionAsk) and a.tile == name),
+            None,
         )
         if ask is None or ask.tool is not None:
             return False
         ask.tool, ask.tool_input = request.tool, request.input
         ask.text, ask.signal = with_tool_line(ask.text, request), "hook"
-        self._emit(HubEvent("ask", ask.id, ask.state, ask))
+        self._emit(AskChanged(ask.id, ask.state, ask))
         return True
 
     def _check_soon(self, name: str, delay_s: float) -> None:
@@ -417,7 +475,7 @@ class Inbox:
         if tile is None or tile.agent in UNASKING_KINDS:
             return
         self._reading.add(name)
-        asyncio.get_running_loop().create_task(self._check(tile), name=f"inbox {name}")
+        spawn(self._check(tile), name=f"inbox {name}")
 
     async def _check(self, tile: Tile) -> None:
         try:
@@ -435,7 +493,7 @@ class Inbox:
         An ask being answered (its key on the way) is still the tile's ask; and the prompt
         its key answered, still on screen, is the agent not having redrawn yet."""
         current = next(
-            (a for a in self._asks if a.kind == "permission" and a.tile == tile.name), None
+            (a for a in self._asks if isinstance(a, PermissionAsk) and a.tile == tile.name), None
         )
         if current is not None and current.prompt == prompt:
             return
@@ -445,8 +503,8 @@ class Inbox:
             self._closed(current)
         if prompt is not None and not self._just_pressed(tile.name, prompt):
             message = self._hook_messages.pop(tile.name, None)
-            ask = Ask(
-                "permission", tile.name, prompt.question, prompt=prompt,
+            ask = PermissionAsk(
+                tile.name, prompt.question, prompt=prompt,
                 on_answer=self._press, signal="hook" if message is not None else "screen",
             )  # fmt: skip
             if (request := self._hook_requests.pop(tile.name, None)) is not None:
@@ -473,15 +531,17 @@ class Inbox:
         self, ask: Ask, state: str, how: int | Verdict
     ) -> concurrent.futures.Future[RoundRecord]:
         tile = self._tiles().get(ask.tile)
-        assert isinstance(how, int)
+        assert isinstance(how, int) and isinstance(ask, PermissionAsk)
         return self._submit(self._press_keys(ask, tile, how, state))
 
-    async def _press_keys(self, ask: Ask, tile: Tile | None, index: int, state: str) -> RoundRecord:
+    async def _press_keys(
+        self, ask: PermissionAsk, tile: Tile | None, index: int, state: str
+    ) -> RoundRecord:
         """Press the keys of choice ``index`` (Escape for -1) if the agent still shows the ask's
         prompt (under the pane's lock); a button row's keys count from its selection now."""
         svc = self._services
         started = time.monotonic()
-        key = ask.prompt.keys[index] if ask.prompt is not None and index >= 0 else "Escape"
+        key = ask.prompt.keys[index] if index >= 0 else "Escape"
         rec = RoundRecord(
             route_id=INBOX_ROUTE_ID, source="", target=ask.tile, round=0, trigger="manual",
             transform="keys", dispatch="madoagent", prompt=key, status="error",
@@ -511,8 +571,7 @@ class Inbox:
                     )
         if problem is None:
             rec.status, rec.delivered_at = "delivered", datetime.now(timezone.utc)
-            if ask.prompt is not None:
-                self._pressed[ask.tile] = (ask.prompt, time.monotonic() + PRESSED_HOLD_S)
+            self._pressed[ask.tile] = (ask.prompt, time.monotonic() + PRESSED_HOLD_S)
         else:
             rec.error = f"{ask.kind} of {ask.tile!r} not answered: {problem}; no key was pressed"
         rec.deliver_ms = rec.latency_ms = round((time.monotonic() - started) * 1000, 3)
@@ -535,7 +594,7 @@ class Inbox:
             self._call_soon(self._closed, ask)
             return holder[0].logged
 
-        ask = Ask("approval", target, prompt, route=route_id, on_answer=answered, signal="route")
+        ask = ApprovalAsk(target, prompt, route=route_id, on_answer=answered)
         approval = Approval(ask, decided)
         holder.append(approval)
         self._approvals[ask.id] = approval

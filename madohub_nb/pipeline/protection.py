@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..errors import MadohubValueError
-from ..settings import (
+from ..defaults import (
     COOLDOWN_MS_DEFAULT,
     COOLDOWN_MS_RANGE,
     MAX_ROUNDS_DEFAULT,
     MAX_ROUNDS_RANGE,
     check_range,
 )
+from ..errors import MadohubValueError
 
 
 @dataclass

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..defaults import MAX_ROUNDS_DEFAULT, TARGET_WAIT_S
 from ..errors import MadohubValueError
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
-from ..settings import MAX_ROUNDS_DEFAULT, TARGET_WAIT_S
 from .round import DISPATCHES, RoundPlan
 from .route import Route
 from .tile import Tile

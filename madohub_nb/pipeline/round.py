@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ..defaults import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
 from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
-from ..io.transcripts import USAGE_FIELDS, Extraction
-from ..settings import DELIVERY_MODES, DISPATCH_MODES, TARGET_WAIT_S, check_choice, price_for
-from .deliver import Deliverer
+from ..io.transcripts import USAGE_FIELDS, Extraction, TurnUsage
+from .deliver import Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile
 from .transforms import AIClientConfig, TransformContext, TransformSpec, apply_with_usage
@@ -56,12 +56,33 @@ DISPATCHES: Final[Mapping[str, Dispatch]] = {
         Dispatch("shadow", types_text=False),
     )
 }
-"""Every dispatch mode by name, in the order of ``settings.DISPATCH_MODES``."""
+"""Every dispatch mode by name, in the order of ``defaults.DISPATCH_MODES``."""
 
 
 def dispatch_named(name: str) -> Dispatch:
     """The dispatch mode called ``name``, or a teaching error listing the modes."""
     return DISPATCHES[check_choice("dispatch", name, DISPATCH_MODES)]
+
+
+@dataclass(frozen=True)
+class GatherRound:
+    """What makes a round a gather's: the sources whose answers came in (in the gather's
+    order), why each other one did not, and how each answer in was read. The transform's
+    ``{answers}`` is then the gathered text."""
+
+    arrived: tuple[str, ...]
+    missing: Mapping[str, str]
+    """{source: why no answer came in}."""
+    how_read: Mapping[str, Mapping[str, str | None]]
+    """{source: {"method": extraction method, "turn_signal": ...}}."""
+
+    def meta(self) -> dict[str, Any]:
+        """The round row's ``meta`` keys: ``gathered``, ``gather_missing``, ``gather_answers``."""
+        return {
+            "gathered": list(self.arrived),
+            "gather_missing": dict(self.missing),
+            "gather_answers": {n: dict(how) for n, how in self.how_read.items()},
+        }
 
 
 @dataclass
@@ -104,6 +125,8 @@ class RoundPlan:
     """An approval route's person: given the prompt, their decision (``approved``, ``edited``,
     ``rejected``, ``expired``) and the text to type (or why nothing is)."""
     fired_mono: float = field(default_factory=time.monotonic)
+    gather: GatherRound | None = None
+    """A gather's round: its sources' answers in one prompt (None: any other round)."""
     meta: dict[str, Any] = field(default_factory=dict)
     changes: Changes | None = None
     """What the source turn changed in its git working tree (None: not one, or unread)."""
@@ -206,6 +229,16 @@ def _fill_cost(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     rec.cost_usd = round_cost_usd(rec, hub.prices, source_turn=routed)
 
 
+def _fill_turn_ms(rec: RoundRecord, usage: TurnUsage) -> None:
+    """The turn's duration: the record's own, else measured from the record's times; which
+    one is said in ``meta["turn_ms_source"]`` (``record`` | ``measured``)."""
+    if usage.turn_ms is not None:
+        rec.meta["turn_ms_source"] = "record"
+    elif usage.measured_turn_ms is not None:
+        rec.turn_ms = usage.measured_turn_ms
+        rec.meta["turn_ms_source"] = "measured"
+
+
 def _fill_changes(rec: RoundRecord, changes: Changes) -> None:
     rec.files_changed = changes.files_changed
     rec.lines_added, rec.lines_removed = changes.lines_added, changes.lines_removed
@@ -238,7 +271,7 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         delivery_mode=plan.delivery if plan.dispatch.types_text else None,
         template=plan.spec.template if plan.spec is not None else None,
         session_id=hub.session_id,
-        meta=dict(plan.meta),
+        meta={**(plan.gather.meta() if plan.gather is not None else {}), **plan.meta},
     )
     if plan.spec is not None:  # what a replay needs once the route is gone (see replay.py)
         rec.meta.setdefault("max_rounds", plan.max_rounds)
@@ -250,6 +283,7 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
     if ex is not None and ex.usage is not None:  # screen extractions have none: left empty
         for name in USAGE_FIELDS:
             setattr(rec, name, getattr(ex.usage, name))
+        _fill_turn_ms(rec, ex.usage)
     try:
         await _run(hub, plan, rec)
     except MadohubError as exc:
@@ -292,7 +326,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
             source=plan.source,
             target=rec.target,
             target_kind=plan.target.agent if plan.target is not None else "unknown",
-            answers=output if "gathered" in plan.meta else None,
+            answers=output if plan.gather is not None else None,
         )
         started = time.monotonic()
         try:
@@ -328,8 +362,7 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         result = await hub.deliverer.deliver(
             plan.target,
             rec.prompt or "",
-            mode=plan.delivery,
-            legacy=not plan.dispatch.agent_aware_delivery,
+            delivery=Delivery.of(plan.delivery, plan.dispatch.agent_aware_delivery),
             ready_timeout_s=plan.target_wait_s,
             before_typing=before_typing,
             allow_shell=plan.allow_shell,

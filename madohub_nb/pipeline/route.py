@@ -14,25 +14,37 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import html
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol
 
 from ..agents.screen import strip_ansi
+from ..defaults import DELIVERY_MODES, TARGET_WAIT_S, check_choice
+from ..engine import spawn
 from ..errors import MadohubValueError
 from ..io.git import Changes
 from ..io.hooks import HookEvent
 from ..io.log import RoundRecord
 from ..io.transcripts import Extraction
 from ..io.watch import PaneStream
-from ..model import HubEvent, RoundStatus, RouteState, TileState
-from ..render import html_for_route
-from ..settings import DELIVERY_MODES, TARGET_WAIT_S, check_choice
+from ..model import RoundStatus, RouteState, TileState
 from .conditions import Condition, Edge, make_condition
+from .events import HubEvent, RouteStateChanged, TurnSkipped
 from .extract import extract
 from .inbox import Approval, Inbox, check_approve_timeout
+from .options import with_defaults
 from .protection import Budget, LoopGuard
-from .round import Dispatch, RoundPlan, RoundServices, dispatch_named, round_tokens, run_round
+from .round import (
+    Dispatch,
+    GatherRound,
+    RoundPlan,
+    RoundServices,
+    dispatch_named,
+    round_tokens,
+    run_round,
+)
 from .tile import Tile
 from .transforms import TransformSpec, make_transform_spec, require_ai_key
 from .triggers import Heard, Turn, TurnDetector, check_completion_pattern, make_detector
@@ -241,8 +253,11 @@ class Route:
         condition: Condition | None = None,
         approve: bool = False,
         approve_timeout_s: float | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.id = route_id
+        self.options: Mapping[str, Any] = MappingProxyType(dict(options or {}))
+        """Every option it was made with (:data:`~.options.ROUTE`), defaults filled in."""
         self._context = context
         self.source_tile = source
         self.target_tile = target
@@ -307,9 +322,9 @@ class Route:
         """What else shapes the route, for cards and reprs (its condition; '' without)."""
         return self.condition.describe()
 
-    def plan_meta(self, turn: Turn) -> dict[str, Any]:
-        """What a round of this turn records in its row's ``meta`` besides the usual."""
-        return {}
+    def gather_round(self) -> GatherRound | None:
+        """The gather's round the next plan is (a :class:`Gather`'s); None for a route."""
+        return None
 
     @property
     def when(self) -> str | None:
@@ -435,7 +450,7 @@ class Route:
 
     def _set_state(self, state: RouteState) -> None:
         self.state = state
-        self._context.emit(HubEvent("route_state", self.id, state, self))
+        self._context.emit(RouteStateChanged(self.id, state, self))
 
     # the task -------------------------------------------------------------
     _in_round = False
@@ -444,7 +459,7 @@ class Route:
     def start(self) -> None:
         """Start listening (engine loop only)."""
         self._started = True
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"route {self.id}")
+        self._task = spawn(self._run(), name=f"route {self.id}")
         self._task.add_done_callback(self._task_done)
         self._task.add_done_callback(self._forget_task)
 
@@ -592,7 +607,7 @@ class Route:
 
     def _skipped(self, reason: str) -> None:
         """Tell listeners the trigger saw a finished turn and let it go (tests wait on this)."""
-        self._context.emit(HubEvent("turn_skipped", self.id, reason, self))
+        self._context.emit(TurnSkipped(self.id, reason, self))
 
     async def _round(self, turn: Turn, exhausted: bool = False) -> None:
         changes = await self._turn_changes()
@@ -623,7 +638,7 @@ class Route:
             exhausted_reason=self.budget.spent() if exhausted else None,
             still_wanted=lambda: self.state != "stopped",
             target_wait_s=wait_s if wait_s is not None else self._context.target_wait_s,
-            meta=self.plan_meta(turn),
+            gather=self.gather_round(),
             changes=changes,
             approve=self._wait_for_person if self.approve and not exhausted else None,
         )
@@ -653,7 +668,7 @@ class Route:
         elif not exhausted and self.guard.exhausted and self.state == "active":
             self._set_state("exhausted")
         else:
-            self._context.emit(HubEvent("route_state", self.id, self.state, self))
+            self._context.emit(RouteStateChanged(self.id, self.state, self))
 
     async def _wait_for_person(self, prompt: str) -> tuple[str, str]:
         """The prompt waits in the inbox: the person's decision and the text to type.
@@ -708,8 +723,13 @@ class Route:
             f"dispatch={self.dispatch}{budget}>"
         )
 
+    html_view: ClassVar[Callable[[Route], str] | None] = None
+    """Draws a route (or gather) for Jupyter; attached by the notebook layer
+    (madohub_nb.notebook.display, with madohub_nb.render's), so the route imports no HTML."""
+
     def _repr_html_(self) -> str:
-        return html_for_route(self)
+        draw = Route.html_view
+        return draw(self) if draw is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
 
 class _SeenSource:
@@ -746,6 +766,10 @@ class _SeenSource:
     def keeps_record(self) -> bool:
         return self._route.source_tile.profile.has_transcript
 
+    @property
+    def records_turn_ms(self) -> bool:
+        return self._route.source_tile.profile.records_turn_ms
+
     def signal(self) -> str:
         tile = self._route.source_tile
         return tile.last_signal or ("quiet" if tile.profile.ready_quiet_ms else "screen")
@@ -764,31 +788,21 @@ def build_route(
     source: Tile,
     target: Tile,
     *,
-    trigger: str,
-    transform: str,
-    template: str | None,
-    max_rounds: int,
-    cooldown_ms: int,
-    stop_keyword: str | None,
-    dispatch: str,
-    pattern: str | None,
-    allow_shell: bool,
-    delivery: str,
-    model: str | None,
-    api_key: str | None,
-    completion_pattern: str | None = None,
-    max_cost_usd: float | None = None,
-    max_tokens: int | None = None,
-    when: str | None = None,
-    unless: str | None = None,
-    approve: bool = False,
-    approve_timeout_s: float | None = None,
+    api_key: str | None = None,
+    **given: Any,
 ) -> Route:
     """A route ``source`` → ``target`` (route number ``number``), every argument checked.
 
-    The names (trigger, transform, dispatch) become the types that do the work:
-    a turn detector, a transform, a dispatch mode.
+    ``given``: options of :data:`~.options.ROUTE` (``connect``'s) by name, the others at
+    their default; ``delivery`` must be resolved (typed or paste). The names (trigger,
+    transform, dispatch) become the types that do the work: a turn detector, a transform,
+    a dispatch mode. The route keeps every option's value as ``route.options``.
     """
+    options = with_defaults("connect", given)
+    trigger, transform, template = options["trigger"], options["transform"], options["template"]
+    pattern, dispatch, delivery = options["pattern"], options["dispatch"], options["delivery"]
+    completion_pattern, allow_shell = options["completion_pattern"], options["allow_shell"]
+    approve, approve_timeout_s = options["approve"], options["approve_timeout_s"]
     if source is target:
         raise MadohubValueError(
             f"a route from {source.name!r} to itself would feed the agent its own output"
@@ -800,10 +814,13 @@ def build_route(
         idle_delay_ms=lambda: context.idle_delay_ms,
         completion_pattern=completion or source.completion_pattern,
     )
-    spec = make_transform_spec(transform, template, model)
-    guard = LoopGuard(max_rounds=max_rounds, cooldown_ms=cooldown_ms, stop_keyword=stop_keyword)
-    budget = Budget(max_cost_usd=max_cost_usd, max_tokens=max_tokens)
-    condition = make_condition(when, unless)
+    spec = make_transform_spec(transform, template, options["model"])
+    guard = LoopGuard(
+        max_rounds=options["max_rounds"], cooldown_ms=options["cooldown_ms"],
+        stop_keyword=options["stop_keyword"],
+    )  # fmt: skip
+    budget = Budget(max_cost_usd=options["max_cost_usd"], max_tokens=options["max_tokens"])
+    condition = make_condition(options["when"], options["unless"])
     mode = dispatch_named(dispatch)
     check_choice("delivery", delivery, DELIVERY_MODES)
     if target.profile.executes_input and mode.types_text and not allow_shell:
@@ -828,4 +845,5 @@ def build_route(
         detector=detector, pattern=pattern, spec=spec, guard=guard, dispatch=mode,
         delivery=delivery, allow_shell=allow_shell, budget=budget, condition=condition,
         approve=approve, approve_timeout_s=timeout_s,
+        options={**options, "approve_timeout_s": timeout_s},
     )  # fmt: skip

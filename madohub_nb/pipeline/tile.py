@@ -10,24 +10,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import html
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from .. import settings
-from ..agents.claude import CONFIG_ENV as CLAUDE_ENV
-from ..agents.claude import (
-    ClaudeSession,
-    claude_config_dir,
-    parse_session_file,
-    session_file_path,
-)
-from ..agents.codex import HOME_ENV as CODEX_ENV
-from ..agents.codex import codex_home
+from .. import defaults
 from ..agents.detect import AgentProcess, detect_kind, find_agent, foreground_of, is_shell_name
 from ..agents.foreground import (
     DEAD_STATES,
@@ -37,30 +29,32 @@ from ..agents.foreground import (
     StatsReader,
     expected_reader,
 )
+from ..agents.kinds import ENV_NAMES
+from ..agents.kinds.records import AgentPid, RecordRef
 from ..agents.profiles import (
+    AgentKind,
     AgentProfile,
     foreground_profile,
     get_profile,
+    kind_of,
     known_kinds,
     quiet_state,
     screen_state,
 )
-from ..agents.records import ENV_NAMES as RECORD_ENV
 from ..agents.regex import lazy_compile
-from ..agents.screen import strip_ansi
+from ..agents.screen import (
+    ANSWER_HISTORY_LINES,
+    answer_after_input,
+    strip_ansi,
+    terminal_last_response,
+)
 from ..errors import MadohubValueError, TileError, TmuxError
-from ..io.agent_records import read_record, record_turn_finished
 from ..io.git import ChangeTracker, Worktree, default_branch
 from ..io.hooks import HookEvent
 from ..io.machine import Machine, PaneRef, PaneTmux
+from ..io.records import Extraction
 from ..io.tmux import PaneInfo
-from ..io.transcripts import read_last_response, turn_finished
 from ..model import TileState
-from ..render import html_for_tile
-from . import extract as extraction
-
-if TYPE_CHECKING:
-    from ..io.transcripts import Extraction
 
 T = TypeVar("T")
 
@@ -312,6 +306,11 @@ class Tile:
         """The profile of the tile's agent kind: its markers, submit keys and delays."""
         return get_profile(self.agent)
 
+    @property
+    def kind(self) -> AgentKind:
+        """The tile's agent kind: its profile, its record reader, its launch layers."""
+        return kind_of(self.agent)
+
     # facts from tmux ----------------------------------------------------
     def pane_info(self) -> PaneInfo | None:
         """What tmux says about the pane now (pid, size, command, path); None once it is gone."""
@@ -380,7 +379,7 @@ class Tile:
         self._agent_proc = None
         return None
 
-    def _environ(self, proc: AgentProcess, names: tuple[str, ...]) -> dict[str, str]:
+    def agent_environ(self, proc: AgentPid, names: tuple[str, ...]) -> dict[str, str]:
         """The agent's variables that locate its files (read once per process, once found).
 
         A read that finds none of them is not kept: a process caught in an exec shows the
@@ -389,13 +388,18 @@ class Tile:
         key = (proc.pid, proc.start_ticks)
         if key not in self._environs:
             try:
-                env = self.machine.environ(proc.pid, (*CLAUDE_ENV, *CODEX_ENV, *RECORD_ENV))
+                env = self.machine.environ(proc.pid, ENV_NAMES)
             except TmuxError:
                 return {}
             if not env:
                 return {}
             self._environs = {key: env}
         return {k: v for k, v in self._environs[key].items() if k in names}
+
+    def forget_environ(self) -> None:
+        """Read the agent's environment again next time: a launcher may exec the agent with
+        other variables under the same pid and start time (the demo's stand-ins do)."""
+        self._environs = {}
 
     def _where(self) -> str:
         """Said after a pid in messages: which machine it is on (nothing for this one)."""
@@ -488,86 +492,36 @@ class Tile:
             # Stopped (Ctrl-Z) or sent to the background: its status file still says what it
             # said before, but typed text would go to whoever is in the foreground now.
             return "unknown"
-        if profile.writes_status_file:
-            session = self.claude_session(proc)
-            if session is not None and session.status in ("idle", "busy", "waiting"):
+        live_status = self.kind.live_status
+        if profile.writes_status_file and live_status is not None:
+            status = live_status(self, proc)
+            if status is not None:
                 self.last_signal = "status"
-                return session.status  # type: ignore[return-value]  # checked just above
+                return status  # type: ignore[return-value]  # idle, busy or waiting
         return self._screen_state(profile)
 
     # the agent's own files on its machine ----------------------------------------------
-    def claude_config(self, proc: AgentProcess) -> Path | None:
-        """Claude's config dir: from its environment, else the hub's ``claude_home``."""
-        return claude_config_dir(self._environ(proc, CLAUDE_ENV), self._claude_home())
-
-    def claude_session(self, proc: AgentProcess) -> ClaudeSession | None:
-        """Claude's ``sessions/<pid>.json`` on the tile's machine (its session id and live
-        status), or None when there is none (yet) or it cannot be read."""
-        return self.read_claude_session(proc)[0]
-
-    def read_claude_session(self, proc: AgentProcess) -> tuple[ClaudeSession | None, bool]:
-        """:meth:`claude_session`, and whether the file found for ``proc``'s pid was another
-        process's (stale: its ``procStart`` is not ``proc``'s start)."""
-        config = self.claude_config(proc)
-        if config is None:
-            return None, False
-        path = session_file_path(config, proc.pid)
+    def record(self) -> RecordRef | None:
+        """The agent's own record of its conversation (a path on its machine, and what
+        narrows it to the agent's session), as its kind finds it; None: none found."""
+        reader = self.kind.record
+        proc = self.agent_process() if reader is not None else None
+        if reader is None or proc is None:
+            return None
         try:
-            raw = self.machine.read_head(str(path))
-        except TmuxError:
-            raw = None
-        session = parse_session_file(raw, path, proc.pid)
-        stale = session is not None and not session.is_for_process(proc.start_ticks)
-        if stale:
-            # A Claude killed before it could remove its file, whose pid another process got
-            # (pids wrap at 32,768 here): that file names someone else's session.
-            session = None
-        if session is None:
-            # Read its environment again next time: a launcher may exec the agent with
-            # another config dir under the same pid and start time (the demo's stand-ins do).
-            self._environs = {}
-        return session, stale
+            return reader.locate(self, proc)
+        except TmuxError:  # a host that stopped answering: no record now
+            return None
 
     def transcript_path(self) -> str | None:
         """Where the agent keeps its transcript (a path on its machine), if it can be found."""
-        proc = self.agent_process()
-        if proc is None:
-            return None
-        try:
-            if self.profile.extractor == "jsonl":
-                return extraction.claude_transcript(self, proc)
-            if self.profile.extractor == "rollout":
-                return extraction.codex_rollout(self, proc)
-            if self.profile.extractor == "session":
-                found = extraction.agent_record(self, proc)
-                return found.path if found is not None else None
-        except TmuxError:  # a host that stopped answering: no transcript now
-            return None
-        return None
-
-    def agent_record(self) -> extraction.RecordRef | None:
-        """The agent's own record of its conversation (OpenCode, Qwen Code, Aider, Gemini CLI,
-        Copilot CLI, Pi: ``agents/records.py``), if it keeps one and it can be found."""
-        proc = self.agent_process()
-        if proc is None or self.profile.extractor != "session":
-            return None
-        try:
-            return extraction.agent_record(self, proc)
-        except TmuxError:
-            return None
-
-    def record_environ(self, proc: AgentProcess) -> dict[str, str]:
-        """The agent's variables that move its record (``HOME``, ``XDG_DATA_HOME``...)."""
-        return self._environ(proc, RECORD_ENV)
+        found = self.record()
+        return found.path if found is not None else None
 
     def pane_path(self) -> str | None:
         """The pane's working directory as tmux reports it (its foreground process's)."""
         info = self.pane_info()
         return info.current_path if info is not None and info.current_path else None
-
-    def codex_home(self, proc: AgentProcess) -> Path | None:
-        """Codex's home on the tile's machine (its ``CODEX_HOME``, else ``HOME``/.codex)."""
-        return codex_home(self._environ(proc, CODEX_ENV))
 
     # programs without markers: terminal tiles, a shell running a REPL or cat ------------
     @property
@@ -628,37 +582,19 @@ class Tile:
 
     def turn_finished(self) -> bool | None:
         """Does the agent's transcript end with a finished turn? None: no transcript found."""
-        if self.profile.extractor == "session":
-            rec = self.agent_record()
-            if rec is None:
-                return None
-            return self._parse(
-                rec.path,
-                lambda p: record_turn_finished(
-                    p, fmt=rec.fmt, session_id=rec.session_id, cwd=rec.cwd
-                ),
-            )
-        path = self.transcript_path()
-        return self._parse(path, turn_finished) if path is not None else None
+        reader, rec = self.kind.record, self.record()
+        if reader is None or rec is None:
+            return None
+        return self._parse(rec.path, lambda p: reader.turn_finished(p, rec))
 
     def transcript_response(self) -> Extraction | None:
         """The last answer in the agent's transcript, rollout or record, if one can be found."""
-        if self.profile.extractor == "session":
-            rec = self.agent_record()
-            if rec is None:
-                return None
-            path = rec.path
-            found = self._parse(
-                path, lambda p: read_record(p, fmt=rec.fmt, session_id=rec.session_id, cwd=rec.cwd)
-            )
-        else:
-            transcript = self.transcript_path()
-            if transcript is None:
-                return None
-            path = transcript
-            found = self._parse(path, lambda p: read_last_response(p, usage=True))
+        reader, rec = self.kind.record, self.record()
+        if reader is None or rec is None:
+            return None
+        found = self._parse(rec.path, lambda p: reader.read(p, rec))
         if found is not None and self.machine.name is not None:  # (parsed from a local copy)
-            return dataclasses.replace(found, path=Path(path))
+            return dataclasses.replace(found, path=Path(rec.path))
         return found
 
     def _parse(self, path: str, parse: Callable[[Path], T]) -> T | None:
@@ -696,9 +632,44 @@ class Tile:
         except (TmuxError, ValueError):
             return None
 
-    def last_response(self) -> Extraction | None:
-        """The agent's last answer: from its transcript where possible, else from the screen."""
-        return extraction.extract(self)
+    def last_response(self, terminal_only: bool = False) -> Extraction | None:
+        """The agent's last answer: its transcript or record first (unless ``terminal_only``),
+        then the screen."""
+        if not terminal_only and self.profile.has_transcript:
+            found = self.transcript_response()  # (on a host: a bounded tail over ssh)
+            if found is not None:
+                return found
+        return self.screen_answer()
+
+    def _terminal_answer(self) -> str:
+        """What the screen shows as the answer, by the rule of the profile that applies now."""
+        profile = self.active_profile
+        typed = self.last_input
+        if profile.answer_after_input and typed is not None:
+            since = self.output_since_input()
+            found = answer_after_input(since, typed.text, self.ready_pattern) if since else None
+            if found is None:  # scrolled or trimmed: the last echo of the input anywhere
+                history = self.history(ANSWER_HISTORY_LINES)
+                found = answer_after_input(history, typed.text, self.ready_pattern, last=True)
+            if found is not None:
+                return found
+        if profile.answer_in_scrollback:
+            # A long answer scrolled off: the last answer in the scrollback holds all of it.
+            history = self.scrollback(ANSWER_HISTORY_LINES)
+            found = terminal_last_response(history, profile, max_lines=ANSWER_HISTORY_LINES)
+            if found:
+                return found
+        return terminal_last_response(self.screen(), profile)
+
+    def screen_answer(self) -> Extraction | None:
+        """The last answer as shown on screen, without ANSI codes and TUI chrome."""
+        import hashlib
+
+        text = self._terminal_answer().strip()
+        if not text:
+            return None
+        key = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:16]
+        return Extraction(text=text, method="terminal", path=None, message_id=f"screen:{key}")
 
     async def astate(self) -> TileState:
         """:attr:`state`, read in a worker thread so the caller's event loop never waits on it."""
@@ -712,8 +683,13 @@ class Tile:
             f"state={self.last_state}>"
         )
 
+    html_view: ClassVar[Callable[[Tile], str] | None] = None
+    """Draws a tile for Jupyter; attached by the notebook layer (madohub_nb.notebook.display,
+    with madohub_nb.render's), so the tile itself imports no HTML."""
+
     def _repr_html_(self) -> str:
-        return html_for_tile(self)
+        draw = Tile.html_view
+        return draw(self) if draw is not None else f"<pre>{html.escape(repr(self))}</pre>"
 
     def exit_note(self) -> str:
         """`` (why it exited)`` when the tile's command failed at start-up, else ``""``."""
@@ -802,11 +778,11 @@ def tile_options(
 ) -> tuple[int | None, re.Pattern[str] | None, re.Pattern[str] | None]:
     """Check ``hub.tile``'s readiness keywords; one-line errors name the parameter."""
     if ready_quiet_ms is not None:
-        settings.check_range("ready_quiet_ms", ready_quiet_ms, settings.READY_QUIET_MS_RANGE, " ms")
+        defaults.check_range("ready_quiet_ms", ready_quiet_ms, defaults.READY_QUIET_MS_RANGE, " ms")
     return (
         ready_quiet_ms,
-        settings.check_regex("ready_pattern", ready_pattern) if ready_pattern is not None else None,
-        settings.check_regex("completion_pattern", completion_pattern)
+        defaults.check_regex("ready_pattern", ready_pattern) if ready_pattern is not None else None,
+        defaults.check_regex("completion_pattern", completion_pattern)
         if completion_pattern is not None
         else None,
     )
@@ -831,10 +807,10 @@ def check_mcp_limits(reach: bool | list[str], max_rounds: Any, cooldown_ms: Any)
         )
     rounds, cooldown = None, None
     if max_rounds is not None:
-        rounds = settings.check_range("mcp_max_rounds", max_rounds, settings.MAX_ROUNDS_RANGE)
+        rounds = defaults.check_range("mcp_max_rounds", max_rounds, defaults.MAX_ROUNDS_RANGE)
     if cooldown_ms is not None:
-        cooldown = settings.check_range(
-            "mcp_cooldown_ms", cooldown_ms, settings.COOLDOWN_MS_RANGE, " ms"
+        cooldown = defaults.check_range(
+            "mcp_cooldown_ms", cooldown_ms, defaults.COOLDOWN_MS_RANGE, " ms"
         )
     return McpLimits(rounds, cooldown)
 

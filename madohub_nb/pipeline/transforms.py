@@ -1,6 +1,6 @@
 """The transform stage: turn a source agent's output into the target's prompt.
 
-Five transforms (``settings.TRANSFORMS``):
+Five transforms (``defaults.TRANSFORMS``):
 
 - ``prompt-wrap``: a user template with ``{output}``, ``{round}``, ``{maxRounds}``,
   ``{source}``, ``{target}`` and ``{answers}`` (each answer under its source's name: a
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from .. import settings
+from .. import defaults
 from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError, MadohubWarning, TransformError
 from ..secrets import scrub_secrets
@@ -102,7 +102,7 @@ class Template:
 
 
 def _allowed_text() -> str:
-    return "placeholders: " + ", ".join("{" + n + "}" for n in settings.TEMPLATE_PLACEHOLDERS)
+    return "placeholders: " + ", ".join("{" + n + "}" for n in defaults.TEMPLATE_PLACEHOLDERS)
 
 
 # One token at a time, tried in order: a placeholder wrapped in an escape pair
@@ -110,7 +110,7 @@ def _allowed_text() -> str:
 # ("{{x}}" -> "{x}"), a "{name}" slot, a "{name...}" slot with a conversion, format spec,
 # attribute or index (left verbatim, but checked for near misses).
 _TOKEN = lazy_compile(
-    r"\{\{\{(?P<wrapped>" + "|".join(settings.TEMPLATE_PLACEHOLDERS) + r")\}\}\}"
+    r"\{\{\{(?P<wrapped>" + "|".join(defaults.TEMPLATE_PLACEHOLDERS) + r")\}\}\}"
     r"|\{\{(?P<escaped>[^{}]*)\}\}"
     r"|\{(?P<name>\w+)\}"
     r"|\{(?P<fancy>\w+)[!:.\[][^{}]*\}"
@@ -129,9 +129,9 @@ def near_miss(slot: str) -> str | None:
     if name is None:
         return None
     word = name.group(1)
-    if word in settings.TEMPLATE_PLACEHOLDERS:
+    if word in defaults.TEMPLATE_PLACEHOLDERS:
         return word if slot != "{" + word + "}" else None
-    folded = {n.lower().replace("_", ""): n for n in settings.TEMPLATE_PLACEHOLDERS}
+    folded = {n.lower().replace("_", ""): n for n in defaults.TEMPLATE_PLACEHOLDERS}
     key = word.lower().replace("_", "")
     if key in folded:
         return folded[key]
@@ -177,7 +177,7 @@ def parse_template(text: str) -> Template:
             literal.append("}")
         elif match.group("escaped") is not None:
             literal.append("{" + match.group("escaped") + "}")
-        elif name is not None and name in settings.TEMPLATE_PLACEHOLDERS:
+        elif name is not None and name in defaults.TEMPLATE_PLACEHOLDERS:
             slot(name)
         else:
             literal.append(token)
@@ -275,12 +275,12 @@ TRANSFORM_TYPES: Final[Mapping[str, Transform]] = {
     for t in (
         Transform("ai-routing", needs_ai=True, system=ROUTING_SYSTEM, instruction=ROUTING_INSTRUCTION),
         Transform("prompt-wrap", default_template=DEFAULT_TEMPLATE),
-        Transform("full-output", screen_lines=settings.FULL_OUTPUT_LINES),
-        Transform("raw", screen_lines=settings.RAW_LINES),
+        Transform("full-output", screen_lines=defaults.FULL_OUTPUT_LINES),
+        Transform("raw", screen_lines=defaults.RAW_LINES),
         Transform("summary", needs_ai=True, system=SUMMARY_SYSTEM, instruction=SUMMARY_INSTRUCTION),
     )
 }  # fmt: skip
-"""Every transform by name, in the order of ``settings.TRANSFORMS``."""
+"""Every transform by name, in the order of ``defaults.TRANSFORMS``."""
 
 
 def transform_named(name: object) -> Transform:
@@ -288,7 +288,7 @@ def transform_named(name: object) -> Transform:
     found = TRANSFORM_TYPES.get(name) if isinstance(name, str) else None
     if found is None:
         raise MadohubValueError(
-            f"unknown transform {name!r}; allowed: {', '.join(settings.TRANSFORMS)}"
+            f"unknown transform {name!r}; allowed: {', '.join(defaults.TRANSFORMS)}"
         )
     return found
 
@@ -425,9 +425,9 @@ class AIClientConfig:
 
     api_key: str | None = None
     base_url: str | None = None
-    model: str = settings.DEFAULT_MODEL
-    timeout_s: float = settings.AI_TIMEOUT_S
-    max_retries: int = settings.AI_MAX_RETRIES
+    model: str = defaults.DEFAULT_MODEL
+    timeout_s: float = defaults.AI_TIMEOUT_S
+    max_retries: int = defaults.AI_MAX_RETRIES
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -440,7 +440,7 @@ class AIClientConfig:
             raise MadohubValueError(
                 f"timeout_s must be a number of seconds above 0, got {self.timeout_s!r}"
             )
-        settings.check_range("max_retries", self.max_retries, settings.AI_MAX_RETRIES_RANGE)
+        defaults.check_range("max_retries", self.max_retries, defaults.AI_MAX_RETRIES_RANGE)
 
     def __repr__(self) -> str:
         key = "set" if resolve_api_key(self.api_key) else "unset"
@@ -482,7 +482,7 @@ def apply_sync(spec: TransformSpec, ctx: TransformContext) -> str:
     return spec.transform.render(spec, ctx)
 
 
-def _cut(text: str, limit: int = settings.MAX_ROUTED_CHARS) -> str:
+def _cut(text: str, limit: int = defaults.MAX_ROUTED_CHARS) -> str:
     """Keep the last ``limit`` characters (the end of an answer matters most)."""
     if len(text) <= limit:
         return text
@@ -629,7 +629,7 @@ async def _call_model(
         async with client:
             response = await client.messages.create(
                 model=model,
-                max_tokens=settings.AI_MAX_TOKENS,
+                max_tokens=defaults.AI_MAX_TOKENS,
                 system=system,
                 messages=[{"role": "user", "content": message}],
             )

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from ..defaults import TRIGGERS, check_choice, check_regex
 from ..errors import MadohubValueError
 from ..io.hooks import HookEvent
 from ..io.transcripts import Extraction
-from ..settings import TRIGGERS, check_choice, check_regex
 
 RECHECK_MS = 2000
 """How soon to look at the state again when silence held but the agent was not idle."""
@@ -35,7 +35,9 @@ RECHECK_MS = 2000
 HOOK_RECORD_WAIT_MS = 1500
 HOOK_RECORD_POLL_MS = 100
 """How long a hook's round waits for the agent's record to hold the hook's answer (its
-usage comes from there), read again this often; then it goes on without the usage."""
+usage comes from there) and, where the record writes one, the turn's duration; read again
+this often; then it goes on without them (the duration is then measured from the record's
+times: ``TurnUsage.measured_turn_ms``)."""
 
 RECORD_LAG_CHECKS = 3
 """Times an idle source whose record still shows the turn routed before is read again
@@ -307,6 +309,10 @@ class TurnSource(Protocol):
         """The source's agent keeps a record of its turns (a transcript, a session file):
         an answer read from its screen means the record does not hold the turn yet."""
 
+    @property
+    def records_turn_ms(self) -> bool:
+        """The source's record ends each turn with its duration, possibly after its hook."""
+
 
 def text_key(found: Extraction | None) -> str | None:
     """The identity of an answer's text, whichever way it was read (transcript or screen)."""
@@ -439,12 +445,16 @@ class IdleDetector:
         if hook.answer and hook.answer.strip() and source.reads_records:
             said = _text_key_of(hook.answer)
             waited_ms = 0
-            while waited_ms < HOOK_RECORD_WAIT_MS and _lacks_turn(record, said, source):
+            while waited_ms < HOOK_RECORD_WAIT_MS and (
+                _lacks_turn(record, said, source) or _lacks_duration(record, source)
+            ):
                 # The hook can come before the record holds its turn (Claude Code writes the
                 # turn's usage after running its Stop hook, at times; on a session's first
                 # turn its record has no answer yet, so the answer is read from the screen):
                 # wait a little for it, so that the round has its model and tokens (a budget
                 # must not see "unknown"). An agent that keeps no record: nothing to wait for.
+                # Claude Code 2.1.197 always writes the turn's turn_duration after its Stop
+                # hook: wait for that too, so that the round's turn_ms is the agent's own.
                 heard = await source.output_after(HOOK_RECORD_POLL_MS / 1000)
                 if heard:
                     idle.output(source.now_ms(), heard)
@@ -479,6 +489,13 @@ class IdleDetector:
                 self._hooked.popitem(last=False)
         self._remember(tkey)
         return Turn(found, took_ms, signal="hook")
+
+
+def _lacks_duration(record: Extraction | None, source: TurnSource) -> bool:
+    """The record holds the turn but not yet the duration it writes at the turn's end."""
+    if record is None or record.usage is None or not source.records_turn_ms:
+        return False
+    return record.method != "terminal" and record.usage.turn_ms is None
 
 
 def _lacks_turn(record: Extraction | None, said: str, source: TurnSource) -> bool:

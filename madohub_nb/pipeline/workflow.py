@@ -8,9 +8,9 @@ range, a tile named twice, a route naming a tile the workflow does not have, and
 any secret (an API-key variable or a key-shaped value) are errors naming
 ``file:table.key``.
 
-The option tables below (:data:`TILE_OPTIONS`, :data:`ROUTE_OPTIONS`,
-:data:`GATHER_OPTIONS`) are the one place that lists each option, its type and
-its default: a new ``hub.tile`` / ``hub.connect`` keyword is one line here.
+The options a file may hold are those of the one table of options
+(:mod:`madohub_nb.pipeline.options`) that a workflow keeps: a new ``hub.tile`` /
+``hub.connect`` keyword is one row there, and files take it at once.
 
 The file, written by :meth:`Workflow.dumps` (a small emitter of our own: the
 standard library reads TOML but does not write it)::
@@ -32,120 +32,24 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..agents.profiles import known_kinds
 from ..agents.regex import lazy_compile
 from ..errors import MadohubValueError
 from ..secrets import KEY_PATTERNS, SECRET_ENV_VARS
-from ..settings import (
-    COOLDOWN_MS_DEFAULT,
-    COOLDOWN_MS_RANGE,
-    DELIVERY_MODES,
-    DISPATCH_MODES,
-    MAX_ROUNDS_DEFAULT,
-    MAX_ROUNDS_RANGE,
-    READY_QUIET_MS_RANGE,
-    TRANSFORMS,
-    TRIGGERS,
-    check_choice,
-    check_range,
-    check_regex,
-)
+from .options import Option, options_of
 from .tile import check_tile_name
 
-Check = Callable[[str, Any], object]
-"""``check(option name, value)``: raises ``MadohubValueError`` saying what is allowed."""
-
-
-@dataclass(frozen=True)
-class Option:
-    """One keyword of ``hub.tile`` / ``hub.connect`` / ``hub.gather`` as a workflow holds it."""
-
-    name: str
-    types: tuple[type, ...]
-    default: Any = None
-    check: Check | None = None
-    """Beyond the type: a range, a choice, a regex that must compile."""
-
-
-def _choice(allowed: Callable[[], tuple[str, ...]]) -> Check:
-    return lambda what, value: check_choice(what, value, allowed())
-
-
-def _range(bounds: tuple[int, int], unit: str) -> Check:
-    return lambda what, value: check_range(what, value, bounds, unit)
-
-
-def _positive(what: str, value: Any) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        raise MadohubValueError(f"{what} must be a positive number, got {value!r}")
-
-
-def _regex(what: str, value: Any) -> None:
-    check_regex(what, value)
-
-
-def _env(what: str, value: Any) -> None:
-    for name, text in value.items():
-        if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise MadohubValueError(f"{what} must map variable names to strings ({name!r})")
-
-
-def _nonempty(what: str, value: Any) -> None:
-    if not value.strip():
-        raise MadohubValueError(f"{what} must not be empty")
-
-
-STR, INT, NUM, BOOL = (str,), (int,), (int, float), (bool,)
-
-TILE_OPTIONS: Final = (
-    Option("agent", STR, None, _choice(known_kinds)),
-    Option("command", STR, None, _nonempty),
-    Option("cwd", STR),
-    Option("env", (dict,), None, _env),
-    Option("ready_quiet_ms", INT, None, _range(READY_QUIET_MS_RANGE, " ms")),
-    Option("ready_pattern", STR, None, _regex),
-    Option("completion_pattern", STR, None, _regex),
-    Option("host", STR),
-    Option("hooks", BOOL),
-    Option("worktree", (str, bool)),
-    Option("mcp", (bool, list), False),
-    Option("allow_shell", BOOL, False),
-    Option("mcp_max_rounds", INT, None, _range(MAX_ROUNDS_RANGE, "")),
-    Option("mcp_cooldown_ms", INT, None, _range(COOLDOWN_MS_RANGE, " ms")),
-)
-"""``hub.tile``'s keywords a workflow keeps (``pane=`` is not one: a pane is not kept)."""
-
-ROUTE_OPTIONS: Final = (
-    Option("trigger", STR, "on-idle", _choice(lambda: TRIGGERS)),
-    Option("transform", STR, "prompt-wrap", _choice(lambda: TRANSFORMS)),
-    Option("template", STR),
-    Option("max_rounds", INT, MAX_ROUNDS_DEFAULT, _range(MAX_ROUNDS_RANGE, "")),
-    Option("cooldown_ms", INT, COOLDOWN_MS_DEFAULT, _range(COOLDOWN_MS_RANGE, " ms")),
-    Option("stop_keyword", STR, None, _nonempty),
-    Option("dispatch", STR, "madoagent", _choice(lambda: DISPATCH_MODES)),
-    Option("pattern", STR, None, _regex),
-    Option("allow_shell", BOOL, False),
-    Option("delivery", STR, None, _choice(lambda: DELIVERY_MODES)),
-    Option("model", STR),
-    Option("completion_pattern", STR, None, _regex),
-    Option("max_cost_usd", NUM, None, _positive),
-    Option("max_tokens", INT, None, _positive),
-    Option("when", STR, None, _regex),
-    Option("unless", STR, None, _regex),
-    Option("approve", BOOL, False),
-    Option("approve_timeout_s", NUM, None, _positive),
-)
-"""``hub.connect``'s keywords after source and target."""
-
-GATHER_OPTIONS: Final = (*ROUTE_OPTIONS, Option("timeout_s", NUM, None, _positive))
-"""``hub.gather``'s keywords after sources and target."""
+TILE_OPTIONS: Final = tuple(o for o in options_of("tile") if o.kept)
+"""``hub.tile``'s keywords a workflow keeps, as shipped (the code reads :func:`options_named`)."""
+ROUTE_OPTIONS: Final = tuple(o for o in options_of("connect") if o.kept)
+"""``hub.connect``'s keywords after source and target, as shipped."""
+GATHER_OPTIONS: Final = tuple(o for o in options_of("gather") if o.kept)
+"""``hub.gather``'s keywords after sources and target, as shipped."""
 
 WORKFLOW_KEYS: Final = ("name", "tiles", "routes")
 ROUTE_ID_RE: Final = lazy_compile(
@@ -154,8 +58,9 @@ ROUTE_ID_RE: Final = lazy_compile(
 
 
 def options_named(kind: str) -> tuple[Option, ...]:
-    """The option table of ``kind`` (``tile``, ``connect`` or ``gather``)."""
-    return {"tile": TILE_OPTIONS, "connect": ROUTE_OPTIONS, "gather": GATHER_OPTIONS}[kind]
+    """The options of ``kind`` (``tile``, ``connect`` or ``gather``) a workflow keeps, read from
+    the one table (:mod:`.options`) when called."""
+    return tuple(opt for opt in options_of(kind) if opt.kept)
 
 
 @dataclass
@@ -209,7 +114,7 @@ class Workflow:
         for tile, options in self.tiles.items():
             lines += ["", f"[tiles.{toml_key(tile)}]"]
             env = None
-            for opt in TILE_OPTIONS:
+            for opt in options_named("tile"):
                 value = options.get(opt.name, opt.default)
                 if opt.name == "env":
                     env = value
@@ -222,7 +127,7 @@ class Workflow:
             lines += ["", f"[routes.{toml_key(key)}]"]
             if spec.gather and len(spec.sources) == 1:
                 lines.append("gather = true")
-            for opt in GATHER_OPTIONS if spec.gather else ROUTE_OPTIONS:
+            for opt in options_named("gather" if spec.gather else "connect"):
                 value = spec.options.get(opt.name, opt.default)
                 if value != opt.default:
                     lines.append(f"{opt.name} = {toml_value(value)}")
@@ -284,11 +189,10 @@ def check_option(opt: Option, value: Any, where: str, table: str) -> Any:
     if not fits:
         wanted = " or ".join(t.__name__ for t in opt.types)
         raise _bad(where, at, f"must be {wanted}, got {value!r}")
-    if opt.check is not None:
-        try:
-            opt.check(opt.name, value)
-        except MadohubValueError as exc:
-            raise _bad(where, at, str(exc)) from None
+    try:
+        opt.verify(value)
+    except MadohubValueError as exc:
+        raise _bad(where, at, str(exc)) from None
     return value
 
 
@@ -329,7 +233,7 @@ def check_workflow(wf: Workflow, where: str) -> None:
             check_tile_name(tile)
         except MadohubValueError as exc:
             raise _bad(where, f"tiles.{tile}", str(exc)) from None
-        wf.tiles[tile] = check_options(options, TILE_OPTIONS, where, f"tiles.{tile}")
+        wf.tiles[tile] = check_options(options, options_named("tile"), where, f"tiles.{tile}")
         _check_secrets(tile, options, where)
     for key, spec in zip(wf.route_keys(), wf.routes, strict=True):
         table = f"routes.{key}"
@@ -340,7 +244,7 @@ def check_workflow(wf: Workflow, where: str) -> None:
                            f"(its tiles: {known})")  # fmt: skip
         if spec.target in spec.sources:
             raise _bad(where, table, f"routes {spec.target!r} to itself")
-        table_of = GATHER_OPTIONS if spec.gather else ROUTE_OPTIONS
+        table_of = options_named("gather" if spec.gather else "connect")
         spec.options = check_options(spec.options, table_of, where, table)
         for opt, value in spec.options.items():
             if isinstance(value, str) and any(p.search(value) for p in KEY_PATTERNS):

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..agents.foreground import ProcStat
+from ..defaults import AGENT_FILE_MAX_BYTES
 from ..errors import MadohubValueError, TmuxError
 from ..io.machine import Machine, OpenFile
 from ..io.tmux import PaneInfo
 from ..io.watch import PaneStream
-from ..settings import AGENT_FILE_MAX_BYTES
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 import madohub_nb as mh
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.pipeline.workflow import RouteSpec, Workflow
-from madohub_nb.settings import PRICES_USD_PER_MTOK
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 
 from .conftest import (

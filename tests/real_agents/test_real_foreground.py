@@ -20,8 +20,8 @@ from conftest import wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.foreground import read_stat
+from madohub_nb.defaults import TYPING_DELAY_MS
 from madohub_nb.pipeline.deliver import Deliverer
-from madohub_nb.settings import TYPING_DELAY_MS
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 
 from .conftest import RealPane

@@ -22,6 +22,7 @@ from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 
 from .conftest import (
+    CLAUDE_VERSIONS,
     CODEX_VERSION,
     DEFAULT_API_KEY,
     LEAKY_ENV,
@@ -37,7 +38,6 @@ from .conftest import (
 
 pytestmark = pytest.mark.real_agents
 
-CLAUDE_VERSION = "2.1.332"
 SLOW_IDLE_MS = 120_000
 """Far beyond every wait here: only the agent's own hook can end a turn in time."""
 ROUND_TIMEOUT_S = 60.0
@@ -65,16 +65,18 @@ def _project(tmp_path: Path, name: str) -> Path:
     return Path(os.path.realpath(cwd))
 
 
+@pytest.mark.parametrize("version", CLAUDE_VERSIONS)
 def test_real_claude_tile_made_by_the_hub_routes_on_its_stop_hook(
+    version: str,
     slow_hub: mh.Hub,
     home: Path,
     tmp_path: Path,
     agent_bin: Callable[[str, str], Path],
     fake_anthropic: FakeAnthropic,
 ) -> None:
-    exe = agent_bin("claude", CLAUDE_VERSION)
+    exe = agent_bin("claude", version)
     cwd = _project(tmp_path, "writer")
-    write_claude_config(home, cwd, DEFAULT_API_KEY, CLAUDE_VERSION)
+    write_claude_config(home, cwd, DEFAULT_API_KEY, version)
     env = claude_env(home, fake_anthropic.base_url, DEFAULT_API_KEY)
     writer = slow_hub.tile(
         "writer", agent="claude", command=_command(exe), cwd=cwd, env=env, hooks=True
@@ -92,6 +94,11 @@ def test_real_claude_tile_made_by_the_hub_routes_on_its_stop_hook(
     assert row["turn_signal"] == "hook", row
     assert row["extraction_method"] == "hook"
     assert row["extracted"] == default_answer(prompt)
+    # 2.1.197 writes turn_duration after its Stop hook, and at times its first prompt line
+    # after the answer (issue 38): the round waits for the duration (HOOK_RECORD_WAIT_MS), else
+    # measures the turn (under load the hook's own process can outlast the wait).
+    assert row["turn_ms"] > 0, row["meta"]
+    assert row["meta"]["turn_ms_source"] in ("record", "measured"), row["meta"]
     assert fake_anthropic.prompts == [prompt]
     assert not (home / ".claude" / "settings.json").exists(), "the user's settings were written"
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import log_rows, wait_until
 
 import madohub_nb as mh
-from madohub_nb.settings import PRICES_USD_PER_MTOK
+from madohub_nb.defaults import PRICES_USD_PER_MTOK
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses
 

@@ -6,7 +6,8 @@ One module per agent, each with ``read_last_response(path)`` (an
 evidence) and ``looks_like`` (tells its lines). ``detect_format`` tells a
 file's format from its content, so ``read_record(path)`` reads any of them:
 
-- ``gemini``: Gemini CLI ``~/.gemini/tmp/<project>/chats/session-*.jsonl``;
+- ``gemini``: Gemini CLI ``~/.gemini/tmp/<project>/chats/session-*.jsonl`` (and the
+  ``session-*.json`` documents of versions before 0.39);
 - ``qwen``: Qwen Code ``~/.qwen/projects/<cwd>/chats/<session>.jsonl``;
 - ``copilot``: Copilot CLI ``~/.copilot/session-state/<uuid>/events.jsonl``;
 - ``opencode``: OpenCode's SQLite database (read-only, one indexed query);
@@ -22,12 +23,16 @@ half-written last line.
 from __future__ import annotations
 
 import os
-from typing import Any, Final, Literal, get_args
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar, get_args
 
 from ...errors import MadohubValueError
 from ..records import Extraction, ReadStats, check_path, json_records
 from . import aider, copilot, gemini, opencode, pi, qwen
 from .common import DETECT_SCAN_BYTES, DETECT_SCAN_LINES, lines_newest_first, opened
+
+T = TypeVar("T")
 
 RecordFormat = Literal["gemini", "qwen", "copilot", "opencode", "pi", "aider", "claude", "codex"]
 RECORD_FORMATS: Final[tuple[str, ...]] = get_args(RecordFormat)
@@ -57,7 +62,8 @@ def detect_format(
 ) -> RecordFormat | None:
     """Which agent's record ``path`` is, from its content (its name is not looked at).
 
-    An SQLite file is OpenCode's; otherwise the newest lines (at most 1 MB or
+    An SQLite file is OpenCode's, a JSON document opening with ``sessionId``
+    and ``projectHash`` an older Gemini CLI's; otherwise the newest lines (at most 1 MB or
     200 of them) are matched against each format. None: empty, unreadable, a
     FIFO, or nothing recognised.
     """
@@ -67,8 +73,11 @@ def detect_format(
         with opened(p) as f:
             if f is None:
                 return None
-            if opencode.looks_like(f.read(len(opencode.SQLITE_MAGIC))):
+            head = f.read(gemini.DOCUMENT_HEAD_BYTES)
+            if opencode.looks_like(head):
                 return "opencode"
+            if gemini.looks_like_document(head):
+                return "gemini"  # a pre-0.39 JSON session document
             for n, raw in enumerate(lines_newest_first(f, stats, DETECT_SCAN_BYTES)):
                 if n >= DETECT_SCAN_LINES:
                     break
@@ -112,19 +121,8 @@ def read_record(
     if fmt is not None:
         _check_format(fmt)
     found = fmt or detect_format(p, stats=stats)
-    if found == "opencode":
-        return opencode.read_last_response(p, session_id=session_id, directory=cwd)
-    if found == "gemini":
-        return gemini.read_last_response(p, stats=stats)
-    if found == "qwen":
-        return qwen.read_last_response(p, stats=stats)
-    if found == "copilot":
-        return copilot.read_last_response(p, stats=stats)
-    if found == "pi":
-        return pi.read_last_response(p, stats=stats)
-    if found == "aider":
-        return aider.read_last_response(p, stats=stats)
-    return None
+    read = _LAST_RESPONSE.get(found or "")
+    return read(p, stats, session_id, cwd) if read is not None else None
 
 
 def record_turn_finished(
@@ -140,17 +138,37 @@ def record_turn_finished(
     if fmt is not None:
         _check_format(fmt)
     found = fmt or detect_format(p, stats=stats)
-    if found == "opencode":
-        return opencode.turn_finished(p, session_id=session_id, directory=cwd)
-    readers = {
-        "gemini": gemini.turn_finished,
-        "qwen": qwen.turn_finished,
-        "copilot": copilot.turn_finished,
-        "pi": pi.turn_finished,
-        "aider": aider.turn_finished,
-    }
-    reader = readers.get(found or "")
-    return reader(p, stats=stats) if reader is not None else None
+    finished = _TURN_FINISHED.get(found or "")
+    return finished(p, stats, session_id, cwd) if finished is not None else None
+
+
+_Reader = Callable[[Path, ReadStats | None, str | None, str | None], T]
+"""A format's reader: (path, stats, session id, cwd); OpenCode's database takes the last
+two, the others (one session per file) the stats."""
+
+_LAST_RESPONSE: Final[dict[str, _Reader[Extraction | None]]] = {
+    "opencode": lambda p, st, session, cwd: opencode.read_last_response(
+        p, session_id=session, directory=cwd
+    ),
+    "gemini": lambda p, st, session, cwd: gemini.read_last_response(p, stats=st),
+    "qwen": lambda p, st, session, cwd: qwen.read_last_response(p, stats=st),
+    "copilot": lambda p, st, session, cwd: copilot.read_last_response(p, stats=st),
+    "pi": lambda p, st, session, cwd: pi.read_last_response(p, stats=st),
+    "aider": lambda p, st, session, cwd: aider.read_last_response(p, stats=st),
+}
+"""The last answer, by format (``claude`` and ``codex``: ``io/transcripts.py``)."""
+
+_TURN_FINISHED: Final[dict[str, _Reader[bool | None]]] = {
+    "opencode": lambda p, st, session, cwd: opencode.turn_finished(
+        p, session_id=session, directory=cwd
+    ),
+    "gemini": lambda p, st, session, cwd: gemini.turn_finished(p, stats=st),
+    "qwen": lambda p, st, session, cwd: qwen.turn_finished(p, stats=st),
+    "copilot": lambda p, st, session, cwd: copilot.turn_finished(p, stats=st),
+    "pi": lambda p, st, session, cwd: pi.turn_finished(p, stats=st),
+    "aider": lambda p, st, session, cwd: aider.turn_finished(p, stats=st),
+}
+"""The end-of-turn evidence, by format."""
 
 
 __all__ = [

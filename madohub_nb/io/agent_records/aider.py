@@ -10,7 +10,7 @@ spaces and lies outside a code fence is taken for one of Aider's messages.
 
 The last answer is the last block of answer lines after the last prompt (an
 edit-format error makes Aider ask the model again, unlogged: the newest reply
-wins). ``Tokens: N sent, [X cache write, Y cache hit,] M received.`` lines
+wins). A prompt answered only by Aider's notes (an API error) has no answer. ``Tokens: N sent, [X cache write, Y cache hit,] M received.`` lines
 give the turn's usage (Aider rounds counts over 1000 to ``1.2k``).
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Generator
 from contextlib import closing
 from pathlib import Path
 
-from ...agents.regex import lazy_compile
+from ...regex import lazy_compile
 from ..records import Extraction, ReadStats, TurnUsage, check_path
 from .common import ANSWER_SCAN_BYTES, TURN_SCAN_BYTES, lines_newest_first, opened
 
@@ -171,9 +171,12 @@ def _model(path: Path, stats: ReadStats) -> str | None:
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None
 ) -> Extraction | None:
-    """The last answer in an Aider chat history (the newest prompt's, else an earlier one's).
+    """The last answer in an Aider chat history: the newest prompt's, or, while nothing
+    follows that prompt yet (the model is working), the previous one's.
 
-    Lines are kept exactly; the answer's usage is the ``Tokens:`` lines after its prompt.
+    A newest prompt followed only by Aider's own notes (the model's error, a
+    refused request) has no answer: None, never an older turn's. Lines are
+    kept exactly; the answer's usage is the ``Tokens:`` lines after its prompt.
     """
     p = check_path(path)
     stats = stats if stats is not None else ReadStats()
@@ -183,6 +186,8 @@ def read_last_response(
                 blocks = _blocks(lines)
                 if offset >= 0 and blocks:
                     break
+                if offset >= 0 and any(line.strip() for line in lines):
+                    return None  # the newest turn wrote only Aider's notes (an error): no answer
             else:
                 return None
         usage = _usage(lines, _model(p, stats))

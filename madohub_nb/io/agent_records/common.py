@@ -8,12 +8,18 @@ FIFO or any other non-regular file is refused before it is read.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import sqlite3
+import stat
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import quote
 
 from ..records import (
     Extraction,
@@ -31,6 +37,17 @@ TURN_SCAN_BYTES = 8 * 1024 * 1024
 DETECT_SCAN_BYTES = 1024 * 1024
 DETECT_SCAN_LINES = 200
 """How much of a file's tail tells its format."""
+
+SQLITE_DEADLINE_S = 1.0
+"""How long one read of another program's SQLite file may run before SQLite is told to stop:
+a crafted file (a view over an endless recursive query) must not hold a reader's thread."""
+SQLITE_PROGRESS_STEPS = 1000
+"""SQLite virtual-machine steps between two looks at that deadline (a few microseconds)."""
+SQLITE_BUSY_TIMEOUT_S = 0.2
+"""How long a query waits for a writer's lock before giving up (the answer is then None)."""
+
+log = logging.getLogger("madohub_nb")
+_warned: set[tuple[str, str]] = set()
 
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
 
@@ -142,6 +159,7 @@ def answer_with_usage(
     usage_of: UsageOf,
     is_prompt: Callable[[dict[str, Any]], bool],
     whole_file: bool,
+    failed: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Extraction | None:
     """The newest record ``answer_of`` accepts, with its turn's usage, as an Extraction.
 
@@ -149,7 +167,9 @@ def answer_with_usage(
     ``is_prompt(rec)`` tells the prompt that starts a turn. Reading stops at
     the answer's prompt; reaching the start of the file inside the turn also
     completes it, while reaching the end of the read budget leaves the tokens
-    unknown (``TurnUsage.complete`` False).
+    unknown (``TurnUsage.complete`` False). ``failed(rec)`` tells a record that
+    ended a turn without an answer (an API error): met before any answer, the
+    last turn has none (None), never the previous turn's.
     """
     tally = TurnTally()
     found: tuple[str, str | None] | None = None
@@ -164,6 +184,8 @@ def answer_with_usage(
         if found is None:
             found = answer_of(rec)
             tally.answer_seen = found is not None
+            if found is None and failed is not None and failed(rec):
+                return None
     else:
         tally.complete = whole_file
     if found is None:
@@ -181,6 +203,7 @@ def read_jsonl_answer(
     answer_of: Callable[[dict[str, Any]], tuple[str, str | None] | None],
     usage_of: UsageOf,
     is_prompt: Callable[[dict[str, Any]], bool],
+    failed: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Extraction | None:
     """``answer_with_usage`` over a JSONL record's tail; None for an unreadable file."""
     stats = stats if stats is not None else ReadStats()
@@ -196,6 +219,7 @@ def read_jsonl_answer(
                 usage_of=usage_of,
                 is_prompt=is_prompt,
                 whole_file=whole,
+                failed=failed,
             )
     except OSError:
         return None
@@ -217,3 +241,80 @@ def jsonl_turn_state(
     except OSError:
         return None
     return None
+
+
+def warn_once(path: Path, reason: str) -> None:
+    """Log why a record was refused, once per file and reason (readers are polled)."""
+    key = (str(path), reason)
+    if key in _warned:
+        return
+    if len(_warned) > 1000:
+        _warned.clear()
+    _warned.add(key)
+    log.warning("madohub_nb: not reading %s: %s", path, reason)
+
+
+def schema_refusal(conn: sqlite3.Connection, tables: tuple[str, ...]) -> str | None:
+    """Why a database's schema is not read (None: it is a plain one).
+
+    The ``tables`` a reader queries must be plain tables (a view or a virtual
+    table runs the file's own SQL or module when read), and no view or trigger
+    may exist at all (the agents whose databases are read define none). The
+    rest (a generated column's expression, a slow plain query) is bounded by
+    the connection's deadline.
+    """
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    kinds = {name: (kind, sql) for kind, name, sql in rows if isinstance(name, str)}
+    for kind, name, _ in rows:
+        if kind in ("view", "trigger"):
+            return f"it defines a {kind} ({str(name)[:80]!r}), which the agent never writes"
+    for name in tables:
+        kind, sql = kinds.get(name, (None, None))
+        if kind is None:
+            return f"it has no table {name!r}"
+        if kind != "table" or (isinstance(sql, str) and "VIRTUAL" in sql[:40].upper()):
+            return f"{name!r} is not a plain table"
+    return None
+
+
+def open_foreign_sqlite(
+    path: Path, tables: tuple[str, ...], *, deadline_s: float = SQLITE_DEADLINE_S
+) -> sqlite3.Connection | None:
+    """A read-only, deadline-bound connection to an SQLite file another program writes, or None.
+
+    Opened ``mode=ro`` (never ``immutable``: the agent writes it live, WAL and
+    all) with ``trusted_schema`` off and ``query_only`` on; a progress handler
+    stops any statement once ``deadline_s`` has passed since the connection was
+    made (the statement then raises ``sqlite3.OperationalError``: interrupted).
+    A FIFO or other non-regular file is never opened; a schema that runs its
+    own SQL on read (``schema_refusal``) is refused with a warning in the log.
+    Missing tables give None quietly (an agent that has not made them yet).
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    uri = f"file:{quote(str(path))}?mode=ro"
+    deadline = time.monotonic() + deadline_s
+    try:
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, check_same_thread=False
+        )
+    except sqlite3.Error:
+        return None
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), SQLITE_PROGRESS_STEPS)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA query_only = ON")
+        refusal = schema_refusal(conn, tables)
+    except sqlite3.Error:
+        conn.close()
+        return None
+    if refusal is not None:
+        if not refusal.startswith("it has no table"):
+            warn_once(path, refusal)
+        conn.close()
+        return None
+    return conn

@@ -11,6 +11,10 @@ session_id, ..., data)`` with ``data.type`` ``text`` (``text``),
 The database is opened read-only (``mode=ro``) with a short busy timeout, and
 the answer costs one query walking an index (the primary key, or
 ``message_session_time_created_id_idx`` for a session) from the newest row.
+The file is another program's, so it is read as untrusted
+(``common.open_foreign_sqlite``): a database whose tables are views, or that
+defines views or triggers (OpenCode's has none), is refused, and every read
+stops after ``SQLITE_DEADLINE_S``.
 """
 
 from __future__ import annotations
@@ -18,16 +22,24 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import stat
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from ..records import Extraction, TurnUsage, check_path
-from .common import TOKEN_FIELDS, count, tidy
+from .common import (
+    SQLITE_BUSY_TIMEOUT_S,
+    SQLITE_DEADLINE_S,
+    TOKEN_FIELDS,
+    count,
+    open_foreign_sqlite,
+    tidy,
+    warn_once,
+)
 
-BUSY_TIMEOUT_S = 0.2
+BUSY_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_S
 """How long a query waits for a writer's lock before giving up (the answer is then None)."""
+TABLES = ("message", "part", "session")
+"""The tables read: each must be a plain table (a view runs the file's own SQL)."""
 NEWEST_MESSAGES = 8
 """Assistant messages fetched: the newest with text wins; the others of its turn add usage."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -55,19 +67,14 @@ def looks_like(head: bytes) -> bool:
 
 
 def _connect(path: Path) -> sqlite3.Connection | None:
-    """A read-only connection to a regular file, or None (a FIFO is never opened)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-    except OSError:
-        return None
-    uri = f"file:{quote(str(path))}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        return conn
-    except sqlite3.Error:
-        return None
+    """A read-only, deadline-bound connection, or None (a FIFO or a crafted schema is refused)."""
+    return open_foreign_sqlite(path, TABLES)
+
+
+def _failed(path: Path, err: sqlite3.Error) -> None:
+    """Say in the log when a read was stopped by its deadline (a lock or a torn file: quiet)."""
+    if "interrupt" in str(err).lower():
+        warn_once(path, f"a read ran over its {SQLITE_DEADLINE_S:g} s deadline (SQLITE_DEADLINE_S)")
 
 
 def _session_filter(session_id: str | None) -> tuple[str, str, tuple[str, ...]]:
@@ -105,7 +112,8 @@ def session_for_directory(path: str | os.PathLike[str], directory: str) -> str |
     try:
         with conn:
             return _session_of(conn, directory)
-    except sqlite3.Error:
+    except sqlite3.Error as err:
+        _failed(check_path(path), err)
         return None
     finally:
         conn.close()
@@ -130,7 +138,8 @@ def read_last_response(
             if session_id is None:
                 conn.close()
                 return None
-    except sqlite3.Error:
+    except sqlite3.Error as err:
+        _failed(p, err)
         conn.close()
         return None
     where, order, params = _session_filter(session_id)
@@ -138,7 +147,8 @@ def read_last_response(
     try:
         with conn:
             rows = conn.execute(sql, params).fetchall()
-    except sqlite3.Error:
+    except sqlite3.Error as err:
+        _failed(p, err)
         return None
     finally:
         conn.close()
@@ -208,7 +218,8 @@ def turn_finished(
     no message, or the database cannot be read (locked, missing, foreign).
     ``session_id`` and ``directory`` narrow it as in ``read_last_response``.
     """
-    conn = _connect(check_path(path))
+    p = check_path(path)
+    conn = _connect(p)
     if conn is None:
         return None
     try:
@@ -220,7 +231,8 @@ def turn_finished(
             where, order, params = _session_filter(session_id)
             sql = _STATE_SQL.format(where=where.replace("AND", "WHERE", 1), order=order)
             row = conn.execute(sql, params).fetchone()
-    except sqlite3.Error:
+    except sqlite3.Error as err:
+        _failed(p, err)
         return None
     finally:
         conn.close()

@@ -7,6 +7,18 @@ entries hold ``message: {role: "user" | "assistant" | "toolResult", content:
 [{type: "text", text} | {type: "thinking"} | {type: "toolCall"}], model,
 usage: {input, output, cacheRead, cacheWrite}, stopReason}``. The live branch
 is the chain of ``parentId`` links from the newest entry (the leaf).
+
+Earlier versions (Pi's ``migrateSessionEntries`` in ``core/session-manager.ts``
+reads them; observed with 0.30.2 and 0.32.3): version 1 (up to 0.30, header
+without ``version``) is linear, its entries without ``id`` or ``parentId``;
+version 2 (0.31 to 0.34) is the tree, with role ``hookMessage`` where version 3
+(0.35 on) says ``custom``.
+
+The answer is Pi's own ``getLastAssistantText``: the last assistant message
+on the branch (one aborted with no content skipped), its text blocks joined
+with nothing between them and trimmed. A turn that ended (``stopReason`` stop,
+length, error or aborted) with no text has no answer; one still calling tools
+(``toolUse``) is not over, and the answer is still the previous turn's.
 """
 
 from __future__ import annotations
@@ -23,7 +35,6 @@ from .common import (
     count,
     opened,
     records_newest_first,
-    tidy,
 )
 
 ENTRY_TYPES = (
@@ -41,19 +52,32 @@ FINISHED_STOPS = ("stop", "length", "error", "aborted")
 
 
 def looks_like(rec: dict[str, Any]) -> bool:
-    """Whether ``rec`` is a line of a Pi session record."""
+    """Whether ``rec`` is a line of a Pi session record (any version)."""
     kind = rec.get("type")
-    if kind == "session":
-        return "version" in rec and "cwd" in rec
-    return kind in ENTRY_TYPES and "parentId" in rec and "data" not in rec
+    if kind == "session":  # (version 1's header has no ``version``)
+        return ("version" in rec or "id" in rec) and "cwd" in rec
+    if kind not in ENTRY_TYPES or "data" in rec:
+        return False
+    if "parentId" in rec:
+        return True
+    # Version 1: no ids; a message entry wraps a message with a role.
+    message = rec.get("message")
+    return "id" not in rec and isinstance(message, dict) and "role" in message
 
 
 def branch(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The entries on the newest leaf's chain, newest first; other branches skipped."""
+    """The entries on the newest leaf's chain, newest first; other branches skipped.
+
+    A version-1 record (entries without ids) is one line of entries: all of them.
+    """
     need: object = None
     for rec in records:
+        if rec.get("type") == "session":
+            continue
         eid = rec.get("id")
-        if rec.get("type") == "session" or not isinstance(eid, str):
+        if not isinstance(eid, str):
+            if need is None and "parentId" not in rec:
+                yield rec  # version 1: linear
             continue
         if need is None or eid == need:
             yield rec
@@ -68,25 +92,40 @@ def _message(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _text(msg: dict[str, Any]) -> str:
+    """The message's text blocks joined and trimmed, as Pi's ``getLastAssistantText``."""
     content = msg.get("content")
     if isinstance(content, str):
-        return content
+        return content.strip()
     if not isinstance(content, list):
         return ""
-    return "\n\n".join(
-        tidy(b["text"])
+    return "".join(
+        b["text"]
         for b in content
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        if b["text"].strip()
-    )
+    ).strip()
+
+
+def _skipped(msg: dict[str, Any]) -> bool:
+    """An answer Pi itself passes over: aborted before any content."""
+    return msg.get("stopReason") == "aborted" and not msg.get("content")
 
 
 def _answer(rec: dict[str, Any]) -> tuple[str, str | None] | None:
     msg = _message(rec)
-    if msg.get("role") != "assistant":
+    if msg.get("role") != "assistant" or _skipped(msg):
         return None
-    text = tidy(_text(msg))
-    return (text, rec.get("id")) if text else None
+    text = _text(msg)
+    eid = rec.get("id", rec.get("timestamp"))  # (version 1: no ids; its time tells it)
+    return (text, eid if isinstance(eid, str) else None) if text else None
+
+
+def _failed(rec: dict[str, Any]) -> bool:
+    """An assistant message that ended its turn (``stop``, ``length``, ``error``,
+    ``aborted``) without text, such as an API error: the turn has no answer."""
+    msg = _message(rec)
+    if msg.get("role") != "assistant" or _skipped(msg) or _text(msg):
+        return False
+    return msg.get("stopReason") in FINISHED_STOPS
 
 
 def _usage(rec: dict[str, Any]) -> tuple[object, dict[str, int | None]] | None:
@@ -110,7 +149,8 @@ def _is_prompt(rec: dict[str, Any]) -> bool:
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None
 ) -> Extraction | None:
-    """The last assistant message on the live branch, with its turn's usage."""
+    """The last assistant message on the live branch, with its turn's usage (None: the
+    last turn ended without text)."""
     p = check_path(path)
     stats = stats if stats is not None else ReadStats()
     try:
@@ -125,6 +165,7 @@ def read_last_response(
                 usage_of=_usage,
                 is_prompt=_is_prompt,
                 whole_file=whole,
+                failed=_failed,
             )
     except OSError:
         return None

@@ -80,12 +80,29 @@ def _is_prompt(rec: dict[str, Any]) -> bool:
     return rec.get("type") == "user" and not _has(rec, "functionResponse") and bool(_texts(rec))
 
 
+API_ERROR_EVENT = "qwen-code.api_error"
+
+
+def _failed(rec: dict[str, Any]) -> bool:
+    """The model call failed (a ``ui_telemetry`` line with event ``qwen-code.api_error``,
+    observed with 0.24.4 when the API answered HTTP 400): the turn ended with no answer."""
+    payload = rec.get("systemPayload")
+    event = payload.get("uiEvent") if isinstance(payload, dict) else None
+    return isinstance(event, dict) and event.get("event.name") == API_ERROR_EVENT
+
+
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None
 ) -> Extraction | None:
-    """The last ``assistant`` line's text (thoughts left out), with its turn's usage."""
+    """The last ``assistant`` line's text (thoughts left out), with its turn's usage; None
+    when the last turn's model call failed (never the previous turn's answer)."""
     return read_jsonl_answer(
-        check_path(path), stats, answer_of=_answer, usage_of=_usage, is_prompt=_is_prompt
+        check_path(path),
+        stats,
+        answer_of=_answer,
+        usage_of=_usage,
+        is_prompt=_is_prompt,
+        failed=_failed,
     )
 
 

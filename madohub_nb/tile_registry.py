@@ -20,14 +20,15 @@ import shlex
 import stat
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .agents.detect import kind_from_command
 from .agents.hooks import HOOK_AGENTS, HookSetup, hook_setup
+from .agents.launch import LaunchLayer, LaunchPlan
 from .agents.profiles import known_kinds
-from .engine import Engine, EventBus
+from .engine import Engine, EventBus, side_by_side
 from .errors import MadohubError, MadohubValueError, TileError, TmuxError
 from .io import hookcall
 from .io.git import Worktree, WorktreeEnd, drop_worktree, end_worktree, make_worktree, plan_worktree
@@ -37,7 +38,8 @@ from .io.machine import LocalMachine, Machine, PaneRef
 from .io.remote import SshMachine, check_host
 from .io.tmux import Tmux
 from .io.watch import OutputWatcher, PaneStream
-from .model import HostState, HubEvent
+from .model import HostState
+from .pipeline.events import HostStateChanged, HubEvent, TileAdded, TileOutput
 from .pipeline.hosts import HostLink
 from .pipeline.tile import Tile, TileHooks, watch_start
 
@@ -58,6 +60,14 @@ class _HookPlan:
     folder: str | None
     socket: str | None = None
     """On a host: the hook socket there (forwarded to the channel's), else None."""
+
+    @property
+    def layer(self) -> LaunchLayer:
+        """The pane's hooks layer: the agent's setup, and the channel's token and socket."""
+        env = {**self.setup.env, **self.channel.env(self.token)}
+        if self.socket is not None:  # (on a host: the socket forwarded to the channel)
+            env[ENV_SOCKET] = self.socket
+        return replace(self.setup, env=env)
 
 
 @dataclass
@@ -89,7 +99,7 @@ class TileRegistry:
         tmux: Tmux,
         session_name: str,
         engine: Engine,
-        events: EventBus,
+        events: EventBus[HubEvent],
         emit: Callable[[HubEvent], None],
         tile_options: Callable[[], dict[str, Any]],
         ssh_command: Callable[[], Sequence[str]],
@@ -158,7 +168,7 @@ class TileRegistry:
         return self.host_link(host).machine if host is not None else self.machine
 
     def _host_state(self, host: str, state: HostState, why: str | None) -> None:
-        self._events.emit(HubEvent("host_state", host, state, why))  # (engine thread)
+        self._events.emit(HostStateChanged(host, state, why))  # (engine thread)
 
     # making and adopting ------------------------------------------------------------
     def create(
@@ -171,6 +181,8 @@ class TileRegistry:
         host: str | None = None,
         hooks: bool | None = None,
         branch: str | None = None,
+        *,
+        mcp: LaunchLayer | None = None,
     ) -> Tile:
         """A new pane running ``command``; its start-up is checked on the engine thread.
 
@@ -178,34 +190,38 @@ class TileRegistry:
         True requires them, False leaves them off (see :meth:`_hook_plan`).
         ``branch``: the pane works in a new git worktree of ``workdir``'s repository on
         this new branch (made here, in the caller's thread; gone again if the pane fails).
+        ``mcp``: the agent's MCP layer (its files written already), composed first.
         """
         self._check_name_free(name)
         self._end_failed_worktree(name)
         guessed = agent or kind_from_command(command)
-        plan = self._hook_plan(name, guessed, command, hooks, host, env)
+        launch = LaunchPlan(command, dict(env or {}), workdir, mcp=mcp)
+        plan = self._hook_plan(name, guessed, command, hooks, host, launch.environment())
         worktree = None
         try:
             machine = self._machine(host)
             tmux = machine.tmux
             if branch is not None:
                 worktree = self._new_worktree(machine, name, workdir, branch)
-                workdir = worktree.path
+                layer = LaunchLayer(guessed or "shell", cwd=worktree.path)
+                launch = launch.with_layers(worktree=layer)
         except BaseException:
             if plan is not None:
                 _drop_hooks(plan.channel, plan.token, plan.folder)
             raise
         if plan is not None:
-            if plan.setup.args:
-                command = f"{command} {shlex.join(plan.setup.args)}"
-            env = {**(env or {}), **plan.setup.env, **plan.channel.env(plan.token)}
-            if plan.socket is not None:  # (on a host: the socket forwarded to the channel)
-                env[ENV_SOCKET] = plan.socket
+            launch = launch.with_layers(hooks=plan.layer)
+        command = launch.command_line()
         try:
             with self.spawn_lock:  # the first pane also makes the session: one at a time
                 if self._closed():  # (close() raced this call; make no pane it would not kill)
                     raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
                 pane_id, pid = tmux.new_pane(
-                    self.session_name, command, cwd=workdir, env=env, window_name=name
+                    self.session_name,
+                    command,
+                    cwd=launch.workdir,
+                    env=launch.environment(),
+                    window_name=name,
                 )
                 self._on_first_pane()
             if plan is not None:
@@ -320,57 +336,46 @@ class TileRegistry:
         The agent's hook files go in a private folder of this tile (0700), never in the
         user's own settings; the pane's environment gets the channel's token and socket.
         """
-        import shutil
-
         if hooks is not None and not isinstance(hooks, bool):
             raise MadohubValueError(f"hooks must be None, True or False, got {hooks!r}")
         if hooks is False:
             return None
-        why = None
         setup = hook_setup(agent, command_argv(), "/") if agent is not None else None
-        if agent is None or setup is None:
-            why = (
-                f"agent {agent or 'shell'!r} has no hooks madohub_nb knows (agents with hooks: "
-                f"{', '.join(HOOK_AGENTS)}); pass hooks=None or False: its turns are told from "
-                "its records or its screen"
-            )
-        elif command is None:
-            why = f"hooks need the agent's command (command='{agent} …'); pass it or hooks=False"
-        elif setup.args and not _ends_in_one_program(command):
-            why = (
-                f"the hook options go at the end of the command, and {command!r} is not one "
-                f"program's command line (a ';', '&&', '|' or the like); start {agent} alone"
-            )
-        elif clash := sorted({*setup.env, ENV_TOKEN, ENV_SOCKET} & set(env or {})):
-            why = f"env= sets {', '.join(clash)}, which its hooks need; leave it out"
-        elif setup.private_home and hooks is None:
-            # Its hooks replace the agent's whole config home (and the login kept there):
-            # only when asked for.
-            why = f"{agent}'s hooks need a private config home (hooks=True to use one)"
+        why = _hooks_refused(agent, setup, command, hooks, env)
         channel = self.hook_channel() if why is None else None
         if why is None and channel is None:
             why = "the hub's hook channel cannot start here (called on the engine thread)"
         place = None
         if why is None and channel is not None and host is not None:
             place, why = self._host_hook_place(host, channel)
-        if why is not None or channel is None or setup is None:
+        if why is not None or channel is None or agent is None:
             if hooks is True:
                 raise MadohubValueError(f"tile {name!r}: hooks=True, but {why}")
             return None
         if place is not None:
-            return self._remote_hook_plan(name, agent, hooks, channel, place)  # type: ignore[arg-type]
+            return self._remote_hook_plan(name, agent, hooks, channel, place)
+        return self._local_hook_plan(name, agent, hooks, channel)
+
+    def _local_hook_plan(
+        self, name: str, agent: str, hooks: bool | None, channel: HookChannel
+    ) -> _HookPlan | None:
+        """The hooks of a new pane here: the agent's files in a private folder of the tile's."""
+        import shutil
+
+        setup = hook_setup(agent, command_argv(), "/")
+        assert setup is not None  # (checked by _hooks_refused)
         folder = None
         if setup.files:
             folder = private_folder(f"{self.session_name}-{name}-", secure=setup.secure_dir)
             if folder is None:
-                why = "no private folder without a group- or world-writable parent was found"
                 if hooks is True:
                     raise MadohubValueError(
-                        f"tile {name!r}: hooks=True, but {why} for {agent}'s hook files; "
+                        f"tile {name!r}: hooks=True, but no private folder without a group- or "
+                        f"world-writable parent was found for {agent}'s hook files; "
                         "set $XDG_RUNTIME_DIR to a 0700 folder, or pass hooks=False"
                     )
                 return None
-            setup = hook_setup(agent, command_argv(), folder)  # type: ignore[arg-type]
+            setup = hook_setup(agent, command_argv(), folder)
             assert setup is not None
             try:
                 _write_private(setup.files)
@@ -486,7 +491,7 @@ class TileRegistry:
 
     def _watched(self, tile: Tile) -> Tile:
         self._engine.submit(self.watch(tile), owner=tile)
-        self._emit(HubEvent("tile_added", tile.name, tile.last_state, tile))
+        self._emit(TileAdded(tile.name, tile.last_state, tile))
         return tile
 
     # finding -------------------------------------------------------------------------
@@ -531,7 +536,7 @@ class TileRegistry:
     def _output_of(self, pane: PaneRef, nbytes: int) -> None:
         name = self._names_by_pane.get(pane)
         if name is not None:
-            self._events.emit(HubEvent("tile_output", name, data=nbytes))  # (engine thread)
+            self._events.emit(TileOutput(name, nbytes))  # (engine thread)
 
     # life cycle ----------------------------------------------------------------------
     @property
@@ -567,14 +572,11 @@ class TileRegistry:
         """The shutdown ran out of time (any thread): each host's session this hub made
         ends if the host answers at once, and every host's ssh master ends by pid before
         close() returns (else it outlived the hub, its forwards and folder with it)."""
-        ends = [
-            threading.Thread(target=link.close_now, args=(session,), daemon=True)
-            for link, session in self._host_sessions()
-        ]
-        for end in ends:  # side by side, as close() does: each waits on its host
-            end.start()
-        for end in ends:
-            end.join()
+        # Side by side, as close() does: each waits on its host.
+        side_by_side(
+            ((link.close_now, (session,)) for link, session in self._host_sessions()),
+            name="madohub close host",
+        )
 
     def _host_sessions(self) -> list[tuple[HostLink, str | None]]:
         """Each host's link, and the session this hub made on it (None: it made none)."""
@@ -596,6 +598,33 @@ def _drop_hooks(channel: HookChannel | None, token: str, folder: str | None) -> 
 
 
 _SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", ">", "<", ">>", "2>", "2>&1"})
+
+
+def _hooks_refused(
+    agent: str | None, setup: HookSetup | None, command: str | None, hooks: bool | None,
+    env: Mapping[str, str] | None,
+) -> str | None:  # fmt: skip
+    """Why a new pane of ``agent`` gets no hooks layer (None: it can have one)."""
+    if agent is None or setup is None:
+        return (
+            f"agent {agent or 'shell'!r} has no hooks madohub_nb knows (agents with hooks: "
+            f"{', '.join(HOOK_AGENTS)}); pass hooks=None or False: its turns are told from "
+            "its records or its screen"
+        )
+    if command is None:
+        return f"hooks need the agent's command (command='{agent} …'); pass it or hooks=False"
+    if setup.args and not _ends_in_one_program(command):
+        return (
+            f"the hook options go at the end of the command, and {command!r} is not one "
+            f"program's command line (a ';', '&&', '|' or the like); start {agent} alone"
+        )
+    if clash := sorted({*setup.env, ENV_TOKEN, ENV_SOCKET} & set(env or {})):
+        return f"env= sets {', '.join(clash)}, which its hooks need; leave it out"
+    if setup.private_home and hooks is None:
+        # Its hooks replace the agent's whole config home (and the login kept there):
+        # only when asked for.
+        return f"{agent}'s hooks need a private config home (hooks=True to use one)"
+    return None
 
 
 def _ends_in_one_program(command: str) -> bool:

@@ -18,14 +18,20 @@ import contextlib
 import json
 import logging
 import os
-import shlex
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .agents.mcp_setup import MCP_AGENTS, McpSetup, SystemLayers, http_server, mcp_setup
+from .agents.mcp_setup import (
+    HOST_MCP_AGENTS,
+    MCP_AGENTS,
+    McpSetup,
+    SystemLayers,
+    http_server,
+    mcp_setup,
+)
 from .errors import MadohubError, MadohubValueError
 from .io.mcp import (
     MCP_HOST,
@@ -39,7 +45,7 @@ from .io.mcp import (
 from .io.remote import SshMachine
 from .pipeline.handoff import Handoff
 from .pipeline.tile import McpLimits, check_mcp_limits
-from .tiles import private_folder
+from .tile_registry import private_folder
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -48,7 +54,6 @@ log = logging.getLogger("madohub_nb")
 
 START_TIMEOUT_S = 15.0
 TOOLS: Final = ("list_agents", "send", "ask")
-HOST_MCP_AGENTS: Final = ("claude", "codex")
 """The agents ``hub.tile(..., host=, mcp=)`` starts with the hub's tools on a host."""
 HOST_CONFIG_DIR: Final = "~/.cache/madohub_nb/mcp"
 """Where a host keeps the private (0700) folder of this hub's agents' MCP configs."""
@@ -95,14 +100,6 @@ def _machine_layers(layers: SystemLayers | None) -> MachineLayers:
     with contextlib.suppress(OSError):  # (none, or one it cannot read either)
         defaults = Path(defaults_path).read_text(encoding="utf-8")
     return settings, defaults
-
-
-@dataclass(frozen=True)
-class AgentSetup:
-    """What starts one agent with the hub's tools: words after its command, its pane's env."""
-
-    args: str
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -222,7 +219,7 @@ class HubMcp:
     def agent_setup(
         self, tile: str, agent: str | None, reach: bool | list[str], allow_shell: bool,
         host: str | None = None, limits: McpLimits | None = None,
-    ) -> AgentSetup:  # fmt: skip
+    ) -> McpSetup:  # fmt: skip
         """The command-line words (and pane environment) that start ``agent`` of ``tile``
         (on ``host`` if given: its URL is the host's forwarded port, its files are written
         there) with the hub's tools and a new token, never in the user's settings files, and
@@ -275,7 +272,8 @@ class HubMcp:
         except BaseException:  # no agent starts with it: the token ends here
             self.handoff.revoke(tile)
             raise
-        return AgentSetup(shlex.join(plan.args), dict(plan.env))
+        # (its files are written: the layer the pane gets is its words and variables)
+        return McpSetup(plan.agent, args=plan.args, env=dict(plan.env), how=plan.how)
 
     def _host_place(self, host: str, folder: bool) -> _HostPlace:
         """``host``'s forwarded port (made on first use), and its private folder if

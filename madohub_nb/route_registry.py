@@ -13,12 +13,12 @@ import threading
 import warnings
 from collections.abc import Callable
 
+from .defaults import ENDED_ROUTES_KEPT
 from .errors import LogError, MadohubValueError, MadohubWarning
-from .model import HubEvent
 from .pipeline.conditions import describe_cycle, endless_cycles
+from .pipeline.events import HostStateChanged, HubEvent, RouteAdded
 from .pipeline.route import Route
 from .pipeline.transforms import user_stacklevel
-from .settings import ENDED_ROUTES_KEPT
 
 
 class RouteRegistry:
@@ -44,7 +44,7 @@ class RouteRegistry:
             self.routes = self._without_oldest_ended([*self.routes, route])
         self._warn_endless_cycles(route)
         self._call_soon(route.start, owner=route)  # its task, and what it starts, are the route's
-        self._emit(HubEvent("route_added", route.id, route.state, route))
+        self._emit(RouteAdded(route.id, route.state, route))
         return route
 
     def _warn_endless_cycles(self, route: Route) -> None:
@@ -109,9 +109,9 @@ class RouteRegistry:
         """``host_state`` (engine loop): while a host is unreachable the active routes touching
         its tiles are held, paused with why (a turn that finishes meanwhile waits); once it is
         back they resume and look at their sources again, so a turn is routed once."""
-        if event.kind != "host_state":
+        if not isinstance(event, HostStateChanged):
             return
-        host, why = event.name, event.data
+        host, why = event.host, event.why
         if event.state != "unreachable":
             for route in self._held.pop(host, []):
                 route.release()

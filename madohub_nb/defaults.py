@@ -7,6 +7,7 @@ the code (and the error messages) quote one source of truth.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from typing import Final
 
@@ -224,3 +225,47 @@ def price_for(
         if shorter == name:
             return None
         name = shorter
+
+
+# tmux and ssh words the settings table checks (pure: the adapters in io/ use them too) ---
+SOCKET_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.@+-]{1,100}\Z")
+
+
+def check_socket_name(socket_name: str | None) -> str | None:
+    """``socket_name`` if it is a plain name tmux keeps in its private socket folder.
+
+    ``tmux -L NAME`` puts the socket at ``/tmp/tmux-<uid>/NAME``: a ``/`` or
+    ``..`` would put it somewhere else, outside that protected folder.
+    """
+    if socket_name is None:
+        return None
+    if (
+        not isinstance(socket_name, str)
+        or not SOCKET_NAME_RE.fullmatch(socket_name)
+        or socket_name in (".", "..")
+    ):
+        raise MadohubValueError(
+            f"socket_name {socket_name!r} is not a plain name; use letters, digits and "
+            "'_', '-', '.', '@', '+' (at most 100, no '/'), e.g. 'madohub', or None "
+            "for the default tmux server"
+        )
+    return socket_name
+
+
+def parse_ssh_command(value: object) -> list[str]:
+    """The ``ssh_command`` setting split as a shell would (``"ssh -F /x/config"``)."""
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise MadohubValueError(f"ssh_command {value!r} cannot be split: {exc}") from None
+    elif isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value):
+        words = list(value)
+    else:
+        words = []
+    if not words:
+        raise MadohubValueError(
+            f"ssh_command must be a command line such as 'ssh' or 'ssh -F ~/.ssh/config', "
+            f"got {value!r}"
+        )
+    return words

@@ -1,0 +1,33 @@
+"""How the hub's objects show themselves in a notebook, attached from this layer so the
+objects import no HTML and no plotting: a tile's and a route's ``_repr_html_``
+(:mod:`madohub_nb.render`) and ``RoundLog.plot()`` (:mod:`madohub_nb.plot`, whose
+matplotlib loads only when a plot is asked for). The package attaches them when it is
+imported (``madohub_nb/__init__.py``), before any of those objects can exist.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..io.log import RoundLog
+from ..pipeline.route import Route
+from ..pipeline.tile import Tile
+from ..render import html_for_route, html_for_tile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def timeline_figure(df: pd.DataFrame, *, title: str | None = None) -> Any:
+    """:func:`madohub_nb.plot.timeline_figure`, imported on first use (matplotlib is slow
+    to load and most sessions never plot)."""
+    from ..plot import timeline_figure as draw
+
+    return draw(df, title=title)
+
+
+def attach() -> None:
+    """Give tiles, routes and the round log their notebook views."""
+    Tile.html_view = html_for_tile
+    Route.html_view = html_for_route
+    RoundLog.plotter = timeline_figure
