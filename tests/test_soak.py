@@ -51,10 +51,13 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 from collections import Counter, deque
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +155,9 @@ FAULT_QUOTAS = {
     # A source's transcript gets junk, an oversized line and a half-written record (issue 38):
     # the reader returns, the routes go on, the next turn's rounds carry that turn's answer.
     "crafted record": 3,
+    # An OpenCode tile's database (issue 38): its ``message`` table made a view over an endless
+    # recursive query, then put back; the reader gives up at its deadline, rounds go on.
+    "crafted database": 2,
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -190,6 +196,28 @@ CRAFTED_JUNK = (
 """Lines a ``crafted record`` fault appends to a transcript: none is an answer."""
 HALF_RECORD = (b'{"type": "system", "subtype": "soak", "content": "half', b' written"}\n')
 """A record the fault writes in two parts, the hub looking in between (a non-answer)."""
+RECORDS = Path(__file__).parent / "fixtures" / "agent_records"
+OPENCODE_ANSWER = (RECORDS / "long_answer.md").read_text().rstrip()
+"""The answer in the real OpenCode database the soak's OpenCode tile reads."""
+ENDLESS_VIEW = (
+    "ALTER TABLE message RENAME TO message_real",
+    "CREATE VIEW message AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) "
+    "SELECT 'msg_' || i AS id, {session} AS session_id, i AS time_created, i AS time_updated, "
+    "'{{}}' AS data FROM r WHERE i < 0",
+)
+"""What a ``crafted database`` fault does to the OpenCode database: a query that never ends
+(its rows claim the tile's own session, so a reader narrowed to it runs the query too)."""
+CRAFTED_DB_WAIT_S = 30.0
+"""Longest the OpenCode tile's route may take to look at a crafted database (its reader's
+deadline is 1 s a query)."""
+OPENCODE_SCRIPT = """#!/bin/sh
+# Prints (then removes) the file named by $1 whenever it appears, as an agent repaints.
+while :; do
+  if [ -f "$1" ]; then cat "$1"; rm -f "$1"; fi
+  sleep 0.1
+done
+"""
+"""The soak's OpenCode: a process named ``opencode`` whose screen shows what the test says."""
 WRITE_FILE = "answer.txt"
 """The file a git source's stand-in writes each answer to (what its turns change)."""
 
@@ -380,6 +408,8 @@ class Soak:
     """Sources started in an armed git repository or worktree (``git hooks``)."""
     crafted_errors: list[str] = field(default_factory=list)
     """Rounds after a ``crafted record`` fault whose answer was not their own turn's."""
+    opencode: tuple[str, Path, Path, str] | None = None
+    """The OpenCode tile: (name, its database, the file it repaints from, its route's id)."""
     crafted_slowest_s: float = 0.0
     """The longest the routes took to react to a crafted transcript (a figure)."""
     leaks: Path | None = None
@@ -838,6 +868,8 @@ class Soak:
         elif fault.kind == "crafted record" and self.prompted_sources():
             source = pick(self.prompted_sources())
             target = self.craft_record(source, len(self.applied))
+        elif fault.kind == "crafted database":
+            target = self.craft_database(len(self.applied))
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
@@ -1080,9 +1112,12 @@ class Soak:
             os.rename(path, away)  # the listening socket stays; a hook cannot reach it by name
             self.moved_socket = (path, away)
             return source
+        # The agent's own answers (its Stop hooks carry only those): not a planted one, which
+        # no hook of the agent ever carried.
         answers = [
             r["extracted"] for r in self.hub.log.df.to_dict("records")
             if r["source"] == source and r["route_id"] != "send" and r["extracted"]
+            and not str(r["extracted"]).startswith("planted ")
         ]  # fmt: skip
         if not answers:
             return ""
@@ -1145,6 +1180,78 @@ class Soak:
                 if rid not in self.gathers and r["extracted"] != _echo(text):
                     self.crafted_errors.append(f"{rid} round {r['round']}: {r['extracted']!r}")
         return source
+
+    def add_opencode(self) -> tuple[str, Path, Path, str]:
+        """An OpenCode tile (a process named ``opencode``) over the real OpenCode database
+        (its session moved to the tile's folder), with a shadow route: its answer comes only
+        from the database (its screen shows what the soak writes to its ``say`` file)."""
+        from madohub_nb.agents.records import opencode_database
+
+        name = self.name("o")
+        folder = self.project.parent / name
+        (folder / "bin").mkdir(parents=True)
+        exe, say = folder / "bin" / "opencode", folder / "say"
+        exe.write_text(OPENCODE_SCRIPT)
+        exe.chmod(0o755)
+        home = os.environ["HOME"]
+        db = Path(opencode_database({"HOME": home}) or "")
+        db.parent.mkdir(parents=True, exist_ok=True)
+        self.write_opencode_db(db, folder)
+        tile = self.hub.tile(
+            name, agent="opencode", command=f"exec {exe} {say}", cwd=folder, env={"HOME": home}
+        )
+        wait_until(lambda: tile.agent_process() is not None, 15, what=f"{name}'s process")
+        route = self.hub.connect(
+            name, "r0", template="{output}", dispatch="shadow", max_rounds=20, cooldown_ms=1000
+        )
+        wait_until(lambda: route.ready.is_set(), 15, what=f"route {route.id} listening")
+        self.opencode = (name, db, say, route.id)
+        return self.opencode
+
+    @staticmethod
+    def write_opencode_db(db: Path, folder: Path, crafted: bool = False) -> None:
+        """The real OpenCode database at ``db``, its session in ``folder``; ``crafted``: its
+        ``message`` table made the endless view (``ENDLESS_VIEW``)."""
+        tmp = db.with_name(db.name + ".soak")
+        shutil.copy(RECORDS / "opencode" / "opencode.db", tmp)
+        with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+            conn.execute("UPDATE session SET directory = ?", (str(folder),))
+            if crafted:
+                conn.execute("PRAGMA legacy_alter_table = ON")
+                (session,) = conn.execute("SELECT quote(id) FROM session LIMIT 1").fetchone()
+                for sql in ENDLESS_VIEW:
+                    conn.execute(sql.format(session=session))
+        os.replace(tmp, db)  # (the reader sees the old file or the new one, whole)
+
+    def craft_database(self, n: int) -> str:
+        """The OpenCode database's ``message`` made an endless view, and the tile repaints;
+        a source's ``list_agents`` (which reads each tile's state on the hub's shared thread
+        pool, the OpenCode one from its database) must return within ``CRAFTED_DB_WAIT_S``
+        with the OpenCode tile's state unknown (no evidence). The database put back, it must
+        say idle (the database's finished turn). The route's rounds are checked at the end:
+        the database's own answer, never another."""
+        name, db, say, _ = self.opencode or self.add_opencode()
+        folder = self.project.parent / name
+        self.write_opencode_db(db, folder, crafted=True)
+        token = self.grant(_rng("crafted database", n).choice(self.sources))
+        for state, want in ((f"crafted {n}", "unknown"), (f"put back {n}", "idle")):
+            say.write_text(f"({state})\n")  # a repaint: the route looks too
+            started = time.monotonic()
+            try:
+                got = asyncio.run(
+                    asyncio.wait_for(
+                        _mcp_session(self.hub.mcp.url, token, _list_agents), CRAFTED_DB_WAIT_S
+                    )
+                )
+            except TimeoutError:
+                self.crafted_errors.append(f"{state}: list_agents held over {CRAFTED_DB_WAIT_S} s")
+                self.write_opencode_db(db, folder)
+                return name
+            self.crafted_slowest_s = max(self.crafted_slowest_s, time.monotonic() - started)
+            if got.get(name) != want:
+                self.crafted_errors.append(f"{state}: {name} is {got.get(name)!r}, not {want}")
+            self.write_opencode_db(db, folder)
+        return name
 
     def look(self, source: str, tile: mh.Tile, what: str) -> None:
         """A repaint, and wait until each listening route of ``source`` reacted or skipped."""
@@ -1226,6 +1333,16 @@ async def _mcp_session(url: str, token: str | None, work: Any) -> Any:
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             return await work(client)
+
+
+async def _list_agents(client: Any) -> dict[str, str]:
+    """``list_agents``' answer: each reachable tile's state, by name."""
+    result = await client.call_tool("list_agents", {})
+    texts = [getattr(c, "text", "") for c in result.content]
+    if result.is_error:
+        return {"error": "".join(texts)}
+    agents = [json.loads(text) for text in texts]  # (one block a tile)
+    return {a["name"]: a["state"] for a in agents}
 
 
 def _messages(exc: BaseException) -> str:
@@ -1455,7 +1572,10 @@ def check(
             violations.append(f"{route.id}: more than one exhausted row")
         answers = [r["extracted"] for r in mine if r["status"] != "exhausted"]
         if len(answers) != len(set(answers)):
-            violations.append(f"{route.id}: one answer routed twice")
+            twice = [
+                (r["round"], r["extracted"]) for r in mine if answers.count(r["extracted"]) > 1
+            ]
+            violations.append(f"{route.id}: one answer routed twice: {twice[:4]!r}"[:400])
         for r in mine:
             if r["transform"] == "prompt-wrap" and r["status"] in ("delivered", "shadow"):
                 proposed = r["proposed_prompt"] if r["decision"] == "edited" else r["prompt"]
@@ -1583,6 +1703,13 @@ def check(
             if not named and (k > 0 or name not in meta.get("gathered", [])):
                 violations.append(f"{gid} round {row['round']}: killed source {name} not named")
     violations += [f"crafted record: {e}" for e in soak.crafted_errors]
+    if soak.opencode is not None:  # its rounds carry the database's own answer, never another
+        oc_rows = [r for r in by_route.get(soak.opencode[3], []) if r["status"] != "exhausted"]
+        violations += [
+            f"{r['route_id']} round {r['round']}: not the database's answer"
+            for r in oc_rows
+            if r["extracted"] != OPENCODE_ANSWER
+        ]
     violations += _check_git_sources(soak, rows, routes)
     violations += _check_no_secret_in_files(soak, [Path(os.environ["HOME"]), soak.project.parent])
     unknown = [
