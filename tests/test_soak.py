@@ -47,12 +47,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import re
+import shutil
 import signal
+import sqlite3
+import subprocess
 import time
 from collections import Counter, deque
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +98,8 @@ SEED = int(os.environ.get("MADOHUB_SOAK_SEED", "20261130"))
 STEPS = int(os.environ.get("MADOHUB_SOAK_STEPS", "45"))
 """Steps of the full run: 45 give 1,000+ rounds (5 sources, 3-5 routes each)."""
 MIN_ROUNDS = 1000 if STEPS >= 45 else 0
+SOAK_API_KEY = "sk-ant-api03-soak-0123456789-never-in-a-file"
+"""The hub's API key (in its environment too): no file may hold it."""
 IDLE_DELAY_MS = 250
 REACT_TIMEOUT_S = 90.0
 """Longest a step waits for its routes to react (a sink may be busy with queued prompts)."""
@@ -137,6 +144,20 @@ FAULT_QUOTAS = {
     "mcp burst": 2,  # 40 calls at once: those beyond 20 a second refused
     "mcp send": 3,  # typed into a sink or a typed recorder, found there
     "mcp ask": 3,  # typed into a sink; its answer (the echo of the question) comes back
+    # Issue 38. A new source works in a git repository (or a worktree of one) whose config an
+    # attacker set: fsmonitor, a hooks folder, a clean/smudge filter; none may run, no key may
+    # reach a file, and its routes' rows still count what each turn changed.
+    "git hooks": 2,
+    # Asks in flight at once: two callers ask one sink, one of them a second sink too, and the
+    # first sink asks that caller back (a ring through its first ask): each ask gets its own
+    # answer, the ask back is refused, nothing waits forever.
+    "concurrent asks": 3,
+    # A source's transcript gets junk, an oversized line and a half-written record (issue 38):
+    # the reader returns, the routes go on, the next turn's rounds carry that turn's answer.
+    "crafted record": 3,
+    # An OpenCode tile's database (issue 38): its ``message`` table made a view over an endless
+    # recursive query, then put back; the reader gives up at its deadline, rounds go on.
+    "crafted database": 2,
 }
 SHORT_QUOTAS = {kind: 1 for kind in FAULT_QUOTAS}
 HOSTILE_SEND_SHARE = 0.3
@@ -158,6 +179,47 @@ BAD_TOKENS = {
     "out of reach": "you may not reach",
 }
 """The bad calls of an ``mcp bad token`` fault, each with what its refusal must say."""
+CONCURRENT_ASKS_S = 120.0
+"""Longest the asks of one ``concurrent asks`` fault may take together (beyond it: a deadlock)."""
+ARMED_HOOKS = ("post-checkout", "post-index-change", "reference-transaction", "pre-commit",
+               "post-commit", "pre-auto-gc", "post-rewrite")  # fmt: skip
+"""Hooks a ``git hooks`` repository's hooks folder holds: each would leave a marker."""
+OVERSIZED_LINE_BYTES = 8 * 1024 * 1024
+"""The oversized line of a ``crafted record`` fault: one JSON record this long, unclosed."""
+CRAFTED_JUNK = (
+    b"not json", b"{", b"[1, 2, 3]", b"null", b'"a string"', b"{}",
+    b'{"type": "assistant", "message": "x"}',
+    b'{"type": "assistant", "message": {"role": "assistant", "content": 5}}',
+    b'{"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text"}]}}',
+    b'{"type": "user", "message": {"content": ["x"]}}', b"\x00\xff garbage \xc3\x28",
+)  # fmt: skip
+"""Lines a ``crafted record`` fault appends to a transcript: none is an answer."""
+HALF_RECORD = (b'{"type": "system", "subtype": "soak", "content": "half', b' written"}\n')
+"""A record the fault writes in two parts, the hub looking in between (a non-answer)."""
+RECORDS = Path(__file__).parent / "fixtures" / "agent_records"
+OPENCODE_ANSWER = (RECORDS / "long_answer.md").read_text().rstrip()
+"""The answer in the real OpenCode database the soak's OpenCode tile reads."""
+ENDLESS_VIEW = (
+    "ALTER TABLE message RENAME TO message_real",
+    "CREATE VIEW message AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) "
+    "SELECT 'msg_' || i AS id, {session} AS session_id, i AS time_created, i AS time_updated, "
+    "'{{}}' AS data FROM r WHERE i < 0",
+)
+"""What a ``crafted database`` fault does to the OpenCode database: a query that never ends
+(its rows claim the tile's own session, so a reader narrowed to it runs the query too)."""
+CRAFTED_DB_WAIT_S = 30.0
+"""Longest the OpenCode tile's route may take to look at a crafted database (its reader's
+deadline is 1 s a query)."""
+OPENCODE_SCRIPT = """#!/bin/sh
+# Prints (then removes) the file named by $1 whenever it appears, as an agent repaints.
+while :; do
+  if [ -f "$1" ]; then cat "$1"; rm -f "$1"; fi
+  sleep 0.1
+done
+"""
+"""The soak's OpenCode: a process named ``opencode`` whose screen shows what the test says."""
+WRITE_FILE = "answer.txt"
+"""The file a git source's stand-in writes each answer to (what its turns change)."""
 
 HOSTILE_BITS = (
     "\x1b[31m",
@@ -340,6 +402,18 @@ class Soak:
     """Refusals of known callers, by pair id: each must be an ``error`` row of that pair."""
     mcp_errors: list[str] = field(default_factory=list)
     """MCP calls whose outcome was not the one promised (violations)."""
+    tokens: set[str] = field(default_factory=set)
+    """Every MCP token the soak had the hub grant: none may reach a file."""
+    git_sources: list[str] = field(default_factory=list)
+    """Sources started in an armed git repository or worktree (``git hooks``)."""
+    crafted_errors: list[str] = field(default_factory=list)
+    """Rounds after a ``crafted record`` fault whose answer was not their own turn's."""
+    opencode: tuple[str, Path, Path, str] | None = None
+    """The OpenCode tile: (name, its database, the file it repaints from, its route's id)."""
+    crafted_slowest_s: float = 0.0
+    """The longest the routes took to react to a crafted transcript (a figure)."""
+    leaks: Path | None = None
+    """Where an armed repository's programs would leave their markers and ``env`` dumps."""
 
     def __post_init__(self) -> None:
         self.hub.events.subscribe(self._on_event)
@@ -393,6 +467,12 @@ class Soak:
         except Exception as exc:  # (the event bus would only log it)
             self.person_errors.append(f"{route}.{n} {verdict}: {exc!r}")
 
+    def grant(self, caller: str, reach: bool | list[str] = True) -> str:
+        """A new MCP token for ``caller`` (its old one ends), noted: no file may hold it."""
+        token = self.hub.mcp.grant(caller, reach)
+        self.tokens.add(token)
+        return token
+
     def name(self, prefix: str) -> str:
         self.names += 1
         return f"{prefix}{self.names}"
@@ -406,6 +486,50 @@ class Soak:
         for _ in range(_rng("routes of", name).randint(3, 5)):
             self.add_route(name)
         return name
+
+    def add_git_source(self, n: int, worktree: bool) -> str:
+        """A source in a new git repository (``worktree``: in a worktree of it) whose config an
+        attacker set after its first commit: fsmonitor, a hooks folder, a required clean and
+        smudge filter for every file. Each program, if run, leaves a marker and its ``env`` in
+        ``self.leaks``. The stand-in writes each answer to ``WRITE_FILE`` (a change per turn)."""
+        from madohub_nb.demo import standin_command
+
+        assert self.leaks is not None
+        repo, hooks = self.project.parent / f"git{n}", self.project.parent / f"git{n}-hooks"
+        repo.mkdir()
+        hooks.mkdir()
+        _git(repo, "init", "-q", "-b", "main")
+        _git(repo, "config", "user.email", "soak@example.invalid")
+        _git(repo, "config", "user.name", "soak")
+        (repo / "README").write_text("one\ntwo\n")
+        (repo / ".gitattributes").write_text("* filter=x\n")
+        _git(repo, "add", "README", ".gitattributes")
+        _git(repo, "commit", "-q", "-m", "first")  # (filter x not defined yet: nothing ran)
+
+        def leave(what: str) -> str:
+            return f"touch {self.leaks}/{what}-{n}; env > {self.leaks}/{what}-{n}.env"
+
+        _git(repo, "config", "core.fsmonitor", f"{leave('fsmonitor')}; false")
+        _git(repo, "config", "core.hooksPath", str(hooks))
+        _git(repo, "config", "filter.x.clean", f"{leave('clean')}; cat")
+        _git(repo, "config", "filter.x.smudge", f"{leave('smudge')}; cat")
+        _git(repo, "config", "filter.x.required", "true")
+        for hook in ARMED_HOOKS:
+            (hooks / hook).write_text(f"#!/bin/sh\n{leave(hook)}\n")
+            (hooks / hook).chmod(0o755)
+        name = self.name("g")
+        tile = self.hub.tile(
+            name, agent="claude", command=standin_command("claude", persona="echo"),
+            cwd=repo, worktree=worktree,
+            env={"MADOHUB_STANDIN_THINK_S": "0.05", "MADOHUB_STANDIN_WRITE_FILE": WRITE_FILE},
+        )  # fmt: skip
+        wait_until(lambda: tile.state == "idle", 15, what=f"{name} idle")
+        self.sources.append(name)
+        self.git_sources.append(name)
+        self.received[name] = Received()
+        for _ in range(_rng("routes of", name).randint(3, 5)):
+            self.add_route(name)
+        return f"{name} ({'worktree' if worktree else 'repository'})"
 
     def add_sink(self) -> str:
         """A stand-in Claude started from a bash prompt: bash is the pane's own process."""
@@ -733,6 +857,19 @@ class Soak:
             target = self.answer_permission(pick(self.awake_sinks()), len(self.applied))
         elif fault.kind.startswith("mcp ") and self.awake_sinks() and self.sources:
             target = self.mcp_fault(fault.kind, pick, len(self.applied))
+        elif fault.kind == "git hooks":
+            target = self.add_git_source(len(self.applied), worktree=fault.times % 2 == 1)
+        elif (
+            fault.kind == "concurrent asks"
+            and len(self.awake_sinks()) > 1
+            and (len(self.sources) > 1)
+        ):
+            target = self.concurrent_asks(len(self.applied))
+        elif fault.kind == "crafted record" and self.prompted_sources():
+            source = pick(self.prompted_sources())
+            target = self.craft_record(source, len(self.applied))
+        elif fault.kind == "crafted database":
+            target = self.craft_database(len(self.applied))
         elif fault.kind.startswith("hook ") and self.hooked_sources():
             target = self.hook_fault(fault.kind, pick(self.hooked_sources()))
         if target:
@@ -808,19 +945,19 @@ class Soak:
         if kind == "mcp send":
             # (JSON over HTTP carries no lone surrogate: an agent's text never holds one)
             text = f"m{n} {caller} sends " + _as_logged(_hostile(_rng("mcp", n), 2))
-            got = self.mcp_call(hub.mcp.grant(caller), "send", to=target, text=text)
+            got = self.mcp_call(self.grant(caller), "send", to=target, text=text)
             self.mcp_expect(f"{pair} send", got, False, "delivered")
         elif kind == "mcp ask":
             text = f"m{n} {caller} asks {target}"
-            got = self.mcp_call(hub.mcp.grant(caller), "ask", to=target, text=text, timeout_s=60)
+            got = self.mcp_call(self.grant(caller), "ask", to=target, text=text, timeout_s=60)
             self.mcp_expect(f"{pair} ask", got, False, _echo(text))
             self.mcp_answers.append((pair, got[1]))
         elif kind == "mcp bad token":
-            old = hub.mcp.grant(caller)
+            old = self.grant(caller)
             tokens = {"none": None, "junk": "x" * 32, "revoked": old}
-            hub.mcp.grant(caller)  # the old token ends
+            self.grant(caller)  # the old token ends
             other = next((k for k in sinks if k != target), None)
-            tokens["out of reach"] = hub.mcp.grant(caller, [other] if other else [])
+            tokens["out of reach"] = self.grant(caller, [other] if other else [])
             for bad, says in BAD_TOKENS.items():
                 got = self.mcp_call(tokens[bad], "send", to=target, text=f"m{n} {bad} token")
                 self.mcp_expect(f"{pair} send with a {bad} token", got, True, says)
@@ -835,7 +972,7 @@ class Soak:
         """``caller`` asks ``target`` (who thinks 2 s); meanwhile ``target`` asks ``caller``
         back: refused at once, naming the cycle; the first ask is answered."""
         hub, tile = self.hub, self.hub.tiles[target]
-        first_token, back_token = hub.mcp.grant(caller), hub.mcp.grant(target)
+        first_token, back_token = self.grant(caller), self.grant(target)
         text = f"m{n} {caller} asks {target} [[sleep 2]]"
         url = hub.mcp.url
 
@@ -862,9 +999,59 @@ class Soak:
         self.mcp_expect(f"mcp:{target}->{caller} ask back", back, True, chain)
         self.mcp_refused_rows[f"mcp:{target}->{caller}"] += 1
 
+    def concurrent_asks(self, n: int) -> str:
+        """Caller ``a`` asks sink ``k1`` (who thinks 6 s); while that ask is typed, caller ``b``
+        asks ``k1`` too and ``a`` asks sink ``k2``; once ``k2`` thinks, ``k1`` asks ``a`` back:
+        a ring through ``a``'s first ask (not its last), refused at once. Each of the three asks
+        must get the echo of its own question; all of it within ``CONCURRENT_ASKS_S``."""
+        rng = _rng("concurrent", n)
+        a, b = rng.sample(self.sources, 2)
+        k1, k2 = rng.sample(self.awake_sinks(), 2)
+        for k in (k1, k2):
+            tile = self.hub.tiles[k]
+            wait_until(lambda t=tile: t.state == "idle", 30, what=f"{k} idle before the asks")
+        url = self.hub.mcp.url
+        token_a, token_b, token_k1 = self.grant(a), self.grant(b), self.grant(k1)
+        asks = [
+            (a, token_a, k1, f"c{n} {a} asks {k1} [[sleep 6]]"),
+            (b, token_b, k1, f"c{n} {b} asks {k1} too"),
+            (a, token_a, k2, f"c{n} {a} asks {k2} [[sleep 1]]"),
+        ]
+
+        def ask(token: str, to: str, text: str) -> Any:
+            args = {"to": to, "text": text, "timeout_s": 60}
+            return _mcp_session(url, token, lambda c: _mcp_call(c, "ask", args))
+
+        async def busy(name: str, first: Any) -> None:
+            tile = self.hub.tiles[name]
+            while not first.done() and await asyncio.to_thread(lambda: tile.state) != "busy":
+                await asyncio.sleep(0.02)
+
+        async def all_of_them() -> tuple[list[tuple[bool, str]], tuple[bool, str]]:
+            first = asyncio.ensure_future(ask(*asks[0][1:]))
+            await busy(k1, first)  # a's first ask is typed: k1 thinks on it
+            rest = [asyncio.ensure_future(ask(*one[1:])) for one in asks[1:]]
+            await busy(k2, rest[1])  # a's second ask is typed too
+            back = await ask(token_k1, a, f"c{n} {k1} asks {a} back")
+            return list(await asyncio.gather(first, *rest)), back
+
+        try:
+            got, back = asyncio.run(asyncio.wait_for(all_of_them(), CONCURRENT_ASKS_S))
+        except TimeoutError:
+            self.mcp_errors.append(f"concurrent asks c{n}: not all done in {CONCURRENT_ASKS_S} s")
+            return f"{a},{b}->{k1},{k2}"
+        for (caller, _, to, text), result in zip(asks, got, strict=True):
+            if result != (False, _echo(text)):
+                self.mcp_errors.append(f"c{n} {caller}->{to} ask: got {result!r}, not its echo")
+            self.mcp_answers.append((f"mcp:{caller}->{to}", result[1]))
+        chain = f"would wait on you: {k1} -> {a} -> {k1}"
+        self.mcp_expect(f"c{n} {k1}->{a} ask back", back, True, chain)
+        self.mcp_refused_rows[f"mcp:{k1}->{a}"] += 1
+        return f"{a},{b}->{k1},{k2}"
+
     def mcp_burst(self, caller: str) -> None:
         """``MCP_BURST`` calls at once from one caller: those beyond 20 a second are refused."""
-        token = self.hub.mcp.grant(caller)
+        token = self.grant(caller)
 
         async def burst(client: Any) -> list[tuple[bool, str]]:
             calls = (_mcp_call(client, "list_agents", {}) for _ in range(MCP_BURST))
@@ -925,9 +1112,12 @@ class Soak:
             os.rename(path, away)  # the listening socket stays; a hook cannot reach it by name
             self.moved_socket = (path, away)
             return source
+        # The agent's own answers (its Stop hooks carry only those): not a planted one, which
+        # no hook of the agent ever carried.
         answers = [
             r["extracted"] for r in self.hub.log.df.to_dict("records")
             if r["source"] == source and r["route_id"] != "send" and r["extracted"]
+            and not str(r["extracted"]).startswith("planted ")
         ]  # fmt: skip
         if not answers:
             return ""
@@ -952,6 +1142,125 @@ class Soak:
             send_hook(path, b"\x00junk\n" * 50)
             self.hook_refusals.update({"token": 1, "pane": 1, "replay": 1, "malformed": 1})
         return source
+
+    def craft_record(self, source: str, n: int) -> str:
+        """Junk lines, an oversized unclosed line and half a record appended to ``source``'s
+        transcript, the routes looking after each (a repaint: they skip, there is no new
+        answer); the half record is then finished and a hand send prompts the source: each
+        route's round for it must carry that turn's answer, the echo of the prompt."""
+        tile = self.hub.tiles[source]
+        path = wait_until(lambda: _transcript(self.hub, source), 15, what=f"{source}'s transcript")
+        assert isinstance(path, Path)
+        self.received[source].note(path)
+        rng = _rng("crafted", n)
+        junk = list(CRAFTED_JUNK)
+        rng.shuffle(junk)
+        oversized = b'{"type": "assistant", "message": {"role": "assistant", "content": "'
+        oversized += b"A" * OVERSIZED_LINE_BYTES
+        starts_line = path.read_bytes().endswith(b"\n")  # a cut may have left half a line
+        parts = [
+            (b"" if starts_line else b"\n") + b"\n".join(junk) + b"\n" + oversized + b"\n",
+            HALF_RECORD[0],
+            HALF_RECORD[1],
+        ]
+        for part in parts:
+            with path.open("ab") as f:
+                f.write(part)
+            self.look(source, tile, "a crafted transcript")
+        text = f"x{n} after crafted records"
+        before = self.listening([source])
+        rounds = {r.id: r.rounds for r in self.hub.routes if r.id in before}
+        self.sends.append((source, text))
+        self.send_records.append(self.hub.send(source, text).result(60))
+        self.wait_reactions(before, f"the routes of {source} after crafted records")
+        rows = self.hub.log.df.to_dict("records")
+        for r in rows:
+            rid = r["route_id"]
+            if rid in rounds and r["round"] > rounds[rid] and r["status"] != "exhausted":
+                if rid not in self.gathers and r["extracted"] != _echo(text):
+                    self.crafted_errors.append(f"{rid} round {r['round']}: {r['extracted']!r}")
+        return source
+
+    def add_opencode(self) -> tuple[str, Path, Path, str]:
+        """An OpenCode tile (a process named ``opencode``) over the real OpenCode database
+        (its session moved to the tile's folder), with a shadow route: its answer comes only
+        from the database (its screen shows what the soak writes to its ``say`` file)."""
+        from madohub_nb.agents.records import opencode_database
+
+        name = self.name("o")
+        folder = self.project.parent / name
+        (folder / "bin").mkdir(parents=True)
+        exe, say = folder / "bin" / "opencode", folder / "say"
+        exe.write_text(OPENCODE_SCRIPT)
+        exe.chmod(0o755)
+        home = os.environ["HOME"]
+        db = Path(opencode_database({"HOME": home}) or "")
+        db.parent.mkdir(parents=True, exist_ok=True)
+        self.write_opencode_db(db, folder)
+        tile = self.hub.tile(
+            name, agent="opencode", command=f"exec {exe} {say}", cwd=folder, env={"HOME": home}
+        )
+        wait_until(lambda: tile.agent_process() is not None, 15, what=f"{name}'s process")
+        route = self.hub.connect(
+            name, "r0", template="{output}", dispatch="shadow", max_rounds=20, cooldown_ms=1000
+        )
+        wait_until(lambda: route.ready.is_set(), 15, what=f"route {route.id} listening")
+        self.opencode = (name, db, say, route.id)
+        return self.opencode
+
+    @staticmethod
+    def write_opencode_db(db: Path, folder: Path, crafted: bool = False) -> None:
+        """The real OpenCode database at ``db``, its session in ``folder``; ``crafted``: its
+        ``message`` table made the endless view (``ENDLESS_VIEW``)."""
+        tmp = db.with_name(db.name + ".soak")
+        shutil.copy(RECORDS / "opencode" / "opencode.db", tmp)
+        with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+            conn.execute("UPDATE session SET directory = ?", (str(folder),))
+            if crafted:
+                conn.execute("PRAGMA legacy_alter_table = ON")
+                (session,) = conn.execute("SELECT quote(id) FROM session LIMIT 1").fetchone()
+                for sql in ENDLESS_VIEW:
+                    conn.execute(sql.format(session=session))
+        os.replace(tmp, db)  # (the reader sees the old file or the new one, whole)
+
+    def craft_database(self, n: int) -> str:
+        """The OpenCode database's ``message`` made an endless view, and the tile repaints;
+        a source's ``list_agents`` (which reads each tile's state on the hub's shared thread
+        pool, the OpenCode one from its database) must return within ``CRAFTED_DB_WAIT_S``
+        with the OpenCode tile's state unknown (no evidence). The database put back, it must
+        say idle (the database's finished turn). The route's rounds are checked at the end:
+        the database's own answer, never another."""
+        name, db, say, _ = self.opencode or self.add_opencode()
+        folder = self.project.parent / name
+        self.write_opencode_db(db, folder, crafted=True)
+        token = self.grant(_rng("crafted database", n).choice(self.sources))
+        for state, want in ((f"crafted {n}", "unknown"), (f"put back {n}", "idle")):
+            say.write_text(f"({state})\n")  # a repaint: the route looks too
+            started = time.monotonic()
+            try:
+                got = asyncio.run(
+                    asyncio.wait_for(
+                        _mcp_session(self.hub.mcp.url, token, _list_agents), CRAFTED_DB_WAIT_S
+                    )
+                )
+            except TimeoutError:
+                self.crafted_errors.append(f"{state}: list_agents held over {CRAFTED_DB_WAIT_S} s")
+                self.write_opencode_db(db, folder)
+                return name
+            self.crafted_slowest_s = max(self.crafted_slowest_s, time.monotonic() - started)
+            if got.get(name) != want:
+                self.crafted_errors.append(f"{state}: {name} is {got.get(name)!r}, not {want}")
+            self.write_opencode_db(db, folder)
+        return name
+
+    def look(self, source: str, tile: mh.Tile, what: str) -> None:
+        """A repaint, and wait until each listening route of ``source`` reacted or skipped."""
+        before = self.listening([source])
+        skips = {rid: self.skips[rid] for rid in before}
+        started = time.monotonic()
+        self.repaint(tile)
+        self.wait_reactions(before, f"the routes of {source} to look at {what}", skips)
+        self.crafted_slowest_s = max(self.crafted_slowest_s, time.monotonic() - started)
 
     def repaint(self, tile: mh.Tile) -> None:
         """Output that is no new turn (conftest's repaint: x typed, seen, deleted)."""
@@ -1026,6 +1335,16 @@ async def _mcp_session(url: str, token: str | None, work: Any) -> Any:
             return await work(client)
 
 
+async def _list_agents(client: Any) -> dict[str, str]:
+    """``list_agents``' answer: each reachable tile's state, by name."""
+    result = await client.call_tool("list_agents", {})
+    texts = [getattr(c, "text", "") for c in result.content]
+    if result.is_error:
+        return {"error": "".join(texts)}
+    agents = [json.loads(text) for text in texts]  # (one block a tile)
+    return {a["name"]: a["state"] for a in agents}
+
+
 def _messages(exc: BaseException) -> str:
     """Every message of ``exc`` and of the exceptions grouped in it (the SDK's 401 error)."""
     return " | ".join([str(exc), *(_messages(e) for e in getattr(exc, "exceptions", ()))])
@@ -1034,6 +1353,10 @@ def _messages(exc: BaseException) -> str:
 async def _mcp_call(client: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
     result = await client.call_tool(tool, args)
     return bool(result.is_error), "".join(getattr(c, "text", "") for c in result.content)
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True)
 
 
 def _echo(text: str) -> str:
@@ -1109,10 +1432,65 @@ def _check_approvals(soak: Soak, by_route: dict[str, list[dict[str, Any]]]) -> l
                 out.append(f"{rid} round {r['round']}: edited prompt is not the person's text")
             if r["decision"] != "edited" and r["proposed_prompt"] is not None:
                 out.append(f"{rid} round {r['round']}: proposed_prompt on a {r['decision']} row")
-    left = {rid: v for rid, v in soak.forced.items() if v}
+    # (a route stopped before its next prompt, by a ``stop`` fault or its source killed in the
+    # same step, is never asked again: a verdict forced on it stays unasked)
+    left = {rid: v for rid, v in soak.forced.items() if v and soak.route(rid).state != "stopped"}
     if left:
         out.append(f"forced verdicts never asked: {left}")
     return out
+
+
+def _by_pair(answers: Any) -> dict[str, list[str]]:
+    """MCP answers ``(pair id, text)`` by pair, each pair's in order."""
+    out: dict[str, list[str]] = {}
+    for pair, text in answers:
+        out.setdefault(pair, []).append(text)
+    return out
+
+
+def _check_git_sources(
+    soak: Soak, rows: list[dict[str, Any]], routes: dict[str, mh.Route]
+) -> list[str]:
+    """No program of an armed repository ran (no marker, no ``env`` dump); each round of a git
+    source's routes (not gathers: theirs have no change columns) counts what its turn changed,
+    and the stand-in's answer file shows among the changes. (A git source killed by a later
+    fault in its own step has no rounds.)"""
+    assert soak.leaks is not None
+    out = [f"git: {p.name} left by the repository's program" for p in soak.leaks.iterdir()]
+    mine = [
+        r
+        for r in rows
+        if r["source"] in soak.git_sources
+        and r["route_id"] in routes
+        and r["route_id"] not in soak.gathers
+        and r["status"] in ("delivered", "shadow")
+    ]
+    out += [
+        f"git: {r['route_id']} round {r['round']} has no change counts"
+        for r in mine
+        if r["files_changed"] is None or math.isnan(r["files_changed"])
+    ]
+    if mine and not any(WRITE_FILE in (_meta(r).get("changed_paths") or []) for r in mine):
+        seen = [(r["route_id"], r["status"], r["files_changed"], _meta(r)) for r in mine]
+        out.append(f"git: no round of {soak.git_sources} counted {WRITE_FILE} changed: {seen[:4]}")
+    return out
+
+
+def _check_no_secret_in_files(soak: Soak, roots: list[Path]) -> list[str]:
+    """No file under ``roots`` holds the hub's API key or an MCP token it granted."""
+    secrets = [s.encode() for s in (SOAK_API_KEY, *sorted(soak.tokens))]
+    found = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if any(secret in data for secret in secrets):
+                found.append(str(path.relative_to(root)))
+    return [f"a secret in {found[:5]}"] if found else []
 
 
 def _meta(row: dict[str, Any]) -> dict[str, Any]:
@@ -1194,7 +1572,10 @@ def check(
             violations.append(f"{route.id}: more than one exhausted row")
         answers = [r["extracted"] for r in mine if r["status"] != "exhausted"]
         if len(answers) != len(set(answers)):
-            violations.append(f"{route.id}: one answer routed twice")
+            twice = [
+                (r["round"], r["extracted"]) for r in mine if answers.count(r["extracted"]) > 1
+            ]
+            violations.append(f"{route.id}: one answer routed twice: {twice[:4]!r}"[:400])
         for r in mine:
             if r["transform"] == "prompt-wrap" and r["status"] in ("delivered", "shadow"):
                 proposed = r["proposed_prompt"] if r["decision"] == "edited" else r["prompt"]
@@ -1272,14 +1653,15 @@ def check(
     violations += [f"MCP: {e}" for e in soak.mcp_errors]
     # Each MCP ask's answer row holds the answer the tool returned, in order; each refusal of
     # a known caller is an error row of its pair (and typed nothing: the targets' checks).
+    # (by pair: the asks of a ``concurrent asks`` fault end in the engine's order)
     answer_rows = [r for r in rows if "answer_to" in _meta(r)]
-    got_answers = [(r["route_id"], r["extracted"]) for r in answer_rows]
-    if got_answers != soak.mcp_answers:
+    got_answers = _by_pair((r["route_id"], r["extracted"]) for r in answer_rows)
+    if got_answers != _by_pair(soak.mcp_answers):
         violations.append(
-            f"MCP answers {got_answers[:3]}, the tool returned {soak.mcp_answers[:3]}"
+            f"MCP answers {list(got_answers.items())[:3]}, the tool returned {soak.mcp_answers[:3]}"
         )
     else:
-        checked += len(got_answers)
+        checked += len(answer_rows)
     refused = Counter(
         r["route_id"]
         for r in rows
@@ -1320,6 +1702,16 @@ def check(
             named = name in meta.get("gather_missing", {})
             if not named and (k > 0 or name not in meta.get("gathered", [])):
                 violations.append(f"{gid} round {row['round']}: killed source {name} not named")
+    violations += [f"crafted record: {e}" for e in soak.crafted_errors]
+    if soak.opencode is not None:  # its rounds carry the database's own answer, never another
+        oc_rows = [r for r in by_route.get(soak.opencode[3], []) if r["status"] != "exhausted"]
+        violations += [
+            f"{r['route_id']} round {r['round']}: not the database's answer"
+            for r in oc_rows
+            if r["extracted"] != OPENCODE_ANSWER
+        ]
+    violations += _check_git_sources(soak, rows, routes)
+    violations += _check_no_secret_in_files(soak, [Path(os.environ["HOME"]), soak.project.parent])
     unknown = [
         rid
         for rid in by_route
@@ -1335,6 +1727,9 @@ def check(
         "route rounds": int((df["route_id"] != "send").sum()),
         "hand sends": int((df["route_id"] == "send").sum()),
         "by status": dict(Counter(df["status"])),
+        "errors by cause": dict(
+            Counter(str(e)[:48] for e in df.loc[df["status"] == "error", "error"]).most_common(8)
+        ),
         "routes": len(hub.routes),
         "tiles": len(hub.tiles),
         "delivered rows checked at targets": checked,
@@ -1350,6 +1745,8 @@ def check(
         "faults": dict(applied),
         "hostile prompts": soak.hostile_sends,
         "planted answers a route skipped after 3 repaints": soak.planted_unrouted,
+        "git sources": len(soak.git_sources),
+        "crafted record slowest look s": round(soak.crafted_slowest_s, 2),
         "violations": len(violations),
     }
     return violations, figures, received
@@ -1365,16 +1762,20 @@ def run_soak(
     log_path = folder / "soak.sqlite3"
     schedule = draw_schedule(steps, quotas)
     started = time.monotonic()
-    with FakeAnthropic(reply="AI says hi", api_key="sk-ant-soak-0123456789") as fake:
+    key_before = os.environ.get("ANTHROPIC_API_KEY")
+    os.environ["ANTHROPIC_API_KEY"] = SOAK_API_KEY  # (the hub's own environment holds its key)
+    with FakeAnthropic(reply="AI says hi", api_key=SOAK_API_KEY) as fake:
         hub = mh.Hub(
             tmux_socket,
             IDLE_DELAY_MS,
             log_path,
-            api_key="sk-ant-soak-0123456789",
+            api_key=SOAK_API_KEY,
             base_url=fake.base_url,
         )
         hub.mcp_max_rounds, hub.mcp_cooldown_ms = 20, 1000  # (a pair's calls are few, spread)
-        soak = Soak(hub, project, fake)
+        leaks = folder / "git-leaks"
+        leaks.mkdir(exist_ok=True)
+        soak = Soak(hub, project, fake, leaks=leaks)
         try:
             for i, paste in enumerate((False, True)):
                 out = folder / f"rec{i}.bin"
@@ -1396,6 +1797,10 @@ def run_soak(
             soak.finish()
         finally:
             hub.close()
+            if key_before is None:
+                os.environ.pop("ANTHROPIC_API_KEY", None)
+            else:
+                os.environ["ANTHROPIC_API_KEY"] = key_before
     log = mh.RoundLog(log_path, read_only=True)
     try:
         violations, figures, received = check(hub, soak, log, quotas)
