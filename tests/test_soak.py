@@ -1185,7 +1185,7 @@ class Soak:
         """An OpenCode tile (a process named ``opencode``) over the real OpenCode database
         (its session moved to the tile's folder), with a shadow route: its answer comes only
         from the database (its screen shows what the soak writes to its ``say`` file)."""
-        from madohub_nb.agents.records import opencode_database
+        from madohub_nb.agents.kinds.opencode import opencode_database
 
         name = self.name("o")
         folder = self.project.parent / name
