@@ -122,7 +122,10 @@ def read_last_response(
     if found is None:
         return None
     text, message_id = found
-    return Extraction(text=text, method=method, path=p, message_id=message_id, usage=turn)
+    prompt = tally.prompt if tally is not None and tally.complete else None
+    return Extraction(
+        text=text, method=method, path=p, message_id=message_id, usage=turn, prompt=prompt
+    )
 
 
 def read_turn_usage(
@@ -289,6 +292,20 @@ def _codex_reply(rec: dict[str, Any]) -> tuple[str, str | None] | None:
     return _tidy(text), turn_id if isinstance(turn_id, str) and turn_id else None
 
 
+def _codex_user_message(payload: dict[str, Any]) -> str | None:
+    """The prompt of a rollout's ``user_message`` event, or of its newer ``item_completed``
+    ``UserMessage`` item (not ``response_item`` user messages: Codex puts its own context
+    there too)."""
+    if payload.get("type") == "user_message":
+        message = payload.get("message")
+        return message if isinstance(message, str) else None
+    item = payload.get("item")
+    if not isinstance(item, dict) or item.get("type") != "UserMessage":
+        return None
+    texts = _text_blocks(item.get("content"), ("text",))
+    return "\n\n".join(texts) if texts else None
+
+
 def _text_blocks(content: object, types: tuple[str, ...]) -> list[str]:
     if not isinstance(content, list):
         return []
@@ -416,6 +433,8 @@ class _TurnTally:
         self.complete = False
         self.broken = False
         self.answer_seen = False
+        self.prompt: str | None = None
+        """The user message that started the answer's turn, where the turn's start said it."""
         self._answer_bytes = self._answer_lines = 0
         self._reset()
 
@@ -589,6 +608,8 @@ class _ClaudeTurnTally(_TurnTally):
                 self._reset()
                 return
             self.started_at = _epoch_s(rec.get("timestamp"))
+            if self._chain_done and not self._past_prompt:
+                self.prompt = _prompt_text(rec)  # the line the answer's chain (or order) reached
             if self._chain_done or self._past_prompt:
                 self.done = self.complete = True
             else:
@@ -655,6 +676,12 @@ def _epoch_s(stamp: object) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
+def _prompt_text(rec: dict[str, Any]) -> str | None:
+    """The text of a Claude prompt line (its text blocks joined), None if it has none."""
+    texts = _claude_texts(rec)
+    return "\n\n".join(texts) if texts else None
+
+
 def _is_prompt(rec: dict[str, Any]) -> bool:
     """A user line that starts a turn: not a tool result, meta line, local command or interruption."""
     if rec.get("isMeta") is True or _is_tool_result(rec):
@@ -700,6 +727,10 @@ class _CodexTurnTally(_TurnTally):
         elif kind == "event_msg" and ptype == "task_started":
             self._turn_start()
             return
+        elif kind == "event_msg" and ptype in ("user_message", "item_completed"):
+            said = _codex_user_message(payload)
+            if said is not None and self.answer_seen:
+                self.prompt = said  # read backwards: the last one kept started the turn
         elif kind == "event_msg" and ptype == "token_count":
             self._token_count(payload.get("info"))
         elif kind == "turn_context":
