@@ -589,8 +589,11 @@ def answers_prompt(found: Extraction | None, prompt: str) -> bool:
 
 
 REREAD_S: Final = 0.5
-"""After an ask passed over a turn, its target's record is read again this often (the
-screen may already be idle while the record's next answer, the ask's own, lags)."""
+REREAD_MAX_S: Final = 5.0
+"""After an ask passed over a turn, its target's record is read again ``REREAD_S`` later
+(the screen may already be idle while the record's next answer, the ask's own, lags), each
+fruitless read waiting twice as long, up to ``REREAD_MAX_S`` (a late answer's ear listens
+for up to an hour)."""
 
 
 async def _own_answer(
@@ -605,14 +608,14 @@ async def _own_answer(
     landing there late, is taken when the record says its prompt. Raises
     ``asyncio.TimeoutError`` after ``wait_s`` in all."""
     deadline_s = time.monotonic() + wait_s
-    passed_over = False
+    passed_over, reread_s = False, REREAD_S
     while True:
         left_s = deadline_s - time.monotonic()
         if left_s <= 0:
             raise asyncio.TimeoutError
         try:
             turn = await asyncio.wait_for(
-                answers.get(), min(left_s, REREAD_S) if passed_over else left_s
+                answers.get(), min(left_s, reread_s) if passed_over else left_s
             )
         except asyncio.TimeoutError:
             if not passed_over:
@@ -622,6 +625,7 @@ async def _own_answer(
             if found is not None and found.prompt is not None and answers_prompt(found, prompt):
                 took_ms = (time.monotonic() - started_s) * 1000
                 return Turn(found, took_ms, signal="transcript")
+            reread_s = min(reread_s * 2, REREAD_MAX_S)
             continue
         if answers_prompt(turn.found, prompt):
             return turn
