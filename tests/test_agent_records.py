@@ -745,3 +745,22 @@ def test_the_backwards_reader_stops_at_its_floor_and_drops_the_line_cut_there(
         assert list(iter_lines_backwards(f, floor=11)) == [b"", b"third"]
         assert list(iter_lines_backwards(f, floor=10)) == [b"", b"third", b"second"]
         assert list(iter_lines_backwards(f, floor=100)) == []
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "copilot/events.jsonl",
+        "gemini/session-2026-12-01T17-53-5e293c07.jsonl",
+        "gemini/session-2026-12-04T17-28-f76f590b.json",
+        "qwen/9e37d5f9-3d64-4ded-b508-37a8775f6628.jsonl",
+        "pi/2026-12-01T17-54-29-576Z_01a232be-6a48-743b-b5df-180f6618be62.jsonl",
+        "pi/v1/2026-12-04T17-29-25-177Z_815edffc-1c44-4b65-8794-9aee02d62228.jsonl",
+        "pi/v2/2026-12-04T17-30-05-647Z_af516a9e-6c24-4eb3-ad16-59816b9b2f5b.jsonl",
+    ],
+)
+def test_each_reader_says_the_prompt_of_its_answers_turn(rel: str) -> None:
+    """The user message that started the answer's turn (an MCP ask checks it is its own)."""
+    found = mh.read_last_response(HERE / rel)
+    assert found is not None and found.text.startswith("FIRST-LINE-7f3a")
+    assert found.prompt == "LONGANSWER please write the long markdown answer"

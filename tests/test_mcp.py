@@ -475,6 +475,45 @@ def test_an_ask_of_a_target_busy_in_its_own_turn_gets_the_answer_to_its_own_prom
     assert mcp_rows(hub)[1]["extracted"] == "Done: second task"
 
 
+def test_an_ask_passes_over_a_turn_the_person_typed_whose_answer_reached_the_record_late(
+    hub: mh.Hub, project: Path
+) -> None:
+    """The person's turn ends on screen before its record holds its answer; the ask is typed
+    then, and its own turn's answer lags in the record too: when the screen says the ask's
+    turn is over the record's last answer is the person's. Its user message is not the ask's
+    prompt, so the ask waits for the next answer: its own (never "Done: theirs ...")."""
+    hub.mcp_cooldown_ms = 1000
+    start_standin(hub, "lead", cwd=project)
+    reviewer = start_standin(hub, "reviewer", cwd=project, think_s=0.3)
+    token = hub.mcp.grant("lead")
+    theirs = "theirs [[sleep 1]] [[recordlate 2500]]"
+    mine = "mine [[nohook]] [[sleep 2]] [[recordlate 1500]]"  # (no Stop hook tells its answer)
+    hub.runtime.tmux.run("send-keys", "-t", reviewer.pane_id, "-l", "--", theirs)
+    hub.runtime.tmux.run("send-keys", "-t", reviewer.pane_id, "Enter")
+    wait_until(lambda: reviewer.state == "busy", 10, what="the reviewer busy in the person's turn")
+    is_error, text = call(hub, token, "ask", to="reviewer", text=mine, timeout_s=60)
+    assert (is_error, text) == (False, f"Done: {mine[:40]}")
+    assert user_prompts(reviewer) == [theirs, mine]
+    wait_until(lambda: len(mcp_rows(hub)) == 2, 10, what="both rows")
+    assert mcp_rows(hub)[1]["extracted"] == f"Done: {mine[:40]}"
+
+
+def test_answers_prompt_matches_the_record_user_message_of_the_ask_only() -> None:
+    """Control characters and whitespace do not matter; another prompt never matches; a
+    record that does not say its prompt keeps the ordering rule."""
+    from madohub_nb.io.agent_records.base import Extraction
+    from madohub_nb.pipeline.handoff import answers_prompt
+
+    def said(prompt: str | None) -> Extraction:
+        return Extraction("Done", "jsonl", None, prompt=prompt)
+
+    assert answers_prompt(said("review\n  the\tdiff please"), "review the\x1b[31m diff please")
+    assert not answers_prompt(said("review the diff"), "review the diff please")
+    assert not answers_prompt(said("a task the person typed"), "review the diff")
+    assert answers_prompt(said(None), "review the diff")
+    assert answers_prompt(None, "review the diff")
+
+
 def test_two_callers_asking_one_agent_at_once_each_get_their_own_answer(
     hub: mh.Hub, project: Path
 ) -> None:

@@ -137,6 +137,37 @@ def test_codex_answer_identity_is_the_turn_id() -> None:
     assert ext is not None and ext.message_id == complete["payload"]["turn_id"]
 
 
+def test_the_prompt_of_the_answers_turn_is_read_with_its_usage(tmp_path: Path) -> None:
+    """Claude: the user line that started the answer's turn (tool results are not prompts);
+    a turn still in progress after it does not count. Codex: the turn's user_message."""
+    path = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            prompt("older task"),
+            assistant("m0", text("older answer")),
+            system("turn_duration"),
+            prompt("review  the\ndiff"),
+            assistant("m1", tool_use()),
+            tool_result(),
+            assistant("m2", text("looks fine")),
+            system("turn_duration"),
+            prompt("a newer task, still running"),
+        ],
+    )
+    ext = read_last_response(path, usage=True)
+    assert ext is not None and (ext.text, ext.prompt) == ("looks fine", "review  the\ndiff")
+    assert read_last_response(path).prompt is None  # (without usage the turn is not read)
+    lines = codex_lines()
+    said = [
+        r["payload"]["item"]["content"][0]["text"]
+        for r in lines
+        if r["payload"].get("type") == "item_completed"
+        and r["payload"]["item"].get("type") == "UserMessage"
+    ]
+    ext = read_last_response(CODEX_FIXTURE, usage=True)
+    assert ext is not None and said and ext.prompt == said[-1] == "Slow codex [[sleep 5]]"
+
+
 # ---------------------------------------------------------------- Claude edge cases
 
 

@@ -13,7 +13,9 @@ asks permission to run CMD (run for real only with ``--allow-bash`` or
 end (a hook that got lost); ``[[hookfirst]]`` shows the answer and runs it before the
 transcript holds the turn (as the real one does at times); ``[[durationlate MS]]`` runs
 the Stop hook before the turn's ``turn_duration`` record and writes that record MS ms after
-it (as the real 2.1.197 does at every turn). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
+it (as the real 2.1.197 does at every turn); ``[[recordlate MS]]`` ends the turn on screen
+but holds back every transcript line from its answer on (later prompts' lines too, in order)
+for MS ms (a record that lags behind the screen). ``MADOHUB_STANDIN_WRITE_FILE=NAME`` writes each answer to
 ``NAME`` in its cwd too.
 
 ``[[mcp TOOL NAME: TEXT]]`` (with ``--mcp-config FILE``, as the real one takes it)
@@ -118,6 +120,8 @@ def read_hooks(settings: str | None) -> dict[str, list[str]]:
 
 
 DURATION_LATE = re.compile(r"\[\[durationlate (\d{1,6})\]\]")
+RECORD_LATE = re.compile(r"\[\[recordlate (\d{1,6})\]\]")
+"""``[[recordlate MS]]``: the transcript lines from the answer on are written MS ms late."""
 """``[[durationlate MS]]``: ``turn_duration`` is written MS ms after the Stop hook ran."""
 
 HOOK_FIRST_LAG_S = 0.5
@@ -206,6 +210,9 @@ class ClaudeFiles:
         self._transcript: IO[str] | None = None
         self._last_uuid: str | None = None
         self._message_count = 0
+        self.held_until: float | None = None
+        """``[[recordlate]]``: lines are held back (in order) until this time."""
+        self._held: list[str] = []
         self.new_session()
 
     @property
@@ -278,8 +285,27 @@ class ClaudeFiles:
 
     def _write(self, record: dict[str, Any]) -> None:
         assert self._transcript is not None
-        self._transcript.write(json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n")
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+        if self.held_until is not None:
+            self._held.append(line)
+            return
+        self._transcript.write(line)
         self._transcript.flush()
+
+    def hold(self, until: float) -> None:
+        """Hold back every line written from now until ``until`` (see ``release``)."""
+        if self.held_until is None:
+            self.held_until = until
+
+    def release(self, now: float) -> None:
+        """Write the held lines once their time has come."""
+        if self.held_until is None or now < self.held_until:
+            return
+        self.held_until = None
+        if self._transcript is not None and self._held:
+            self._transcript.write("".join(self._held))
+            self._transcript.flush()
+        self._held.clear()
 
     def _envelope(self) -> dict[str, Any]:
         return {
@@ -717,6 +743,8 @@ class ClaudeStandin(AgentStandin[_Turn]):
         asked = turn.tool_output if turn.phase == "after_tool" else turn.prompt
         usage = message_usage(asked, [block], self.turns)
         hook_first = "[[hookfirst]]" in turn.prompt
+        if record_late := RECORD_LATE.search(turn.prompt):
+            self.files.hold(now + int(record_late.group(1)) / 1000)
         if hook_first:
             # As the real one does at times: the answer is on screen and its Stop hook runs
             # before its transcript holds the turn (and its usage).
@@ -810,16 +838,17 @@ class ClaudeStandin(AgentStandin[_Turn]):
             self.files.set_status("idle")
 
     def on_tick(self, now: float) -> None:
+        self.files.release(now)
         while self.late_durations and now >= self.late_durations[0][0]:
             self.files.turn_duration(self.late_durations.pop(0)[1])
         super().on_tick(now)
 
     def deadline(self, now: float) -> float | None:
         base = super().deadline(now)
-        if not self.late_durations:
-            return base
-        due = self.late_durations[0][0]
-        return due if base is None else min(base, due)
+        dues = [d for d in (base, self.files.held_until) if d is not None]
+        if self.late_durations:
+            dues.append(self.late_durations[0][0])
+        return min(dues) if dues else None
 
     def interrupt(self, record: str = INTERRUPTED) -> None:
         """Escape while busy: the turn ends without an answer (and without turn_duration)."""

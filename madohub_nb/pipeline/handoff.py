@@ -26,11 +26,12 @@ import asyncio
 import collections
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from ..agents.screen import sanitize_for_typing
 from ..defaults import CUT_MARKER
 from ..engine import spawn
 from ..errors import DeliveryError
@@ -459,10 +460,10 @@ class Handoff:
                 raise ToolRefused(f"not delivered to {tile.name!r}: {sent.error}")
             assert ear is not None
             try:
-                turn = await asyncio.wait_for(answers.get(), wait_s)
+                turn = await _own_answer(answers, text, wait_s, self._reread(tile))
             except asyncio.TimeoutError:
                 late = True  # the ear listens on; the answer is logged when it comes
-                self._await_late(ear, answers, grant, tile, number, sent, wait_s)
+                self._await_late(ear, answers, grant, tile, number, sent, wait_s, text)
                 raise ToolRefused(
                     f"{tile.name!r} did not finish its answer within timeout_s={wait_s:g}; "
                     "its answer will be in the hub's round log when it comes"
@@ -479,11 +480,11 @@ class Handoff:
 
     def _await_late(
         self, ear: Route, answers: asyncio.Queue[Turn], grant: Grant, tile: Tile,
-        number: int, sent: RoundRecord, wait_s: float,
+        number: int, sent: RoundRecord, wait_s: float, prompt: str,
     ) -> None:  # fmt: skip
         async def late() -> None:
             try:
-                turn = await asyncio.wait_for(answers.get(), LATE_ANSWER_WAIT_S)
+                turn = await _own_answer(answers, prompt, LATE_ANSWER_WAIT_S, self._reread(tile))
                 await self._answered(grant, tile, number, sent, turn, late_after_s=wait_s)
             except asyncio.TimeoutError:
                 pass
@@ -493,6 +494,10 @@ class Handoff:
         task = spawn(late(), name=f"late answer {tile.name}")
         self.late.add(task)
         task.add_done_callback(self.late.discard)
+
+    def _reread(self, tile: Tile) -> Callable[[], Awaitable[Extraction | None]]:
+        """How an ask reads ``tile``'s record again after it passed over a turn."""
+        return lambda: self._context.answer(tile, transcript=True)
 
     async def _answered(
         self, grant: Grant, tile: Tile, number: int, sent: RoundRecord, turn: Turn,
@@ -560,6 +565,71 @@ def _check_timeout(timeout_s: object) -> float:
             f"got {shown(timeout_s)}"
         )
     return float(timeout_s)
+
+
+PROMPT_KEY_CHARS: Final = 2000
+"""How much of an ask's prompt (normalised) must be in the user message of the turn that
+answers it, where the target's record says that message (a long prompt may be cut)."""
+
+
+def prompt_key(text: str) -> str:
+    """``text`` as compared with a record's user message: control characters cleaned as
+    they are before typing, whitespace folded to single spaces."""
+    return " ".join(sanitize_for_typing(text).split())
+
+
+def answers_prompt(found: Extraction | None, prompt: str) -> bool:
+    """Whether ``found`` may be the answer to ``prompt``: its record says its turn's user
+    message and that holds the prompt, or the record says no user message (screen-only
+    agents, readers that cannot tell: then the first turn to end after the prompt counts)."""
+    if found is None or found.prompt is None:
+        return True
+    key = prompt_key(prompt)[:PROMPT_KEY_CHARS]
+    return bool(key) and key in prompt_key(found.prompt)
+
+
+REREAD_S: Final = 0.5
+REREAD_MAX_S: Final = 5.0
+"""After an ask passed over a turn, its target's record is read again ``REREAD_S`` later
+(the screen may already be idle while the record's next answer, the ask's own, lags), each
+fruitless read waiting twice as long, up to ``REREAD_MAX_S`` (a late answer's ear listens
+for up to an hour)."""
+
+
+async def _own_answer(
+    answers: asyncio.Queue[Turn], prompt: str, wait_s: float,
+    reread: Callable[[], Awaitable[Extraction | None]],
+) -> Turn:  # fmt: skip
+    """The first finished turn whose record says it answers ``prompt`` (see
+    :func:`answers_prompt`): a turn somebody else's prompt started (a person typing in the
+    pane, a busy turn whose answer reached its record only after the ask was typed) is passed
+    over. Once one was, the record is also read again every ``REREAD_S``: the turn detector
+    has fired for the record's newest answer and may not look again, so the ask's own answer,
+    landing there late, is taken when the record says its prompt. Raises
+    ``asyncio.TimeoutError`` after ``wait_s`` in all."""
+    deadline_s = time.monotonic() + wait_s
+    passed_over, reread_s = False, REREAD_S
+    while True:
+        left_s = deadline_s - time.monotonic()
+        if left_s <= 0:
+            raise asyncio.TimeoutError
+        try:
+            turn = await asyncio.wait_for(
+                answers.get(), min(left_s, reread_s) if passed_over else left_s
+            )
+        except asyncio.TimeoutError:
+            if not passed_over:
+                raise
+            started_s = time.monotonic()
+            found = await reread()
+            if found is not None and found.prompt is not None and answers_prompt(found, prompt):
+                took_ms = (time.monotonic() - started_s) * 1000
+                return Turn(found, took_ms, signal="transcript")
+            reread_s = min(reread_s * 2, REREAD_MAX_S)
+            continue
+        if answers_prompt(turn.found, prompt):
+            return turn
+        passed_over = True
 
 
 def _ear(context: RouteContext, target: Tile, caller: Tile, answers: asyncio.Queue[Turn]) -> Route:

@@ -469,6 +469,7 @@ class IdleDetector:
                 path or (record.path if record is not None else None),
                 message_id=record.message_id if same and record is not None else None,
                 usage=record.usage if same and record is not None else None,
+                prompt=record.prompt if same and record is not None else None,
             )
         if found is None:
             return Turn(None, took_ms, skipped="no answer", signal="hook")

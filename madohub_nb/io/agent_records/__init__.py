@@ -174,7 +174,10 @@ def read_last_response(
     if found is None:
         return None
     text, message_id = found
-    return Extraction(text=text, method=method, path=p, message_id=message_id, usage=turn)
+    prompt = tally.prompt if tally is not None and tally.complete else None
+    return Extraction(
+        text=text, method=method, path=p, message_id=message_id, usage=turn, prompt=prompt
+    )
 
 
 def read_turn_usage(

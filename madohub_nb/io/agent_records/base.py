@@ -72,7 +72,9 @@ class Extraction:
     ``message_id`` identifies the turn/message it came from, so a trigger can
     tell a new answer from the one it already routed. ``usage`` is what that
     turn cost (``read_last_response(..., usage=True)``); it takes no part in
-    comparisons.
+    comparisons. ``prompt`` is the user message that started the answer's turn,
+    where the reader could tell it for sure (else None); an MCP ``ask`` checks
+    that the answer it returns is its own prompt's.
     """
 
     text: str
@@ -80,6 +82,7 @@ class Extraction:
     path: Path | None
     message_id: str | None = None
     usage: TurnUsage | None = field(default=None, compare=False)
+    prompt: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.method not in EXTRACTION_METHODS:

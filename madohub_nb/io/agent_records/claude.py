@@ -261,6 +261,8 @@ class TurnTally(TranscriptTally):
                 self._reset()
                 return
             self.started_at = _epoch_s(rec.get("timestamp"))
+            if self._chain_done and not self._past_prompt:
+                self.prompt = _prompt_text(rec)  # the line the answer's chain (or order) reached
             if self._chain_done or self._past_prompt:
                 self.done = self.complete = True
             else:
@@ -325,6 +327,12 @@ def _epoch_s(stamp: object) -> float | None:
     except ValueError:
         return None
     return when.timestamp() if when.tzinfo is not None else None
+
+
+def _prompt_text(rec: dict[str, Any]) -> str | None:
+    """The text of a Claude prompt line (its text blocks joined), None if it has none."""
+    texts = _claude_texts(rec)
+    return "\n\n".join(texts) if texts else None
 
 
 def _is_prompt(rec: dict[str, Any]) -> bool:

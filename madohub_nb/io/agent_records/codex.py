@@ -59,6 +59,20 @@ def _codex_reply(rec: dict[str, Any]) -> tuple[str, str | None] | None:
     return tidy(text), turn_id if isinstance(turn_id, str) and turn_id else None
 
 
+def _codex_user_message(payload: dict[str, Any]) -> str | None:
+    """The prompt of a rollout's ``user_message`` event, or of its newer ``item_completed``
+    ``UserMessage`` item (not ``response_item`` user messages: Codex puts its own context
+    there too)."""
+    if payload.get("type") == "user_message":
+        message = payload.get("message")
+        return message if isinstance(message, str) else None
+    item = payload.get("item")
+    if not isinstance(item, dict) or item.get("type") != "UserMessage":
+        return None
+    texts = _text_blocks(item.get("content"), ("text",))
+    return "\n\n".join(texts) if texts else None
+
+
 def _text_blocks(content: object, types: tuple[str, ...]) -> list[str]:
     if not isinstance(content, list):
         return []
@@ -150,6 +164,10 @@ class TurnTally(TranscriptTally):
         elif kind == "event_msg" and ptype == "task_started":
             self._turn_start()
             return
+        elif kind == "event_msg" and ptype in ("user_message", "item_completed"):
+            said = _codex_user_message(payload)
+            if said is not None and self.answer_seen:
+                self.prompt = said  # read backwards: the last one kept started the turn
         elif kind == "event_msg" and ptype == "token_count":
             self._token_count(payload.get("info"))
         elif kind == "turn_context":

@@ -160,6 +160,7 @@ def answer_with_usage(
     is_prompt: Callable[[dict[str, Any]], bool],
     whole_file: bool,
     failed: Callable[[dict[str, Any]], bool] | None = None,
+    prompt_of: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> Extraction | None:
     """The newest record ``answer_of`` accepts, with its turn's usage, as an Extraction.
 
@@ -169,13 +170,16 @@ def answer_with_usage(
     completes it, while reaching the end of the read budget leaves the tokens
     unknown (``TurnUsage.complete`` False). ``failed(rec)`` tells a record that
     ended a turn without an answer (an API error): met before any answer, the
-    last turn has none (None), never the previous turn's.
+    last turn has none (None), never the previous turn's. ``prompt_of(rec)`` gives the
+    text of the answer's prompt record (``Extraction.prompt``; None when it was not reached).
     """
     tally = TurnTally()
     found: tuple[str, str | None] | None = None
+    prompt: str | None = None
     for rec in records:
         if is_prompt(rec):
             if tally.turn_start():
+                prompt = prompt_of(rec) if prompt_of is not None else None
                 break
             continue
         used = usage_of(rec)
@@ -192,7 +196,12 @@ def answer_with_usage(
         return None
     text, message_id = found
     return Extraction(
-        text=text, method="session", path=path, message_id=message_id, usage=tally.usage()
+        text=text,
+        method="session",
+        path=path,
+        message_id=message_id,
+        usage=tally.usage(),
+        prompt=prompt or None,
     )
 
 
@@ -204,6 +213,7 @@ def read_jsonl_answer(
     usage_of: UsageOf,
     is_prompt: Callable[[dict[str, Any]], bool],
     failed: Callable[[dict[str, Any]], bool] | None = None,
+    prompt_of: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> Extraction | None:
     """``answer_with_usage`` over a JSONL record's tail; None for an unreadable file."""
     stats = stats if stats is not None else ReadStats()
@@ -220,6 +230,7 @@ def read_jsonl_answer(
                 is_prompt=is_prompt,
                 whole_file=whole,
                 failed=failed,
+                prompt_of=prompt_of,
             )
     except OSError:
         return None

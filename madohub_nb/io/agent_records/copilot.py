@@ -66,13 +66,20 @@ def _is_prompt(rec: dict[str, Any]) -> bool:
     return rec.get("type") == "user.message"
 
 
+def _prompt(rec: dict[str, Any]) -> str | None:
+    """What the person typed (``content``; ``transformedContent`` adds Copilot's own context)."""
+    content = _data(rec).get("content")
+    return content if isinstance(content, str) else None
+
+
 def read_last_response(
     path: str | os.PathLike[str], *, stats: ReadStats | None = None
 ) -> Extraction | None:
     """The last ``assistant.message`` content, with the usage records of its turn."""
     return read_jsonl_answer(
-        check_path(path), stats, answer_of=_answer, usage_of=_usage, is_prompt=_is_prompt
-    )
+        check_path(path), stats, answer_of=_answer, usage_of=_usage, is_prompt=_is_prompt,
+        prompt_of=_prompt,
+    )  # fmt: skip
 
 
 _BUSY_EVENTS = ("user.message", "assistant.turn_start", "assistant.message")

@@ -197,6 +197,7 @@ def read_last_response(
                 is_prompt=_is_prompt,
                 whole_file=f.seek(0, 2) <= ANSWER_SCAN_BYTES,
                 failed=_failed,
+                prompt_of=lambda rec: _text(rec.get("content")),
             )
     except OSError:
         return None

@@ -166,6 +166,7 @@ def read_last_response(
                 is_prompt=_is_prompt,
                 whole_file=whole,
                 failed=_failed,
+                prompt_of=lambda rec: _text(_message(rec)),
             )
     except OSError:
         return None

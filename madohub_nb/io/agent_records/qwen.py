@@ -103,6 +103,7 @@ def read_last_response(
         usage_of=_usage,
         is_prompt=_is_prompt,
         failed=_failed,
+        prompt_of=_texts,
     )
 
 

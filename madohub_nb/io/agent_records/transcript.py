@@ -101,6 +101,8 @@ class TranscriptTally:
         self.complete = False
         self.broken = False
         self.answer_seen = False
+        self.prompt: str | None = None
+        """The user message that started the answer's turn, where the turn's start said it."""
         self._answer_bytes = self._answer_lines = 0
         self._reset()
 
