@@ -54,24 +54,8 @@ class LogFrame:
         self._lock = threading.Lock()  # one build at a time; appends go on beside it
 
     def read(self) -> pd.DataFrame:
-        """Every round as a DataFrame, in append order, columns in ``ROUND_COLUMNS`` order.
-
-        Text columns are ``object`` holding ``str`` (missing: None; the same
-        in pandas 2 and 3, and much faster to build than the string dtype
-        for 100k rounds), ``round`` is int64, ``fired_at``/``delivered_at`` are ``datetime64[us, UTC]``
-        (missing: NaT), timings are float64 ms (missing: NaN), ``meta`` holds
-        dicts. Row ``i`` is the round with rowid ``i + 1``.
-
-        The first call reads every round (packed blocks from their column chunks,
-        the rest row by row, see ``log_chunks``); later calls read only the rounds
-        appended since (by this or any other process) and add them to the
-        rows already read, so a dashboard or notebook asking again and again
-        pays for new rounds only. Rounds are never changed once written, which
-        is what makes this exact; a file replaced under an open log is noticed
-        (its row at the last rowid read is not the one read) and read afresh.
-        Each call returns a new DataFrame: changing it leaves the next one as
-        it was (the ``meta`` dicts are shared, as a shallow copy shares them).
-        """
+        """Every round as a DataFrame: what :attr:`RoundLog.df <madohub_nb.io.log.RoundLog.df>`
+        returns (its docstring says the columns' types and why only new rounds are read)."""
         with self._lock:
             with _gc_paused():
                 frame = self._frame
