@@ -87,16 +87,20 @@ def bootstrap_interval(
     return (float(low), float(high))
 
 
+def _numbers(values: Iterable[object]) -> bool:
+    """Whether ``values`` has a number and, NaN and None aside, nothing but numbers and bools."""
+    import pandas as pd
+
+    seen = [v for v in values if not pd.isna(v)]  # type: ignore[call-overload]
+    return bool(seen) and all(isinstance(v, (bool, int, float, np.number)) for v in seen)
+
+
 def is_binary(values: Iterable[object]) -> bool:
     """Whether a score is 0/1: every value (NaN and None left out) is 0, 1, False or True."""
     import pandas as pd
 
     seen = [v for v in values if not pd.isna(v)]  # type: ignore[call-overload]
-    return (
-        bool(seen)
-        and all(isinstance(v, (bool, int, float, np.number)) for v in seen)
-        and (all(v in (0, 1) for v in seen))
-    )
+    return _numbers(seen) and all(v in (0, 1) for v in seen)
 
 
 def _two_sided(statistics: np.ndarray, observed: float) -> int:
@@ -296,15 +300,20 @@ def compare(df: pd.DataFrame, a: str, b: str, score: str, confidence: float = 0.
 
 
 def score_columns(df: pd.DataFrame, known: Iterable[str]) -> list[str]:
-    """The columns of ``df`` taken as scores when none are named: the numeric and bool ones
-    that are not ``known`` (the run's own columns)."""
+    """The columns of ``df`` taken as scores when none are named: those that are not
+    ``known`` (the run's own columns) and hold numbers or bools (NaN or None where a scorer
+    failed)."""
     import pandas as pd
 
     skip = set(known)
     return [
         c for c in df.columns
         if c not in skip
-        and (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]))
+        and (
+            pd.api.types.is_numeric_dtype(df[c])
+            or pd.api.types.is_bool_dtype(df[c])
+            or _numbers(df[c].tolist())
+        )
     ]  # fmt: skip
 
 

@@ -177,3 +177,32 @@ def test_compare_and_summary_errors_teach() -> None:
         exp.compare("a", "b", score="speed")
     with pytest.raises(MadohubValueError, match="confidence must be a level between 0 and 1"):
         exp.summary(confidence=95)
+
+
+def test_a_run_without_a_score_is_left_out_and_unpairs_the_comparison() -> None:
+    """A scorer that failed leaves NaN: that run is out of the mean and the interval, and the
+    other variant's same repeat has no partner, so the comparison is unpaired."""
+    exp = _experiment(_rows([1, 1, 0, 1], [0, 1, 0, 0]))
+    exp.scores.loc[(exp.scores["variant"] == "a") & (exp.scores["repeat"] == 4), "quality"] = (
+        math.nan
+    )
+    exp.scores["tests"] = exp.scores["tests"].astype(object)
+    exp.scores.loc[(exp.scores["variant"] == "b") & (exp.scores["repeat"] == 2), "tests"] = None
+    summary = exp.summary()
+    assert summary.loc["a", "quality_mean"] == pytest.approx((2 + 3 + 2) / 3)  # 2p + i, i < 3
+    assert summary.loc["b", "tests_mean"] == 0.0 and summary.loc["b", "n"] == 4
+    assert summary.loc["b", "tests_ci_low"] == 0.0  # Wilson of 0/3
+    assert round(summary.loc["b", "tests_ci_high"], 4) == 0.5615
+    result = exp.compare("a", "b", score="tests")
+    assert not result.paired and (result.n_a, result.n_b) == (4, 3)
+
+
+def test_compare_of_a_numeric_score_and_the_only_score_by_default() -> None:
+    exp = _experiment(_rows([1, 0, 1], [0, 0, 1]))
+    exp.score_names = ["quality"]
+    result = exp.compare("a", "b")
+    assert result.score == "quality" and not result.binary and result.paired
+    assert result.diff == pytest.approx(2 / 3)  # a: 2, 1, 4; b: 0, 1, 4
+    assert result.sentence.startswith(
+        "On quality, 'a' averages 2.333 (n=3) against 'b' 1.667 (n=3): a difference of +0.6667"
+    )
