@@ -31,6 +31,8 @@ from .pipeline.workflow import Workflow, check_options, options_named
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .stats import Comparison
+
 DF_COLUMNS: Final = (
     "variant", "repeat", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
     "cost_usd", "wall_s", "final_answer", "error",
@@ -125,6 +127,48 @@ class Experiment:
         with RoundLog(self.log_path, read_only=True) as log:
             df = log.df
         return df[df["session_id"].isin(self.session_ids)].reset_index(drop=True)
+
+    def summary(self, confidence: float = 0.95, scores: list[str] | None = None) -> pd.DataFrame:
+        """One row per variant: ``n``, each score's mean and interval (Wilson for 0/1, else a
+        seeded bootstrap), the cost, rounds and wall-time means, cost per success.
+
+        ``scores``: the score columns (None: the experiment's scorers, ``score_names``, or
+        without them every numeric or bool column of ``df`` that is not a run column).
+        """
+        from . import stats
+
+        return stats.summarize(self.df, self._scores(scores), confidence, list(self.variants))
+
+    def compare(
+        self, a: str, b: str, score: str | None = None, confidence: float = 0.95
+    ) -> Comparison:
+        """Variant ``a`` against ``b`` on ``score`` (None: the only score): ``diff = mean(a) -
+        mean(b)``, its interval, a permutation test's ``p_value`` (paired by repeat when the
+        runs pair), ``better`` (a name, or None when it cannot tell) and a ``sentence``."""
+        from . import stats
+
+        for name in (a, b):
+            if name not in self.variants:
+                raise MadohubValueError(
+                    f"no variant {name!r}; the experiment's: {', '.join(self.variants)}"
+                )
+        if score is None:
+            names = self._scores(None)
+            if len(names) != 1:
+                raise MadohubValueError(
+                    f"say which score to compare (score=...): the scores are "
+                    f"{', '.join(names) or 'none (give the experiment a scorer)'}"
+                )
+            score = names[0]
+        return stats.compare(self.df, a, b, score, confidence)
+
+    def _scores(self, scores: list[str] | None) -> list[str]:
+        from . import stats
+
+        if scores is not None:
+            return list(scores)
+        named = getattr(self, "score_names", None)
+        return list(named) if named is not None else stats.score_columns(self.df, DF_COLUMNS)
 
     def plot(self) -> Any:
         """A matplotlib Figure: rounds, cost and wall time per variant (mean, spread, runs)."""

@@ -22,7 +22,8 @@ LAYERS: dict[str, int] = {
     "madohub_nb.defaults": 0,
     "madohub_nb.model": 0,
     "madohub_nb.secrets": 0,
-    "madohub_nb.regex": 0,  # patterns compiled on first use (agent tables and adapters)
+    "madohub_nb.regex": 0,
+    "madohub_nb.stats": 0,  # intervals and tests over numbers (numpy, pandas): exp.summary()  # patterns compiled on first use (agent tables and adapters)
     "madohub_nb.io": 1,
     "madohub_nb.agents": 1,
     "madohub_nb.render": 1,
