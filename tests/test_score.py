@@ -31,8 +31,9 @@ def _experiment(project: Path, tmp_path: Path, socket: str, score: list[Any], **
 
 
 def test_every_kind_of_scorer_fills_its_column(
-    project: Path, tmp_path: Path, tmux_socket: str
+    project: Path, tmp_path: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)  # the kernel's key: never a command's
     (project / "test_good.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
     (project / "test_bad.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    assert 0\n")
     seen: list[Any] = []
@@ -47,6 +48,7 @@ def test_every_kind_of_scorer_fills_its_column(
             [
                 mh.score.command(f"{PYTEST} test_good.py", tile="writer", name="good"),
                 mh.score.command(f"{PYTEST} test_bad.py", tile="reviewer", name="bad"),
+                mh.score.command('test -z "$ANTHROPIC_API_KEY"', tile="writer", name="keyless"),
                 mh.score.regex(r"^Done: LGTM", name="lgtm"),
                 mh.score.regex("nowhere"),
                 looked,
@@ -56,11 +58,15 @@ def test_every_kind_of_scorer_fills_its_column(
         )  # fmt: skip
         reported = list(fake.reported)
     df = exp.df
-    assert exp.score_names == ["good", "bad", "lgtm", "regex", "looked", "quality"]
-    assert list(df.columns)[-8:] == [*exp.score_names, "quality_cost_usd", "meta"]
+    assert exp.score_names == ["good", "bad", "keyless", "lgtm", "regex", "looked", "quality"]
+    assert list(df.columns)[-9:] == [*exp.score_names, "quality_cost_usd", "meta"]
     assert df["error"].isna().all(), df["error"].tolist()
     assert list(df["good"]) == [1.0, 1.0] and list(df["bad"]) == [0.0, 0.0]
-    assert list(df["lgtm"]) == [1.0, 1.0] and list(df["regex"]) == [0.0, 0.0]
+    assert (
+        list(df["keyless"]) == [1.0, 1.0]
+        and list(df["lgtm"]) == [1.0, 1.0]
+        and list(df["regex"]) == [0.0, 0.0]
+    )
     assert list(df["looked"]) == [0.1, 0.2] and list(df["quality"]) == [0.75, 0.75]
     assert [s[:2] for s in sorted(seen)] == [("approve", 1), ("approve", 2)]
     assert all(s[2][0] == 0 and len(s[2]) > 1 and Path(s[3]) == project for s in seen), seen
