@@ -4,6 +4,7 @@ pytest in a tile's folder, the judge against the fake Anthropic API on 127.0.0.1
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,31 @@ def test_a_judges_reply_is_read_strictly(reply: str, grade: Any) -> None:
 def test_a_judges_reply_that_is_not_a_score_is_an_error(reply: str) -> None:
     with pytest.raises(mh.MadohubError, match="the judge's reply is not"):
         parse_grade(reply)
+
+
+def test_a_judge_with_diff_sees_the_working_folders_changes(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "slug.py").write_text("def slug(s):\n    return s\n")
+    subprocess.run([*git, "add", "slug.py"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=project, check=True)
+    (project / "slug.py").write_text("def slug(s):\n    return s.lower().replace(' ', '-')\n")
+    asked: list[str] = []
+
+    def grade(body: dict[str, Any]) -> str:
+        asked.append(str(body["messages"][-1]["content"]))
+        return "1" if "+    return s.lower()" in asked[-1] else "0"
+
+    with FakeAnthropic(reply=grade) as fake:
+        exp = _experiment(
+            project, tmp_path, tmux_socket,
+            [mh.score.judge("Does slug lower-case?", diff="writer", name="diffed"),
+             mh.score.judge("Does slug lower-case?", name="blind")],
+            api_key=KEY, base_url=fake.base_url,
+        )  # fmt: skip
+    df = exp.df
+    assert df["error"].isna().all(), df["error"].tolist()
+    assert (df["diffed"][0], df["blind"][0]) == (1.0, 0.0), asked
+    assert "Does slug lower-case?" in asked[0] and "The final answer:\nDone: LGTM" in asked[0]
