@@ -71,9 +71,9 @@ class ScoredRun:
 
     def workdir(self, tile: str) -> str:
         """Where ``tile`` works in this run: its worktree when it has one, else its folder."""
-        own = getattr(self._run, "workdir", None)
-        if callable(own):
-            return str(own(tile))
+        own = getattr(self._run, "workdir", None)  # the run's own worktrees, when it made them
+        if callable(own) and (path := own(tile)) is not None:
+            return str(path)
         found = self.hub.tiles.get(tile)
         if found is None:
             raise MadohubValueError(
