@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import score
 from .agents.registry import register_agent
 from .errors import (
     DeliveryError,
@@ -76,6 +77,7 @@ __all__ = [
     "read_last_response",
     "read_turn_usage",
     "register_agent",
+    "score",
     "unload_ipython_extension",
 ]
 

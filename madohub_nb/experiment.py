@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,6 +27,7 @@ from .hub import Hub
 from .io.log import RoundLog
 from .pipeline.route import Route
 from .pipeline.workflow import Workflow, check_options, options_named
+from .score import Scorer, check_scorers, score_run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,9 +95,16 @@ class Run:
     wall_s: float | None = None
     final_answer: str | None = None
     error: str | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    """The scorers' columns (``score=``): NaN where one failed (the row's ``error`` says why)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """What scorers said beyond their number (a command's test counts, a judge's cost)."""
 
-    def row(self) -> dict[str, Any]:
-        return {c: getattr(self, c) for c in DF_COLUMNS}
+    def row(self, score_columns: tuple[str, ...] = ()) -> dict[str, Any]:
+        row = {c: getattr(self, c) for c in DF_COLUMNS}
+        if score_columns:
+            row |= {c: self.scores.get(c, math.nan) for c in score_columns} | {"meta": self.meta}
+        return row
 
 
 @dataclass
@@ -111,15 +119,24 @@ class Experiment:
     _hubs: set[Hub] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closed: threading.Event = field(default_factory=threading.Event, repr=False)
+    scorers: list[Scorer] = field(default_factory=list)
+
+    @property
+    def score_names(self) -> list[str]:
+        """The scorers' names (their ``exp.df`` columns), in the order given."""
+        return [s.name for s in self.scorers]
 
     @property
     def df(self) -> pd.DataFrame:
-        """One row per finished run, in the order variants and repeats were given."""
+        """One row per finished run, in the order variants and repeats were given; with
+        scorers, a column each (and a judge's ``<name>_cost_usd``), then ``meta``."""
         import pandas as pd
 
         order = list(self.variants)
         runs = sorted(self.runs, key=lambda r: (order.index(r.variant), r.repeat))
-        return pd.DataFrame([r.row() for r in runs], columns=list(DF_COLUMNS))
+        extra = tuple(c for s in self.scorers for c in (s.name, *s.columns))
+        columns = [*DF_COLUMNS, *extra, *(["meta"] if extra else [])]
+        return pd.DataFrame([r.row(extra) for r in runs], columns=columns)
 
     @property
     def rounds(self) -> pd.DataFrame:
@@ -240,6 +257,7 @@ def experiment(
     timeout_s: float = 900.0,
     parallel: int = 1,
     log_path: str | os.PathLike[str] | None = None,
+    score: Scorer | Callable[[Any], float | bool] | list[Any] | None = None,
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -247,8 +265,9 @@ def experiment(
     ``variants``: ``{name: {route id or tile name: {setting: value}}}`` (``{}`` runs the
     workflow as it is). ``kickoff``: the first prompt of each named tile. ``parallel``: runs
     at once. ``log_path``: where the runs log (None: where a hub logs by default).
-    ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
-    Everything is checked before the first run starts.
+    ``score``: scorers (``mh.score.command``/``judge``/``regex``, or callables ``f(run)``),
+    each a column of ``exp.df``. ``settings``: the hubs' other settings (``socket_name``,
+    ``idle_delay_ms``, ...). Everything is checked before the first run starts.
     """
     wf = workflow if isinstance(workflow, Workflow) else Workflow.load(workflow)
     if not isinstance(variants, Mapping) or not variants:
@@ -258,6 +277,7 @@ def experiment(
         )
     varied = {str(name): apply_variant(wf, str(name), o) for name, o in variants.items()}
     prompts = _check_kickoff(wf, kickoff)
+    scorers = check_scorers(score, (*DF_COLUMNS, "meta"))
     repeats, parallel = _positive_int("repeats", repeats), _positive_int("parallel", parallel)
     if not (isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)):
         raise MadohubValueError(
@@ -266,7 +286,7 @@ def experiment(
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
     probe.close()
-    exp = Experiment(wf, varied, path)
+    exp = Experiment(wf, varied, path, scorers=scorers)
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
@@ -351,6 +371,7 @@ def _run(
     finally:
         wait_s = max(0.0, min(5.0, started + timeout_s + 5 - time.monotonic()))
         _wait_quiet(hub, wait_s)
+        score_run(run, hub, exp.scorers)  # in the run's folders, before its tiles end
         hub.close()
         with exp._lock:
             exp._hubs.discard(hub)

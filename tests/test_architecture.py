@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
+    "madohub_nb.score": 4,  # scorers of an experiment's runs (mh.score), on the run's open hub
     "madohub_nb.notebook": 5,
     "madohub_nb.demo": 5,  # stand-in agents and the demo script, on top of the hub
 }
