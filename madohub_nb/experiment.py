@@ -184,8 +184,8 @@ class Experiment:
 
         if scores is not None:
             return list(scores)
-        named = getattr(self, "score_names", None)
-        return list(named) if named is not None else stats.score_columns(self.df, DF_COLUMNS)
+        named = self.score_names
+        return list(named) if named else stats.score_columns(self.df, DF_COLUMNS)
 
     def plot(self) -> Any:
         """A matplotlib Figure: rounds, cost and wall time per variant (mean, spread, runs)."""

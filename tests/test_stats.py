@@ -74,6 +74,12 @@ class Scored(Experiment):
     """An experiment whose ``df`` has score columns, as the scorers add them."""
 
     scores: pd.DataFrame = field(default_factory=pd.DataFrame)
+    names: list[str] = field(default_factory=list)
+    """Score names as the scorers would give them (``exp.score_names``); empty: none."""
+
+    @property
+    def score_names(self) -> list[str]:
+        return self.names
 
     @property
     def df(self) -> pd.DataFrame:
@@ -125,7 +131,7 @@ def test_summary_columns_and_values_on_a_hand_made_experiment() -> None:
 
 def test_summary_uses_the_experiments_score_names_and_no_success_is_nan() -> None:
     exp = _experiment(_rows([0, 0], [1, 0]))
-    exp.score_names = ["tests"]
+    exp.names = ["tests"]
     summary = exp.summary()
     assert "quality_mean" not in summary
     assert math.isnan(summary.loc["a", "cost_per_success"])
@@ -199,7 +205,7 @@ def test_a_run_without_a_score_is_left_out_and_unpairs_the_comparison() -> None:
 
 def test_compare_of_a_numeric_score_and_the_only_score_by_default() -> None:
     exp = _experiment(_rows([1, 0, 1], [0, 0, 1]))
-    exp.score_names = ["quality"]
+    exp.names = ["quality"]
     result = exp.compare("a", "b")
     assert result.score == "quality" and not result.binary and result.paired
     assert result.diff == pytest.approx(2 / 3)  # a: 2, 1, 4; b: 0, 1, 4
