@@ -7,6 +7,8 @@ the workflow's tiles start, the kickoff prompts are sent, and the run goes on un
 its routes ends (its stop keyword, ``max_rounds`` or a budget) and every tile is idle again,
 or until ``timeout_s``. A run that fails is a row with its error, never the end of the
 experiment; an interrupted experiment ends the tiles it made and keeps what finished.
+A tile with ``worktree=`` gets a fresh worktree each run, from one base commit
+(:mod:`~madohub_nb.experiment_worktrees`); the row says what the run changed there.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from . import experiment_worktrees as run_worktrees
 from .errors import MadohubError, MadohubValueError, MadohubWarning
 from .hub import Hub
+from .io.git import Changes, Worktree
 from .io.log import RoundLog
 from .pipeline.route import Route
 from .pipeline.workflow import Workflow, check_options, options_named
@@ -33,7 +37,8 @@ if TYPE_CHECKING:
 
 DF_COLUMNS: Final = (
     "variant", "repeat", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
-    "cost_usd", "wall_s", "final_answer", "error",
+    "cost_usd", "wall_s", "files_changed", "lines_added", "lines_removed", "final_answer",
+    "error",
 )  # fmt: skip
 """``exp.df``'s columns, in order."""
 STOPPED_BY: Final = ("stop keyword", "max rounds", "budget", "timeout", "error")
@@ -90,11 +95,34 @@ class Run:
     output_tokens: int | None = None
     cost_usd: float | None = None
     wall_s: float | None = None
+    files_changed: int | None = None
+    lines_added: int | None = None
+    lines_removed: int | None = None
+    """The diff summary against ``base``, over the run's worktree tiles (None without one)."""
     final_answer: str | None = None
     error: str | None = None
+    base: str | None = None
+    """The commit (sha) the run's worktrees started from; None without a worktree tile."""
+    worktrees: dict[str, str] = field(default_factory=dict)
+    """Each worktree tile's worktree path for this run (kept or not: ``keep_worktrees``)."""
+    changes: dict[str, Changes] = field(default_factory=dict)
+    """Each worktree tile's changes against ``base`` (paths, lines added and removed)."""
+    cwds: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     def row(self) -> dict[str, Any]:
         return {c: getattr(self, c) for c in DF_COLUMNS}
+
+    def workdir(self, tile: str) -> str | None:
+        """Where ``tile`` worked in this run: its worktree, else its ``cwd`` (None: the
+        folder the hub started it in)."""
+        if tile in self.worktrees:
+            return self.worktrees[tile]
+        if tile not in self.cwds:
+            raise MadohubValueError(
+                f"run {self.variant}#{self.repeat} has no tile {tile!r}; its tiles: "
+                f"{', '.join(self.cwds) or 'none'}"
+            )
+        return self.cwds[tile]
 
 
 @dataclass
@@ -104,6 +132,9 @@ class Experiment:
     workflow: Workflow
     variants: dict[str, Workflow]
     log_path: str
+    bases: dict[str, str] = field(default_factory=dict)
+    """Each worktree tile's folder → the commit its runs' worktrees start from."""
+    keep_worktrees: bool | str = "failed"
     runs: list[Run] = field(default_factory=list)
     session_ids: list[str] = field(default_factory=list)
     _hubs: set[Hub] = field(default_factory=set, repr=False)
@@ -196,6 +227,8 @@ def experiment(
     timeout_s: float = 900.0,
     parallel: int = 1,
     log_path: str | os.PathLike[str] | None = None,
+    base: str | None = None,
+    keep_worktrees: bool | str = "failed",
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -203,6 +236,13 @@ def experiment(
     ``variants``: ``{name: {route id or tile name: {setting: value}}}`` (``{}`` runs the
     workflow as it is). ``kickoff``: the first prompt of each named tile. ``parallel``: runs
     at once. ``log_path``: where the runs log (None: where a hub logs by default).
+    ``base``: the commit (a sha, branch or tag) every run's worktree tiles start from, in a
+    fresh worktree of their own (None: the repository's ``HEAD`` when the experiment starts;
+    resolved once). ``keep_worktrees``: which runs' worktrees stay after the run (their
+    changes are read first, into ``exp.df``): ``"failed"`` (the default) keeps those of runs
+    that failed, to look into, and removes the others, so repeated runs leave no pile of
+    folders and branches; False removes all, with changes too (they are the experiment's own);
+    True keeps all.
     ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
     Everything is checked before the first run starts.
     """
@@ -219,10 +259,12 @@ def experiment(
         raise MadohubValueError(
             f"timeout_s must be a positive number of seconds, got {timeout_s!r}"
         )
+    keep = run_worktrees.check_keep(keep_worktrees)
+    bases = run_worktrees.resolve_bases(varied, base)
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
     probe.close()
-    exp = Experiment(wf, varied, path)
+    exp = Experiment(wf, varied, path, bases, keep)
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
@@ -283,8 +325,15 @@ def _run(
         exp._hubs.add(hub)
         exp.session_ids.append(hub.session_id)
     run.session_id = hub.session_id
+    made: dict[str, Worktree] = {}
     try:
-        routes = hub.run(exp.variants[name])
+        workflow, made = run_worktrees.make_run_worktrees(
+            exp.variants[name], exp.bases, name, repeat
+        )
+        run.worktrees = {tile: wt.path for tile, wt in made.items()}
+        run.base = next((wt.base for wt in made.values()), None)
+        run.cwds = {tile: options.get("cwd") for tile, options in workflow.tiles.items()}
+        routes = hub.run(workflow)
         deadline = started + timeout_s
         for tile in hub.tiles.values():
             tile.ready.result(max(0.1, deadline - time.monotonic()))
@@ -313,8 +362,22 @@ def _run(
     run.wall_s = round(time.monotonic() - started, 3)
     if exp._closed.is_set() and run.stopped_by is None:
         run.stopped_by, run.error = "error", "the experiment was closed during this run"
+    _end_worktrees(run, made, exp.keep_worktrees)
     _fill_from_log(run, log_path)
     return run
+
+
+def _end_worktrees(run: Run, made: Mapping[str, Worktree], keep: bool | str) -> None:
+    """Read the run's worktrees' changes into its row, then keep or remove them."""
+    if not made:
+        return
+    run.changes, problem = run_worktrees.read_changes(made)
+    for column, value in run_worktrees.totals(run.changes).items():
+        setattr(run, column, value)
+    if problem is not None:
+        run.error = run.error or problem
+    if not run_worktrees.keeps(keep, failed=run.error is not None):
+        run_worktrees.drop_run_worktrees(made)
 
 
 def _wait(condition: Any, deadline: float) -> None:

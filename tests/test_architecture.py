@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.by_hand": 3,  # hub.send / keys / replay
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
+    "madohub_nb.experiment_worktrees": 3,  # each run's fresh worktrees
     "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
     "madohub_nb.notebook": 5,
     "madohub_nb.demo": 5,  # stand-in agents and the demo script, on top of the hub
