@@ -135,6 +135,7 @@ class Experiment:
     bases: dict[str, str] = field(default_factory=dict)
     """Each worktree tile's folder → the commit its runs' worktrees start from."""
     keep_worktrees: bool | str = "failed"
+    allow_shell: bool = False
     runs: list[Run] = field(default_factory=list)
     session_ids: list[str] = field(default_factory=list)
     _hubs: set[Hub] = field(default_factory=set, repr=False)
@@ -229,6 +230,7 @@ def experiment(
     log_path: str | os.PathLike[str] | None = None,
     base: str | None = None,
     keep_worktrees: bool | str = "failed",
+    allow_shell: bool = False,
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -242,7 +244,7 @@ def experiment(
     changes are read first, into ``exp.df``): ``"failed"`` (the default) keeps those of runs
     that failed, to look into, and removes the others, so repeated runs leave no pile of
     folders and branches; False removes all, with changes too (they are the experiment's own);
-    True keeps all.
+    True keeps all. ``allow_shell``: a kickoff may type into a shell or terminal tile.
     ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
     Everything is checked before the first run starts.
     """
@@ -264,7 +266,7 @@ def experiment(
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
     probe.close()
-    exp = Experiment(wf, varied, path, bases, keep)
+    exp = Experiment(wf, varied, path, bases, keep, allow_shell is True)
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
@@ -340,7 +342,8 @@ def _run(
         _wait(lambda: all(r.ready.is_set() for r in routes), deadline)
         for tile_name, text in kickoff.items():
             _wait(lambda t=tile_name: hub.tiles[t].state == "idle", deadline)
-            hub.send(tile_name, text).result(max(0.1, deadline - time.monotonic()))
+            sent = hub.send(tile_name, text, allow_shell=exp.allow_shell)
+            sent.result(max(0.1, deadline - time.monotonic()))
         run.stopped_by = _until_done(hub, routes, deadline)
         if run.stopped_by == "error":
             run.error = next((r.last_error for r in routes if r.last_error), "a route failed")

@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, wait_until
+from conftest import BASH, FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.kinds import claude as claude_kind
@@ -399,3 +399,27 @@ def test_a_bad_base_or_keep_worktrees_is_refused_before_anything_starts(
             socket_name=tmux_socket, **extra,
         )  # fmt: skip
     assert _worktree_list(repo) == [str(repo)]
+
+
+# A kickoff to a shell (issue 40, item 8) -------------------------------------------------
+
+
+def test_a_kickoff_to_a_shell_tile_needs_allow_shell(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    wf = Workflow(
+        "shell", {"sh": {"agent": "shell", "command": BASH, "cwd": str(project)}}, []
+    )  # fmt: skip
+    common: dict[str, Any] = {
+        "timeout_s": 8, "log_path": tmp_path / "exp.sqlite3", "socket_name": tmux_socket,
+        "idle_delay_ms": FAST_IDLE_MS,
+    }  # fmt: skip
+    kickoff = {"sh": "echo made > made.txt"}
+    exp = mh.experiment(wf, {"v": {}}, kickoff, **common)
+    (run,) = exp.runs
+    assert run.error is not None and "allow_shell=True" in run.error, run.error
+    assert not (project / "made.txt").exists()
+    exp = mh.experiment(wf, {"v": {}}, kickoff, allow_shell=True, **common)
+    assert (project / "made.txt").read_text() == "made\n"
+    rounds = exp.rounds
+    assert list(rounds.loc[rounds["round"] == 0, "status"]) == ["delivered"]
