@@ -16,7 +16,7 @@ from conftest import BASH, FAST_IDLE_MS, start_standin, wait_until
 import madohub_nb as mh
 from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.demo import standin_command
-from madohub_nb.experiment import DF_COLUMNS, apply_variant
+from madohub_nb.experiment import DF_COLUMNS, Run, apply_variant
 from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.pipeline.workflow import RouteSpec, Workflow
 
@@ -381,6 +381,15 @@ def test_keep_worktrees_false_removes_a_changed_worktree_and_a_failed_run_keeps_
     (run,) = exp.runs
     assert run.error is not None and "not an existing directory" in run.error
     assert _worktree_list(repo) == [str(repo), run.worktrees["writer"]]
+
+
+def test_a_runs_workdir_is_its_worktree_else_its_cwd_and_names_the_tiles_it_has() -> None:
+    run = Run("v", 1, worktrees={"writer": "/r.worktrees/w"}, cwds={"writer": "/r", "rv": None})
+    assert run.workdir("writer") == "/r.worktrees/w" and run.workdir("rv") is None
+    with pytest.raises(
+        mh.MadohubValueError, match=r"run v#1 has no tile 'x'; its tiles: writer, rv"
+    ):
+        run.workdir("x")
 
 
 @pytest.mark.parametrize(
