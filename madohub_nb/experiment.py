@@ -7,6 +7,8 @@ the workflow's tiles start, the kickoff prompts are sent, and the run goes on un
 its routes ends (its stop keyword, ``max_rounds`` or a budget) and every tile is idle again,
 or until ``timeout_s``. A run that fails is a row with its error, never the end of the
 experiment; an interrupted experiment ends the tiles it made and keeps what finished.
+A tile with ``worktree=`` gets a fresh worktree each run, from one base commit
+(:mod:`~madohub_nb.experiment_worktrees`); the row says what the run changed there.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from . import experiment_worktrees as run_worktrees
 from .errors import MadohubError, MadohubValueError, MadohubWarning
 from .hub import Hub
+from .io.git import Changes, Worktree
 from .io.log import RoundLog
 from .pipeline.route import Route
 from .pipeline.workflow import Workflow, check_options, options_named
@@ -36,7 +40,8 @@ if TYPE_CHECKING:
 
 DF_COLUMNS: Final = (
     "variant", "repeat", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
-    "cost_usd", "wall_s", "final_answer", "error",
+    "cost_usd", "wall_s", "files_changed", "lines_added", "lines_removed", "final_answer",
+    "error",
 )  # fmt: skip
 """``exp.df``'s columns, in order."""
 STOPPED_BY: Final = ("stop keyword", "max rounds", "budget", "timeout", "error")
@@ -93,18 +98,41 @@ class Run:
     output_tokens: int | None = None
     cost_usd: float | None = None
     wall_s: float | None = None
+    files_changed: int | None = None
+    lines_added: int | None = None
+    lines_removed: int | None = None
+    """The diff summary against ``base``, over the run's worktree tiles (None without one)."""
     final_answer: str | None = None
     error: str | None = None
     scores: dict[str, float] = field(default_factory=dict)
     """The scorers' columns (``score=``): NaN where one failed (the row's ``error`` says why)."""
     meta: dict[str, Any] = field(default_factory=dict)
     """What scorers said beyond their number (a command's test counts, a judge's cost)."""
+    base: str | None = None
+    """The commit (sha) the run's worktrees started from; None without a worktree tile."""
+    worktrees: dict[str, str] = field(default_factory=dict)
+    """Each worktree tile's worktree path for this run (kept or not: ``keep_worktrees``)."""
+    changes: dict[str, Changes] = field(default_factory=dict)
+    """Each worktree tile's changes against ``base`` (paths, lines added and removed)."""
+    cwds: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     def row(self, score_columns: tuple[str, ...] = ()) -> dict[str, Any]:
         row = {c: getattr(self, c) for c in DF_COLUMNS}
         if score_columns:
             row |= {c: self.scores.get(c, math.nan) for c in score_columns} | {"meta": self.meta}
         return row
+
+    def workdir(self, tile: str) -> str | None:
+        """Where ``tile`` worked in this run: its worktree, else its ``cwd`` (None: the
+        folder the hub started it in)."""
+        if tile in self.worktrees:
+            return self.worktrees[tile]
+        if tile not in self.cwds:
+            raise MadohubValueError(
+                f"run {self.variant}#{self.repeat} has no tile {tile!r}; its tiles: "
+                f"{', '.join(self.cwds) or 'none'}"
+            )
+        return self.cwds[tile]
 
 
 @dataclass
@@ -114,6 +142,10 @@ class Experiment:
     workflow: Workflow
     variants: dict[str, Workflow]
     log_path: str
+    bases: dict[str, str] = field(default_factory=dict)
+    """Each worktree tile's folder → the commit its runs' worktrees start from."""
+    keep_worktrees: bool | str = "failed"
+    allow_shell: bool = False
     runs: list[Run] = field(default_factory=list)
     session_ids: list[str] = field(default_factory=list)
     _hubs: set[Hub] = field(default_factory=set, repr=False)
@@ -258,6 +290,9 @@ def experiment(
     parallel: int = 1,
     log_path: str | os.PathLike[str] | None = None,
     score: Scorer | Callable[[Any], float | bool] | list[Any] | None = None,
+    base: str | None = None,
+    keep_worktrees: bool | str = "failed",
+    allow_shell: bool = False,
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -266,8 +301,16 @@ def experiment(
     workflow as it is). ``kickoff``: the first prompt of each named tile. ``parallel``: runs
     at once. ``log_path``: where the runs log (None: where a hub logs by default).
     ``score``: scorers (``mh.score.command``/``judge``/``regex``, or callables ``f(run)``),
-    each a column of ``exp.df``. ``settings``: the hubs' other settings (``socket_name``,
-    ``idle_delay_ms``, ...). Everything is checked before the first run starts.
+    each a column of ``exp.df``, run in each run's working folders before its tiles end.
+    ``base``: the commit (a sha, branch or tag) every run's worktree tiles start from, in a
+    fresh worktree of their own (None: the repository's ``HEAD`` when the experiment starts;
+    resolved once). ``keep_worktrees``: which runs' worktrees stay after the run (their
+    changes are read first, into ``exp.df``): ``"failed"`` (the default) keeps those of runs
+    that failed, to look into, and removes the others, so repeated runs leave no pile of
+    folders and branches; False removes all, with changes too (they are the experiment's own);
+    True keeps all. ``allow_shell``: a kickoff may type into a shell or terminal tile.
+    ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
+    Everything is checked before the first run starts.
     """
     wf = workflow if isinstance(workflow, Workflow) else Workflow.load(workflow)
     if not isinstance(variants, Mapping) or not variants:
@@ -283,10 +326,12 @@ def experiment(
         raise MadohubValueError(
             f"timeout_s must be a positive number of seconds, got {timeout_s!r}"
         )
+    keep = run_worktrees.check_keep(keep_worktrees)
+    bases = run_worktrees.resolve_bases(varied, base)
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
     probe.close()
-    exp = Experiment(wf, varied, path, scorers=scorers)
+    exp = Experiment(wf, varied, path, bases, keep, allow_shell is True, scorers=scorers)
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
@@ -347,15 +392,23 @@ def _run(
         exp._hubs.add(hub)
         exp.session_ids.append(hub.session_id)
     run.session_id = hub.session_id
+    made: dict[str, Worktree] = {}
     try:
-        routes = hub.run(exp.variants[name])
+        workflow, made = run_worktrees.make_run_worktrees(
+            exp.variants[name], exp.bases, name, repeat
+        )
+        run.worktrees = {tile: wt.path for tile, wt in made.items()}
+        run.base = next((wt.base for wt in made.values()), None)
+        run.cwds = {tile: options.get("cwd") for tile, options in workflow.tiles.items()}
+        routes = hub.run(workflow)
         deadline = started + timeout_s
         for tile in hub.tiles.values():
             tile.ready.result(max(0.1, deadline - time.monotonic()))
         _wait(lambda: all(r.ready.is_set() for r in routes), deadline)
         for tile_name, text in kickoff.items():
             _wait(lambda t=tile_name: hub.tiles[t].state == "idle", deadline)
-            hub.send(tile_name, text).result(max(0.1, deadline - time.monotonic()))
+            sent = hub.send(tile_name, text, allow_shell=exp.allow_shell)
+            sent.result(max(0.1, deadline - time.monotonic()))
         run.stopped_by = _until_done(hub, routes, deadline)
         if run.stopped_by == "error":
             run.error = next((r.last_error for r in routes if r.last_error), "a route failed")
@@ -378,8 +431,22 @@ def _run(
     run.wall_s = round(time.monotonic() - started, 3)
     if exp._closed.is_set() and run.stopped_by is None:
         run.stopped_by, run.error = "error", "the experiment was closed during this run"
+    _end_worktrees(run, made, exp.keep_worktrees)
     _fill_from_log(run, log_path)
     return run
+
+
+def _end_worktrees(run: Run, made: Mapping[str, Worktree], keep: bool | str) -> None:
+    """Read the run's worktrees' changes into its row, then keep or remove them."""
+    if not made:
+        return
+    run.changes, problem = run_worktrees.read_changes(made)
+    for column, value in run_worktrees.totals(run.changes).items():
+        setattr(run, column, value)
+    if problem is not None:
+        run.error = run.error or problem
+    if not run_worktrees.keeps(keep, failed=run.error is not None):
+        run_worktrees.drop_run_worktrees(made)
 
 
 def _wait(condition: Any, deadline: float) -> None:

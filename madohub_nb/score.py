@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .hub import Hub
+    from .pipeline.tile import Tile
 
 DIFF_MAX_CHARS: Final = 20_000
 """How much of a working folder's diff a judge is shown (the rest is cut, and said so)."""
@@ -68,6 +69,21 @@ class ScoredRun:
         self.final_answer: str | None = str(answers.iloc[-1]) if len(answers) else None
         self.meta: dict[str, Any] = run.meta
         self.values: dict[str, float] = run.scores
+
+    @property
+    def base(self) -> str | None:
+        """The commit the run's worktrees started from (None: no worktree tile)."""
+        base = getattr(self._run, "base", None)
+        return base if isinstance(base, str) else None
+
+    def tile(self, name: str) -> Tile:
+        """The run's tile ``name``; a teaching error when the run has none (it failed first)."""
+        found = self.hub.tiles.get(name)
+        if found is None:
+            raise MadohubValueError(
+                f"the run has no tile {name!r}; its tiles: {', '.join(self.hub.tiles) or 'none'}"
+            )
+        return found
 
     def workdir(self, tile: str) -> str:
         """Where ``tile`` works in this run: its worktree when it has one, else its folder."""
@@ -142,8 +158,8 @@ class Command(Scorer):
         self.name = _name("command", name)
 
     def __call__(self, run: ScoredRun) -> float:
+        tile = run.tile(self.tile)
         cwd = run.workdir(self.tile)
-        tile = run.hub.tiles[self.tile]
         # The hub's script runner: the environment without API keys, its own process group,
         # all of it killed when the time is up (a TmuxError saying so).
         done = tile.machine.run_script(self.cmd, cwd, self.timeout_s)
@@ -215,8 +231,10 @@ def _diff(run: ScoredRun, tiles: Iterable[str]) -> str:
         if cwd in seen:
             continue
         seen.add(cwd)
-        tile = run.hub.tiles[name]
-        base = tile.git_worktree.base if tile.git_worktree is not None else "HEAD"
+        tile = run.tile(name)
+        run_base = run.base  # the experiment's worktrees' start
+        own_base = tile.git_worktree.base if tile.git_worktree is not None else None
+        base = run_base or own_base or "HEAD"
         done = run_git(tile.machine, f"git diff {base} --", cwd)
         parts.append(f"# {name} ({cwd})\n" + done.stdout.decode("utf-8", "replace"))
     text = "\n".join(parts)

@@ -11,12 +11,12 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import FAST_IDLE_MS, start_standin, wait_until
+from conftest import BASH, FAST_IDLE_MS, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.kinds import claude as claude_kind
 from madohub_nb.demo import standin_command
-from madohub_nb.experiment import DF_COLUMNS, apply_variant
+from madohub_nb.experiment import DF_COLUMNS, Run, apply_variant
 from madohub_nb.pipeline.extract import transcript_path
 from madohub_nb.pipeline.workflow import RouteSpec, Workflow
 
@@ -269,3 +269,166 @@ def test_a_fresh_agent_never_takes_another_agents_transcript_of_its_cwd_for_its_
     # (a Claude that writes no sessions file at all, older versions, is read so).
     os.utime(theirs, (started + 5, started + 5))
     assert transcript_path(b) == theirs
+
+
+# Runs that start equal (issue 40, item 2) ------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, home: Path) -> Path:
+    """A repository with two commits (README: one line, then two) and a clean working tree."""
+    r = tmp_path / "repo"
+    r.mkdir()
+    _git(r, "init", "-q", "-b", "main")
+    _git(r, "config", "user.email", "t@example.invalid")
+    _git(r, "config", "user.name", "t")
+    for text in ("one\n", "one\ntwo\n"):
+        (r / "README").write_text(text)
+        _git(r, "add", "README")
+        _git(r, "commit", "-q", "-m", f"README {text!r}")
+    return r
+
+
+def _worktree_workflow(project: Path, repo: Path) -> Workflow:
+    """The review workflow whose writer works in a worktree of ``repo`` and writes each
+    answer to ``notes.txt`` there (a run changes its worktree)."""
+    wf = _workflow(project)
+    wf.tiles["writer"].update(
+        cwd=str(repo), worktree=True,
+        env={**wf.tiles["writer"]["env"], "MADOHUB_STANDIN_WRITE_FILE": "notes.txt"},
+    )  # fmt: skip
+    return wf
+
+
+def _worktree_list(repo: Path) -> list[str]:
+    out = _git(repo, "worktree", "list", "--porcelain")
+    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("worktree ")]
+
+
+def test_a_worktree_tile_gets_a_fresh_worktree_each_run_and_its_diff_is_in_the_row(
+    project: Path, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    # Two variants × 2 repeats: every run changes its worktree, and none may collide with
+    # the one before (the bug: "branch 'madohub/writer' already exists" from run 2 on).
+    exp = mh.experiment(
+        _worktree_workflow(project, repo), VARIANTS, {"writer": "Write a slug function."},
+        repeats=2, timeout_s=60, log_path=tmp_path / "exp.sqlite3",
+        socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+    )  # fmt: skip
+    df = exp.df
+    assert df["error"].isna().all(), df["error"].tolist()
+    assert list(df["files_changed"]) == [1, 1, 1, 1]  # notes.txt, against the base
+    assert df["lines_added"].ge(1).all() and df["lines_removed"].eq(0).all()
+    head = _git(repo, "rev-parse", "HEAD")
+    paths = set()
+    for run in exp.runs:
+        assert run.base == head  # resolved once, when the experiment started
+        assert set(run.changes) == {"writer"} and run.changes["writer"].files_changed == 1
+        assert run.changes["writer"].paths == ("notes.txt",)
+        path = run.worktrees["writer"]
+        assert path.startswith(f"{repo}.worktrees/writer-{run.variant}-{run.repeat}-")
+        assert run.workdir("writer") == path and run.workdir("reviewer") == str(project)
+        paths.add(path)
+    assert len(paths) == 4
+    # keep_worktrees="failed" (the default): runs that succeeded leave nothing behind.
+    assert _worktree_list(repo) == [str(repo)]
+    assert _git(repo, "branch", "--format=%(refname:short)") == "main"
+    assert not (repo / "notes.txt").exists()
+
+
+def test_kept_worktrees_start_from_the_base_given_and_parallel_runs_never_collide(
+    project: Path, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    first = _git(repo, "rev-parse", "HEAD~1")
+    variants = {v: {"writer->reviewer": {"template": f"LGTM {v}: {{output}}"}} for v in "ab"}
+    exp = mh.experiment(
+        _worktree_workflow(project, repo), variants, {"writer": "Write a slug function."},
+        timeout_s=60, parallel=2, base="HEAD~1", keep_worktrees=True,
+        log_path=tmp_path / "exp.sqlite3", socket_name=tmux_socket, idle_delay_ms=FAST_IDLE_MS,
+    )  # fmt: skip
+    assert exp.df["error"].isna().all(), exp.df["error"].tolist()
+    kept = [run.worktrees["writer"] for run in exp.runs]
+    assert sorted(_worktree_list(repo)) == sorted([str(repo), *kept])
+    branches = {_git(Path(p), "branch", "--show-current") for p in kept}
+    assert len(branches) == 2 and all(b.startswith("madohub/writer-") for b in branches)
+    for path in kept:  # each from HEAD~1 (README one line), with the writer's notes
+        assert _git(Path(path), "merge-base", "HEAD", "main") == first
+        assert Path(path, "README").read_text() == "one\n"
+        assert Path(path, "notes.txt").read_text().startswith("Done: ")
+
+
+def test_keep_worktrees_false_removes_a_changed_worktree_and_a_failed_run_keeps_its_own(
+    project: Path, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    wf = _worktree_workflow(project, repo)
+    common: dict[str, Any] = {
+        "timeout_s": 60, "log_path": tmp_path / "exp.sqlite3", "socket_name": tmux_socket,
+        "idle_delay_ms": FAST_IDLE_MS,
+    }  # fmt: skip
+    exp = mh.experiment(wf, {"plain": {}}, {"writer": "hi"}, keep_worktrees=False, **common)
+    assert exp.df["error"].isna().all() and list(exp.df["files_changed"]) == [1]
+    assert _worktree_list(repo) == [str(repo)]
+    # A run that fails (its reviewer cannot start) keeps its writer's worktree by default.
+    broken = {"broken": {"reviewer": {"cwd": str(tmp_path / "gone")}}}
+    exp = mh.experiment(wf, broken, {"writer": "hi"}, **common)
+    (run,) = exp.runs
+    assert run.error is not None and "not an existing directory" in run.error
+    assert _worktree_list(repo) == [str(repo), run.worktrees["writer"]]
+
+
+def test_a_runs_workdir_is_its_worktree_else_its_cwd_and_names_the_tiles_it_has() -> None:
+    run = Run("v", 1, worktrees={"writer": "/r.worktrees/w"}, cwds={"writer": "/r", "rv": None})
+    assert run.workdir("writer") == "/r.worktrees/w" and run.workdir("rv") is None
+    with pytest.raises(
+        mh.MadohubValueError, match=r"run v#1 has no tile 'x'; its tiles: writer, rv"
+    ):
+        run.workdir("x")
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"base": "no-such-ref"}, "base='no-such-ref' is not a commit"),
+        ({"keep_worktrees": "sometimes"}, "keep_worktrees must be False, True or 'failed'"),
+    ],
+)
+def test_a_bad_base_or_keep_worktrees_is_refused_before_anything_starts(
+    project: Path, repo: Path, tmux_socket: str, extra: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(mh.MadohubValueError, match=says):
+        mh.experiment(
+            _worktree_workflow(project, repo), {"v": {}}, {"writer": "hi"},
+            socket_name=tmux_socket, **extra,
+        )  # fmt: skip
+    assert _worktree_list(repo) == [str(repo)]
+
+
+# A kickoff to a shell (issue 40, item 8) -------------------------------------------------
+
+
+def test_a_kickoff_to_a_shell_tile_needs_allow_shell(
+    project: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    wf = Workflow(
+        "shell", {"sh": {"agent": "shell", "command": BASH, "cwd": str(project)}}, []
+    )  # fmt: skip
+    common: dict[str, Any] = {
+        "timeout_s": 8, "log_path": tmp_path / "exp.sqlite3", "socket_name": tmux_socket,
+        "idle_delay_ms": FAST_IDLE_MS,
+    }  # fmt: skip
+    kickoff = {"sh": "echo made > made.txt"}
+    exp = mh.experiment(wf, {"v": {}}, kickoff, **common)
+    (run,) = exp.runs
+    assert run.error is not None and "allow_shell=True" in run.error, run.error
+    assert not (project / "made.txt").exists()
+    exp = mh.experiment(wf, {"v": {}}, kickoff, allow_shell=True, **common)
+    assert (project / "made.txt").read_text() == "made\n"
+    rounds = exp.rounds
+    assert list(rounds.loc[rounds["round"] == 0, "status"]) == ["delivered"]

@@ -96,7 +96,7 @@ def _experiment(rows: list[dict[str, Any]]) -> Scored:
     ]  # fmt: skip
     frame = pd.DataFrame(rows)[["variant", "repeat", "quality", "tests"]]
     return Scored(
-        workflow, {"a": workflow, "b": workflow}, "/nonexistent/log.db", runs, scores=frame
+        workflow, {"a": workflow, "b": workflow}, "/nonexistent/log.db", runs=runs, scores=frame
     )
 
 

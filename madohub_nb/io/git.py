@@ -341,22 +341,26 @@ def default_branch(tile: str) -> str:
     return f"{BRANCH_PREFIX}{tile}"
 
 
-def plan_worktree(machine: Machine, cwd: str, tile: str, branch: str) -> Worktree:
-    """Check that a worktree for ``tile`` on a new ``branch`` can be made from ``cwd``'s
-    repository (nothing is made); a teaching error for each way it cannot."""
+def plan_worktree(
+    machine: Machine, cwd: str, tile: str, branch: str, base: str = "HEAD", folder: str = ""
+) -> Worktree:
+    """Check that a worktree for ``tile`` on a new ``branch`` from commit ``base`` can be made
+    from ``cwd``'s repository (nothing is made), in ``<repo>.worktrees/<folder or tile>``; a
+    teaching error for each way it cannot."""
     if not isinstance(branch, str) or not branch.strip():
         raise MadohubValueError(f"worktree branch must be a non-empty string, got {branch!r}")
+    name = shlex.quote(folder or tile)
     script = f"""
 b={shlex.quote(branch)}
 top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo norepo; exit 0; }}
 echo "top=$top"
-echo "dest=$(dirname "$top")/$(basename "$top"){WORKTREES_SUFFIX}/{tile}"
+echo "dest=$(dirname "$top")/$(basename "$top"){WORKTREES_SUFFIX}/"{name}
 lock=$(git rev-parse --path-format=absolute --git-path index.lock)
 [ -e "$lock" ] && echo "locked=$lock"
-head=$(git rev-parse -q --verify 'HEAD^{{commit}}') && echo "head=$head"
+head=$(git rev-parse -q --verify {shlex.quote(base + "^{commit}")}) && echo "head=$head"
 git check-ref-format --branch "$b" >/dev/null 2>&1 || echo badref
 git show-ref --verify -q "refs/heads/$b" && echo exists
-[ -e "$(dirname "$top")/$(basename "$top"){WORKTREES_SUFFIX}/{tile}" ] && echo destexists
+[ -e "$(dirname "$top")/$(basename "$top"){WORKTREES_SUFFIX}/"{name} ] && echo destexists
 true
 """
     done = run_git(machine, script, cwd)
@@ -391,6 +395,11 @@ true
         raise MadohubValueError(
             f"branch {branch!r} already exists in {top}; a worktree tile starts a new branch: "
             "name another one (worktree='NAME'), or delete the old branch"
+        )
+    if "head" not in facts and base != "HEAD":
+        raise MadohubValueError(
+            f"base={base!r} is not a commit of the repository at {top}; give a commit, branch "
+            "or tag it has (git log shows them)"
         )
     if "head" not in facts:
         raise MadohubValueError(
@@ -475,6 +484,39 @@ true
     parts += [f"{ignored} ignored path{'s' * (ignored != 1)}"] if ignored else []
     parts += [f"{commits} new commit{'s' * (commits != 1)}"] if commits else []
     return WorktreeEnd(tile, plan, True, ", ".join(parts) or "could not be removed")
+
+
+def resolve_commit(machine: Machine, cwd: str, base: str) -> str:
+    """The full sha of commit-ish ``base`` in ``cwd``'s repository; a teaching error when
+    ``cwd`` is not in a repository or ``base`` names no commit there."""
+    if not isinstance(base, str) or not base.strip():
+        raise MadohubValueError(f"base must be a commit, branch or tag (a string), got {base!r}")
+    script = f"""
+git rev-parse --show-toplevel >/dev/null 2>&1 || {{ echo norepo; exit 0; }}
+git rev-parse -q --verify {shlex.quote(base + "^{commit}")} || echo nocommit
+true
+"""
+    out = run_git(machine, script, cwd).stdout.decode(errors="replace").split()
+    if not out or "norepo" in out:
+        raise MadohubValueError(
+            f"worktree= needs a git repository, and cwd {cwd} is not inside one "
+            "(git init it, pass a cwd inside a repository, or drop worktree=)"
+        )
+    if "nocommit" in out:
+        raise MadohubValueError(
+            f"base={base!r} is not a commit of the repository at {cwd}; give a commit, branch "
+            "or tag it has (git log shows them)"
+        )
+    return out[0]
+
+
+def changes_since(machine: Machine, folder: str, base: str) -> Changes:
+    """What ``folder``'s working tree holds that commit ``base`` does not (commits, edits and
+    untracked files alike; the repository's index is not touched)."""
+    done = snapshot(machine, folder, old=base)
+    if done is None or done[1] is None:
+        raise MadohubError(f"{folder} is not a git working tree: its changes cannot be read")
+    return done[1]
 
 
 def _last_line(data: bytes) -> str:

@@ -1,0 +1,150 @@
+"""An experiment's worktrees: each run's worktree tiles start in fresh worktrees of their own.
+
+A tile with ``worktree=`` in an experiment's workflow does not get the hub's worktree (one
+fixed branch, ``madohub/<tile>``, kept while it holds changes: the next run would collide
+with it). Each run makes its own instead, from the one commit the experiment resolved when
+it started (``base=``), on a branch of its own (``madohub/<tile>-<variant>-<repeat>-<id>``)
+in ``<repo>.worktrees/<tile>-<variant>-<repeat>-<id>``; the tile starts in it (its ``cwd``).
+After the run the worktree's changes against the base are read, and ``keep_worktrees``
+decides whether it stays: these worktrees are the experiment's own, so removing one with
+changes loses nothing the run's row does not already say (its diff summary).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .errors import MadohubError, MadohubValueError
+from .io.git import (
+    BRANCH_PREFIX,
+    Changes,
+    Worktree,
+    changes_since,
+    drop_worktree,
+    make_worktree,
+    plan_worktree,
+    resolve_commit,
+)
+from .io.machine import LocalMachine
+from .pipeline.workflow import Workflow
+
+KEEP_WORKTREES: Final = (False, True, "failed")
+"""What ``keep_worktrees`` can be: remove every run's worktrees, keep them all, or keep only
+the worktrees of runs that failed (the default: those are the ones to look into)."""
+
+
+def check_keep(keep: object) -> bool | str:
+    """``keep_worktrees`` as given, or a teaching error."""
+    if keep is False or keep is True or keep == "failed":
+        return keep
+    raise MadohubValueError(
+        f"keep_worktrees must be False, True or 'failed', got {keep!r}: False removes each "
+        "run's worktrees after its diff is read, True keeps them all, 'failed' (the default) "
+        "keeps those of runs that failed"
+    )
+
+
+def worktree_tiles(workflow: Workflow) -> dict[str, str]:
+    """The workflow's tiles that work in a worktree, each with the folder its repository is
+    found from (its ``cwd``, else this process's); a teaching error for a remote one."""
+    found: dict[str, str] = {}
+    for name, options in workflow.tiles.items():
+        if options.get("worktree") in (None, False):
+            continue
+        if options.get("host") is not None:
+            raise MadohubValueError(
+                f"tiles.{name}: an experiment makes its runs' worktrees on this machine, and "
+                f"this tile runs on host {options['host']!r}; drop worktree= or host="
+            )
+        found[name] = os.fspath(options.get("cwd") or os.getcwd())
+    return found
+
+
+def resolve_bases(workflows: Mapping[str, Workflow], base: str | None) -> dict[str, str]:
+    """Each worktree tile's folder → the sha of ``base`` (None: ``HEAD``) there, resolved
+    once, before the first run, so every run starts from the same commit."""
+    machine = LocalMachine()
+    shas: dict[str, str] = {}
+    for name, workflow in workflows.items():
+        for tile, folder in worktree_tiles(workflow).items():
+            if folder not in shas:
+                try:
+                    shas[folder] = resolve_commit(machine, folder, base or "HEAD")
+                except MadohubValueError as exc:
+                    raise MadohubValueError(f"variants.{name}.{tile}: {exc}") from None
+    return shas
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
+def make_run_worktrees(
+    workflow: Workflow, bases: Mapping[str, str], variant: str, repeat: int
+) -> tuple[Workflow, dict[str, Worktree]]:
+    """``workflow`` with each worktree tile started in a new worktree of its own (made here),
+    and those worktrees by tile; none is left when one cannot be made."""
+    if not worktree_tiles(workflow):
+        return workflow, {}
+    machine = LocalMachine()
+    run_id = secrets.token_hex(3)
+    tiles = {name: dict(options) for name, options in workflow.tiles.items()}
+    made: dict[str, Worktree] = {}
+    try:
+        for name, folder in worktree_tiles(workflow).items():
+            label = f"{_slug(name)}-{_slug(variant)}-{repeat}-{run_id}"
+            plan = plan_worktree(
+                machine, folder, name, f"{BRANCH_PREFIX}{label}", bases[folder], label
+            )
+            make_worktree(machine, plan)
+            made[name] = plan
+            tiles[name]["cwd"] = plan.path
+            del tiles[name]["worktree"]
+    except BaseException:
+        drop_run_worktrees(made)
+        raise
+    varied = Workflow(workflow.name, tiles, workflow.routes)
+    varied.path = workflow.path  # (the variant's hash, not one per run's worktree folders)
+    varied.hash = workflow.hash or hashlib.sha256(workflow.dumps().encode()).hexdigest()
+    return varied, made
+
+
+def read_changes(worktrees: Mapping[str, Worktree]) -> tuple[dict[str, Changes], str | None]:
+    """Each worktree's changes against its base; and why one could not be read, if so."""
+    machine = LocalMachine()
+    changes: dict[str, Changes] = {}
+    problem = None
+    for tile, plan in worktrees.items():
+        try:
+            changes[tile] = changes_since(machine, plan.path, plan.base)
+        except MadohubError as exc:
+            problem = f"the changes of tile {tile!r} could not be read: {exc}"
+    return changes, problem
+
+
+def drop_run_worktrees(worktrees: Mapping[str, Worktree]) -> None:
+    """Remove the worktrees and their branches, whatever they hold."""
+    machine = LocalMachine()
+    for plan in worktrees.values():
+        drop_worktree(machine, plan)
+
+
+def keeps(keep: bool | str, failed: bool) -> bool:
+    """Whether a run's worktrees stay after it (``keep_worktrees``)."""
+    return keep is True or (keep == "failed" and failed)
+
+
+def totals(changes: Mapping[str, Changes]) -> dict[str, Any]:
+    """The row's diff summary: files changed, lines added and removed over every worktree."""
+    if not changes:
+        return {"files_changed": None, "lines_added": None, "lines_removed": None}
+    return {
+        "files_changed": sum(c.files_changed for c in changes.values()),
+        "lines_added": sum(c.lines_added for c in changes.values()),
+        "lines_removed": sum(c.lines_removed for c in changes.values()),
+    }
