@@ -64,6 +64,28 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return h
 
 
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS``: its stdout; a failure raises."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, home: Path) -> Path:
+    """A repository with one commit (README, 2 lines) and a clean working tree."""
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    git(r, "config", "user.email", "t@example.invalid")
+    git(r, "config", "user.name", "t")
+    (r / "README").write_text("one\ntwo\n")
+    git(r, "add", "README")
+    git(r, "commit", "-q", "-m", "first")
+    return r
+
+
 def tmux_server_pid(socket_name: str) -> int | None:
     """The pid of the tmux server on ``socket_name`` as tmux reports it; None if none answers."""
     out = subprocess.run(

@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import BASH, FAST_IDLE_MS, start_standin, wait_until
+from conftest import BASH, FAST_IDLE_MS, git, start_standin, wait_until
 
 import madohub_nb as mh
 from madohub_nb.agents.kinds import claude as claude_kind
@@ -275,10 +275,7 @@ def test_a_fresh_agent_never_takes_another_agents_transcript_of_its_cwd_for_its_
 
 
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    )  # fmt: skip
-    return done.stdout.strip()
+    return git(repo, *args).strip()
 
 
 @pytest.fixture

@@ -10,14 +10,13 @@ script that runs out of time ends with all its processes. Real git, tmux, files 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from conftest import log_rows, shell_tile, wait_until
+from conftest import git, log_rows, shell_tile, wait_until
 
 import madohub_nb as mh
 from madohub_nb.errors import TmuxError
@@ -25,27 +24,6 @@ from madohub_nb.io.git import git_script, snapshot
 from madohub_nb.io.machine import LocalMachine
 
 KEY = "sk-ant-api03-git38-never-in-a-file"
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout
-
-
-@pytest.fixture
-def repo(tmp_path: Path, home: Path) -> Path:
-    """A repository with one commit (README, 2 lines) and a clean working tree."""
-    r = tmp_path / "repo"
-    r.mkdir()
-    git(r, "init", "-q", "-b", "main")
-    git(r, "config", "user.email", "t@example.invalid")
-    git(r, "config", "user.name", "t")
-    (r / "README").write_text("one\ntwo\n")
-    git(r, "add", "README")
-    git(r, "commit", "-q", "-m", "first")
-    return r
 
 
 def arm(repo: Path, leaks: Path) -> None:

@@ -13,31 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BASH, log_rows, shell_tile, wait_until
+from conftest import BASH, git, log_rows, shell_tile, wait_until
 
 import madohub_nb as mh
 from madohub_nb.io.git import Changes, parse_numstat
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout
-
-
-@pytest.fixture
-def repo(tmp_path: Path, home: Path) -> Path:
-    """A repository with one commit (README, 2 lines) and a clean working tree."""
-    r = tmp_path / "repo"
-    r.mkdir()
-    git(r, "init", "-q", "-b", "main")
-    git(r, "config", "user.email", "t@example.invalid")
-    git(r, "config", "user.name", "t")
-    (r / "README").write_text("one\ntwo\n")
-    git(r, "add", "README")
-    git(r, "commit", "-q", "-m", "first")
-    return r
 
 
 def worktrees(repo: Path) -> list[str]:
