@@ -191,6 +191,8 @@ def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
 ) -> None:
     tile = hub.tile("sh", agent="shell", command=BASH)
     wait_until(lambda: "$" in tile.screen(), 10, what="the prompt")
+    # The connection comes up beside the tile; until then commands run as processes.
+    wait_until(lambda: hub.runtime.tmux.channel_up, 10, what="the control connection")
     before = hub.runtime.tmux.channel_commands
     with pytest.raises(mh.errors.TmuxError, match="can't find pane"):
         hub.runtime.tmux.run("capture-pane", "-p", "-t", "%9999")
@@ -198,8 +200,9 @@ def test_a_failed_framed_command_is_an_error_and_the_next_answer_is_its_own(
     assert hub.runtime.tmux.run("display-message", "-p", "#{pane_title}x", check=False).endswith(
         "x\n"
     )
-    # Both went over the control connection (the tile's own reads may add more meanwhile).
-    assert hub.runtime.tmux.channel_commands >= before + 2
+    # All three went over the control connection, the failed one too (the tile's own
+    # reads may add more meanwhile).
+    assert hub.runtime.tmux.channel_commands >= before + 3
 
 
 @pytest.mark.parametrize(

@@ -143,6 +143,12 @@ class Tmux:
         if self._channel is None or not self._channel.alive:
             self._channel = client
 
+    @property
+    def channel_up(self) -> bool:
+        """Commands go over a live control connection now (not as short processes)."""
+        channel = self._channel
+        return channel is not None and channel.alive
+
     def drop_channel(self, client: ControlClient) -> None:
         """``client`` is going away: commands fall back to short tmux processes."""
         if self._channel is client:
@@ -167,6 +173,9 @@ class Tmux:
                 out = future.result(COMMAND_TIMEOUT_S)
                 self.channel_commands += 1
                 return out
+            except TmuxError:
+                self.channel_commands += 1  # answered (with %error) over the connection
+                raise
             except concurrent.futures.TimeoutError as exc:
                 raise TmuxError(
                     f"tmux {args[0]} did not answer within {COMMAND_TIMEOUT_S:.0f} s"
@@ -228,6 +237,9 @@ class Tmux:
                 out = await channel.command(args, check)
                 self.channel_commands += 1
                 return out
+            except TmuxError:
+                self.channel_commands += 1  # answered (with %error) over the connection
+                raise
             except ChannelClosed:
                 pass  # closed before the command was sent: run it the other way
         return await asyncio.to_thread(self._run_process, *args, input=input, check=check)
