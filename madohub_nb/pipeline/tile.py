@@ -49,6 +49,7 @@ from ..agents.screen import (
     terminal_last_response,
 )
 from ..errors import MadohubValueError, TileError, TmuxError
+from ..io.agent_channels.base import Channel
 from ..io.agent_records.base import Extraction
 from ..io.git import ChangeTracker, Worktree, default_branch
 from ..io.hooks.channel import HookEvent
@@ -254,6 +255,9 @@ class Tile:
         """What was typed into the pane last, and where (for answer_after_input extraction)."""
         self.hooks: TileHooks | None = None
         """The agent's own hooks, when the hub started the pane with them (``hooks=``)."""
+        self.channel: Channel | None = None
+        """The agent's native channel (``channel=``): prompts go in through its protocol and
+        its turns come back through it; None: typed into the pane."""
         self.last_signal: str | None = None
         """Which evidence the last state read came from (``status``, ``transcript``,
         ``screen``, ``quiet``); None before the first read."""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...io.agent_channels.base import Channel, ChannelEndpoint, ChannelServer
 from ..launch import LaunchLayer
 from ..permission import DIALOGS, DialogReader
 from ..profile import AgentProfile
@@ -44,6 +45,24 @@ class McpLayer(Protocol):
 
 
 @dataclass(frozen=True)
+class ChannelPlan:
+    """A tile's native channel: what the agent's start gains (``layer``: its arguments, its
+    environment, its files), a server the hub starts first (None: the agent's TUI serves
+    the protocol itself), and how the hub opens the channel once the agent is up
+    (``open(server_pid)``: the pid of ``server`` as started, to end it by)."""
+
+    layer: LaunchLayer
+    server: ChannelServer | None
+    open: Callable[[int | None], Channel]
+
+
+class ChannelLayer(Protocol):
+    """The kind's native channel at ``endpoint`` (a private folder, socket or port, password)."""
+
+    def __call__(self, endpoint: ChannelEndpoint) -> ChannelPlan: ...
+
+
+@dataclass(frozen=True)
 class AgentKind:
     """One agent kind: its screen profile, its record reader, its launch layers, its
     permission-dialog reader and its opt-in rules.
@@ -65,6 +84,8 @@ class AgentKind:
     """Its stop hook's ``last_assistant_message`` is the turn's answer, whole (not Gemini's)."""
     mcp: McpLayer | None = None
     """None: the hub cannot start this kind with its MCP tools."""
+    channel: ChannelLayer | None = None
+    """None: prompts are typed into its TUI (it has no protocol the hub speaks)."""
     mcp_on_hosts: bool = False
     """Its MCP layer works on a host too (no machine files of its own to stand in for)."""
     permission: DialogReader | None = DIALOGS
