@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .defaults import price_for
 from .errors import MadohubError, MadohubValueError
-from .pipeline.transforms import resolve_api_key, scrub
+from .pipeline.transforms import AIClientConfig, resolve_api_key, scrub
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -261,15 +262,6 @@ class Judge(Scorer):
         return (f"{self.name}_cost_usd",)
 
     def __call__(self, run: ScoredRun) -> float:
-        import anthropic
-
-        config = run.hub.ai_config(self.model)
-        key = resolve_api_key(config.api_key)
-        if key is None:
-            raise MadohubError(
-                "the judge needs an Anthropic API key: give the experiment api_key= (a hub "
-                "setting) or set ANTHROPIC_API_KEY"
-            )
         message = f"Rubric:\n{self.rubric}\n\nThe final answer:\n{run.final_answer or '(none)'}"
         if self.diff is not False:
             tiles = (
@@ -277,32 +269,60 @@ class Judge(Scorer):
                 else [self.diff] if isinstance(self.diff, str) else list(self.diff)
             )  # fmt: skip
             message += f"\n\nThe changes in the working folders:\n{_diff(run, tiles)}"
-        client = anthropic.Anthropic(
-            api_key=key, base_url=config.base_url, timeout=config.timeout_s,
-            max_retries=config.max_retries,
-        )  # fmt: skip
-        try:
-            with client:
-                response = client.messages.create(
-                    model=config.model, max_tokens=JUDGE_MAX_TOKENS, system=JUDGE_SYSTEM,
-                    messages=[{"role": "user", "content": message}],
-                )  # fmt: skip
-        except anthropic.AnthropicError as err:  # "from None": its chain may carry headers
-            raise MadohubError(
-                f"the judge's call failed (model {config.model}): "
-                + scrub(f"{type(err).__name__}: {err}", key)
-            ) from None
-        usage = response.usage
-        counts = {"input": usage.input_tokens, "output": usage.output_tokens}
-        row = price_for(response.model or config.model, run.hub.prices)
-        cost = math.nan if row is None else sum(row[k] * n for k, n in counts.items()) / 1e6
-        run.values[f"{self.name}_cost_usd"] = cost
-        said = {"model": response.model or config.model, "cost_usd": cost}
-        run.meta[self.name] = {**said, **{f"{k}_tokens": n for k, n in counts.items()}}
-        reply = "".join(getattr(b, "text", "") for b in response.content)
-        score, why = parse_grade(reply)
+        asked = ask_model(run.hub.ai_config(self.model), JUDGE_SYSTEM, message, run.hub.prices)
+        run.values[f"{self.name}_cost_usd"] = asked.cost_usd
+        said = {"model": asked.model, "cost_usd": asked.cost_usd}
+        run.meta[self.name] = {**said, **{f"{k}_tokens": n for k, n in asked.tokens.items()}}
+        score, why = parse_grade(asked.reply)
         run.meta[self.name].update(score=score, why=why)
         return score
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A judge's reply, the model that answered, its tokens (``input``, ``output``) and cost."""
+
+    reply: str
+    model: str
+    tokens: dict[str, int]
+    cost_usd: float
+
+
+def ask_model(
+    config: AIClientConfig, system: str, message: str, prices: Mapping[str, Mapping[str, float]]
+) -> Asked:
+    """One judge's question through the ``anthropic`` SDK (``config``: the hub's API settings),
+    priced from ``prices`` (NaN: the model has no price); a failure is a MadohubError."""
+    import anthropic
+
+    key = resolve_api_key(config.api_key)
+    if key is None:
+        raise MadohubError(
+            "the judge needs an Anthropic API key: give the experiment api_key= (a hub "
+            "setting) or set ANTHROPIC_API_KEY"
+        )
+    client = anthropic.Anthropic(
+        api_key=key, base_url=config.base_url, timeout=config.timeout_s,
+        max_retries=config.max_retries,
+    )  # fmt: skip
+    try:
+        with client:
+            response = client.messages.create(
+                model=config.model, max_tokens=JUDGE_MAX_TOKENS, system=system,
+                messages=[{"role": "user", "content": message}],
+            )  # fmt: skip
+    except anthropic.AnthropicError as err:  # "from None": its chain may carry headers
+        raise MadohubError(
+            f"the judge's call failed (model {config.model}): "
+            + scrub(f"{type(err).__name__}: {err}", key)
+        ) from None
+    usage = response.usage
+    counts = {"input": usage.input_tokens, "output": usage.output_tokens}
+    model = response.model or config.model
+    row = price_for(model, prices)
+    cost = math.nan if row is None else sum(row[k] * n for k, n in counts.items()) / 1e6
+    reply = "".join(getattr(b, "text", "") for b in response.content)
+    return Asked(reply, model, counts, cost)
 
 
 def judge(
