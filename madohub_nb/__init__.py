@@ -38,6 +38,7 @@ from .pipeline.gather import Gather
 from .pipeline.route import Route
 from .pipeline.tile import Tile
 from .pipeline.workflow import Workflow
+from .playground import Playground, try_transforms
 
 _attach_views()  # tiles', routes' and the log's notebook views (the objects import no HTML)
 
@@ -61,6 +62,7 @@ __all__ = [
     "MadohubError",
     "MadohubValueError",
     "MadohubWarning",
+    "Playground",
     "Route",
     "RoundLog",
     "RoundRecord",
@@ -78,6 +80,7 @@ __all__ = [
     "read_turn_usage",
     "register_agent",
     "score",
+    "try_transforms",
     "unload_ipython_extension",
 ]
 

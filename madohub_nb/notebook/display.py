@@ -1,6 +1,6 @@
 """How the hub's objects show themselves in a notebook, attached from this layer so the
 objects import no HTML and no plotting: a tile's and a route's ``_repr_html_``
-(:mod:`madohub_nb.render`) and ``RoundLog.plot()`` (:mod:`madohub_nb.plot`, whose
+(:mod:`madohub_nb.render`), the playground's widget and ``RoundLog.plot()`` (:mod:`madohub_nb.plot`, whose
 matplotlib loads only when a plot is asked for). The package attaches them when it is
 imported (``madohub_nb/__init__.py``), before any of those objects can exist.
 """
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..io.log import RoundLog
 from ..pipeline.route import Route
 from ..pipeline.tile import Tile
+from ..playground import Playground
 from ..render import html_for_route, html_for_tile
 
 if TYPE_CHECKING:
@@ -31,3 +32,11 @@ def attach() -> None:
     Tile.html_view = html_for_tile
     Route.html_view = html_for_route
     RoundLog.plotter = timeline_figure
+    Playground.view_maker = playground_view
+
+
+def playground_view(played: Playground) -> Any:
+    """The playground's side-by-side widget, imported on first use (ipywidgets is slow to load)."""
+    from .playground_view import PlaygroundView
+
+    return PlaygroundView(played)

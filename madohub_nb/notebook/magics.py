@@ -31,6 +31,7 @@ from .parsing import (
     COMMANDS,
     DEBUG_ENV,
     SUBCOMMANDS,
+    TRY_TAIL_DEFAULT,
     HelpShown,
     build_parser,
     debug_wanted,
@@ -39,6 +40,8 @@ from .parsing import (
     option_keywords,
     parse_command,
     parse_duration_ms,
+    parse_round_spec,
+    parse_variants,
     split_endpoints,
     split_words,
 )
@@ -124,7 +127,7 @@ class MadohubMagics(Magics):
         if cell.strip():
             raise MadohubValueError(
                 f"%%madohub {args.command} takes no cell body "
-                "(a cell body is for template, connect, gather, replay and send)"
+                "(a cell body is for template, connect, gather, replay, send and try)"
             )
 
     # Sub-commands ---------------------------------------------------------
@@ -283,6 +286,43 @@ class MadohubMagics(Magics):
             kwargs["template"] = template
         # The engine runs in its own thread: waiting here never stops routing.
         return self.hub().replay(args.round_id, **kwargs).result(REPLAY_WAIT_S)
+
+    def _try(self, args: argparse.Namespace, cell: str) -> Any:
+        """The playground on logged answers: the cell's variants (or ``--variants NAME``)."""
+        from ..playground import try_transforms
+
+        if args.variants is not None:
+            if cell.strip():
+                raise MadohubValueError(
+                    "give the variants as --variants NAME or as the cell, not both"
+                )
+            namespace = self.shell.user_ns if self.shell else {}
+            if args.variants not in namespace:
+                raise MadohubValueError(
+                    f"--variants {args.variants}: no such name in the notebook; give a dict of "
+                    "name -> template, transform or transform settings"
+                )
+            variants = namespace[args.variants]
+        else:
+            variants = parse_variants(cell)
+        hub = self.hub()
+        df = hub.log.df
+        if args.rounds is not None:
+            numbers, ids, open_from = parse_round_spec(args.rounds)
+            unknown = [n for n in numbers if n not in df.index]
+            if unknown:
+                raise MadohubValueError(
+                    f"--rounds: the log has no row {unknown[0]} (rows 0 to {len(df) - 1})"
+                )
+            picked = df.index.isin(numbers) | df["round_id"].isin(ids)
+            if open_from is not None:
+                picked |= df.index >= open_from
+            df = df[picked]
+        else:
+            if not args.all:
+                df = df[df["session_id"] == hub.session_id]
+            df = df[df["extracted"].notna()].tail(args.tail or TRY_TAIL_DEFAULT)
+        return try_transforms(df, variants, judge=args.judge, hub=hub)
 
     def _template(self, args: argparse.Namespace, cell: str) -> str | None:
         if cell.strip():

@@ -383,6 +383,107 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deliver", action="store_true", help="also type the new prompt (default: off)")
 
 
+TRY_TAIL_DEFAULT = 10
+"""``%madohub try`` without ``--rounds``: the last that many answers."""
+
+
+def _try_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--rounds", metavar="SPEC",
+        help="rows of %%madohub log by their number (3-7, 3,5,9, 12-) or round ids "
+        f"(default: the last {TRY_TAIL_DEFAULT} answers)",
+    )  # fmt: skip
+    p.add_argument(
+        "--tail",
+        type=_positive_int,
+        metavar="N",
+        help=f"the last N answers (default {TRY_TAIL_DEFAULT})",
+    )
+    p.add_argument(
+        "--variants",
+        metavar="NAME",
+        help="a dict of variants in the user namespace (default: the cell)",
+    )
+    p.add_argument(
+        "--judge", metavar="MODEL", help="a model ranks the prompts pairwise (default: none)"
+    )
+    _all_rounds(p)
+
+
+_VARIANT_HEADER = re.compile(
+    r"^\[\s*(?P<name>[\w.-]+)\s*(?::\s*(?P<transform>[\w-]+))?"
+    r"(?:\s+model=(?P<model>\S+))?\s*\]\s*$"
+)
+
+
+def parse_variants(cell: str) -> dict[str, Any]:
+    """``%%madohub try``'s cell: blocks, each under a ``[NAME]`` line holding a template, or
+    under ``[NAME: TRANSFORM]`` / ``[NAME: TRANSFORM model=MODEL]`` with an optional template
+    (an AI transform's instruction). Variants in the order written."""
+    variants: dict[str, dict[str, Any]] = {}
+    body: list[str] | None = None
+    for number, line in enumerate(cell.splitlines(), 1):
+        header = _VARIANT_HEADER.match(line)
+        if header is None:
+            if body is None:
+                if line.strip():
+                    raise MadohubValueError(
+                        f"line {number} of the cell comes before any [NAME] line: {line!r}; "
+                        "write each variant under a [NAME] (or [NAME: TRANSFORM]) line"
+                    )
+                continue
+            body.append(line)
+            continue
+        name = header.group("name")
+        if name in variants:
+            raise MadohubValueError(
+                f"variant {name!r} is written twice in the cell (line {number})"
+            )
+        body = []
+        settings: dict[str, Any] = {"transform": header.group("transform") or "prompt-wrap"}
+        if header.group("model"):
+            settings["model"] = header.group("model")
+        variants[name] = {**settings, "_body": body}
+    if not variants:
+        raise MadohubValueError(
+            "%%madohub try needs variants: a [NAME] line then its template, one block per "
+            "variant, or --variants NAME (a dict in the notebook)"
+        )
+    out: dict[str, Any] = {}
+    for name, settings in variants.items():
+        text = "\n".join(settings.pop("_body")).strip("\n")
+        if text.strip():
+            settings["template"] = text
+        out[name] = settings
+    return out
+
+
+_ROUND_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def parse_round_spec(spec: str) -> tuple[list[int], list[str], int | None]:
+    """``--rounds``: (row numbers, round ids, an open start like ``12-``)."""
+    numbers: list[int] = []
+    ids: list[str] = []
+    open_from = None
+    for part in (p.strip() for p in spec.split(",")):
+        lo, dash, hi = part.partition("-")
+        if _ROUND_ID.match(part):
+            ids.append(part)
+        elif lo.isdigit() and dash and hi.isdigit() and int(lo) <= int(hi):
+            numbers.extend(range(int(lo), int(hi) + 1))
+        elif lo.isdigit() and dash and not hi:
+            open_from = int(lo)
+        elif part.isdigit() and not dash:
+            numbers.append(int(part))
+        else:
+            raise MadohubValueError(
+                f"--rounds: {part!r} is not a row number, a range (3-7, 12-) or a round id; "
+                "the numbers are those %madohub log shows on the left"
+            )
+    return numbers, ids, open_from
+
+
 def _template_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name")
 
@@ -439,6 +540,10 @@ COMMANDS: Final[dict[str, Command]] = {
     "log": Command("this hub's rounds as a DataFrame (df = %%madohub log)", _log_arguments),
     "plot": Command("timeline of this hub's rounds (a matplotlib Figure)", _all_rounds),
     "replay": Command("run a logged round again with another transform", _replay_arguments),
+    "try": Command(
+        "the transform playground: %%%%madohub try renders the cell's variants ([NAME] then a "
+        "template) on logged answers, side by side", _try_arguments,
+    ),
     "template": Command(
         f"%%%%madohub template NAME stores the cell as a template ({PLACEHOLDERS})",
         _template_arguments,
