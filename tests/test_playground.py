@@ -284,3 +284,39 @@ def test_try_magic_renders_the_cell_variants_on_the_chosen_rows(ip: InteractiveS
         ip.run_cell_magic("madohub", "try --rounds 40", "[x]\n{output}")
     with pytest.raises(UsageError, match="no such name"):
         ip.run_line_magic("madohub", "try --variants nothing")
+
+
+def test_try_magic_ranks_with_a_judge(ip: InteractiveShell) -> None:
+    with FakeAnthropic(reply=_pick) as fake:
+        ip.run_line_magic("config", f"MadoHub.base_url = '{fake.base_url}'")
+        ip.run_line_magic("config", f"MadoHub.api_key = '{KEY}'")
+        played = ip.run_cell_magic(
+            "madohub",
+            "try --rounds 0 --judge claude-haiku-4-5",
+            "[plain]\n{output}\n[good]\nGOOD {output}",
+        )
+        assert len(fake.reported) == 1
+    assert played.ranking.to_dict("records")[0] == {
+        "variant": "good", "wins": 1, "losses": 0, "win_rate": 1.0
+    }  # fmt: skip
+    assert played.ranking.to_html(index=False) in played.widget().snapshot_html()
+
+
+def test_ai_variant_without_a_hub_uses_the_environment_and_its_own_engine(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    with mh.RoundLog(tmp_path / "r.sqlite3") as log:
+        record(log, ANSWERS[0], 1)
+        df = log.df
+    before = {t.name for t in threading.enumerate()}
+    with FakeAnthropic(reply="Summary: tests pass.") as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        played = mh.try_transforms(df, {"s": {"transform": "summary"}})
+        assert fake.api_key_seen(KEY)
+    assert list(played.df["prompt"]) == ["Summary: tests pass."]
+    assert played.df["cost_usd"][0] > 0
+    after = {t.name for t in threading.enumerate()}
+    assert "madohub-playground" not in after - before  # its engine was closed
