@@ -338,13 +338,18 @@ def parse_choice(reply: str) -> tuple[str, str | None]:
 
 
 def _compare(played: Playground, judge: Judge, settings: _Settings) -> pd.DataFrame:
-    """Each round's variants two by two (those that rendered), the judge's pick of each pair."""
+    """Each round's variants two by two (those that rendered), the judge's pick of each pair.
+    Which of a pair is shown first alternates from one question to the next, so a judge that
+    favours a position favours no variant (``a`` is the one shown as prompt A)."""
     import pandas as pd
 
     rows = []
+    asked_n = 0
     for round_id, answer in played.answers.items():
         ok = [(v, p) for v, (p, err) in played.prompts(round_id).items() if p is not None]
-        for (a, prompt_a), (b, prompt_b) in itertools.combinations(ok, 2):
+        for pair in itertools.combinations(ok, 2):
+            (a, prompt_a), (b, prompt_b) = pair if asked_n % 2 == 0 else pair[::-1]
+            asked_n += 1
             message = (
                 f"Rubric:\n{judge.rubric}\n\nThe sender's answer:\n{answer}\n\n"
                 f"Prompt A:\n{prompt_a}\n\nPrompt B:\n{prompt_b}"

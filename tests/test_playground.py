@@ -167,6 +167,21 @@ def test_judge_settings_are_reused_from_score_judge(recorded: Any) -> None:
     assert played.ranking is not None and played.ranking["variant"][0] == "b"
 
 
+def test_the_judge_sees_each_variant_first_as_often_as_second(recorded: Any) -> None:
+    with FakeAnthropic(reply='{"better": "A"}') as fake:  # a judge that always picks the first
+        recorded.base_url, recorded.api_key = fake.base_url, KEY
+        played = mh.try_transforms(
+            recorded.log.df.head(2), {"x": "X {output}", "y": "Y {output}"},
+            judge="claude-haiku-4-5", hub=recorded,
+        )  # fmt: skip
+        shown_first = [
+            (prompt_text(r["body"]) or "").split("Prompt A:\n")[1][0] for r in fake.requests
+        ]
+    assert shown_first == ["X", "Y"]
+    assert played.comparisons is not None and list(played.comparisons["a"]) == ["x", "y"]
+    assert played.ranking is not None and list(played.ranking["wins"]) == [1, 1]
+
+
 def test_a_failing_variant_gives_its_error_and_the_others_go_on(recorded: Any) -> None:
     record(recorded.log, "   ", 4)  # an answer of blanks: nothing for raw to pass on
     played = mh.try_transforms(
