@@ -164,3 +164,13 @@ def test_with_hosts_a_tile_naming_its_own_host_or_a_missing_folder_is_refused(
     gone = {"v": {"reviewer": {"cwd": str(tmp_path / "gone")}}}
     with pytest.raises(mh.MadohubValueError, match=r"host 'box': the tiles' cwd .*gone is not"):
         mh.experiment(wf, gone, {"writer": "hi"}, hosts=["box"], **settings)
+
+
+def test_a_worktree_tile_on_a_host_of_its_own_points_to_hosts(
+    repo: Path, project: Path, tmux_socket: str
+) -> None:
+    wf = _workflow(project, repo)
+    wf.tiles["writer"]["host"] = "box"
+    with pytest.raises(mh.MadohubValueError, match=r"tiles\.writer: .*give the experiment hosts="):
+        mh.experiment(wf, {"v": {}}, {"writer": "hi"}, socket_name=tmux_socket)
+    assert _sessions(tmux_socket) == []
