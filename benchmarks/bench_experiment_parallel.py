@@ -99,7 +99,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
     report.info(
         f"{len(VARIANTS)} variants × {repeats} runs, stand-in Claude Code, idle_delay_ms "
         f"{IDLE_DELAY_MS}; a run's own wall time: median {parallel_df['wall_s'].median():.1f} s "
-        f"at parallel={PARALLEL}, {serial_df['wall_s'].median():.1f} s one after the other"
+        f"(mean {parallel_df['wall_s'].mean():.1f}) at parallel={PARALLEL}, "
+        f"{serial_df['wall_s'].median():.1f} s (mean {serial_df['wall_s'].mean():.1f}) one after "
+        "the other"
     )
     report.target(
         "runs without an error", f"{2 * runs - len(failed)}/{2 * runs}", "all", "—", not failed
