@@ -9,6 +9,8 @@ or until ``timeout_s``. A run that fails is a row with its error, never the end 
 experiment; an interrupted experiment ends the tiles it made and keeps what finished.
 A tile with ``worktree=`` gets a fresh worktree each run, from one base commit
 (:mod:`~madohub_nb.experiment_worktrees`); the row says what the run changed there.
+With ``hosts=`` the runs are spread over remote hosts, each run's tiles and worktrees on
+its host (:mod:`~madohub_nb.experiment_hosts`), its rounds in the one log here.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from . import experiment_hosts as run_hosts
 from . import experiment_worktrees as run_worktrees
+from .defaults import parse_ssh_command
 from .errors import MadohubError, MadohubValueError, MadohubWarning
 from .hub import Hub
 from .io.git import Changes, Worktree
 from .io.log import RoundLog
+from .io.machine import Machine
 from .pipeline.route import Route
 from .pipeline.workflow import Workflow, check_options, options_named
 from .score import Scorer, check_scorers, score_run
@@ -39,7 +44,7 @@ if TYPE_CHECKING:
     from .stats import Comparison
 
 DF_COLUMNS: Final = (
-    "variant", "repeat", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
+    "variant", "repeat", "host", "session_id", "rounds", "stopped_by", "input_tokens", "output_tokens",
     "cost_usd", "wall_s", "files_changed", "lines_added", "lines_removed", "final_answer",
     "error",
 )  # fmt: skip
@@ -91,6 +96,8 @@ class Run:
 
     variant: str
     repeat: int
+    host: str | None = None
+    """The host the run's tiles ran on (``hosts=``); None: this machine."""
     session_id: str | None = None
     rounds: int = 0
     stopped_by: str | None = None
@@ -152,6 +159,8 @@ class Experiment:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closed: threading.Event = field(default_factory=threading.Event, repr=False)
     scorers: list[Scorer] = field(default_factory=list)
+    hosts: run_hosts.RunHosts | None = field(default=None, repr=False)
+    """The hosts runs are spread over (``hosts=``); None: every run on this machine."""
 
     @property
     def score_names(self) -> list[str]:
@@ -293,6 +302,7 @@ def experiment(
     base: str | None = None,
     keep_worktrees: bool | str = "failed",
     allow_shell: bool = False,
+    hosts: list[str] | None = None,
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -309,6 +319,9 @@ def experiment(
     that failed, to look into, and removes the others, so repeated runs leave no pile of
     folders and branches; False removes all, with changes too (they are the experiment's own);
     True keeps all. ``allow_shell``: a kickoff may type into a shell or terminal tile.
+    ``hosts``: ssh hosts (as a tile's ``host=``) to spread the runs over: each run takes the
+    host with the fewest runs going and starts all its tiles there, its worktrees made there
+    from ``base`` (pushed to the host over ssh first); checked, all of them, before any run.
     ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
     Everything is checked before the first run starts.
     """
@@ -327,11 +340,18 @@ def experiment(
             f"timeout_s must be a positive number of seconds, got {timeout_s!r}"
         )
     keep = run_worktrees.check_keep(keep_worktrees)
+    host_names = run_hosts.check_hosts(hosts, varied)
     bases = run_worktrees.resolve_bases(varied, base)
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
+    ssh, remote_socket = parse_ssh_command(probe.ssh_command), probe.remote_socket_name
     probe.close()
-    exp = Experiment(wf, varied, path, bases, keep, allow_shell is True, scorers=scorers)
+    placed = None
+    if host_names is not None:
+        placed = run_hosts.open_hosts(host_names, varied, bases, ssh, remote_socket)
+    exp = Experiment(
+        wf, varied, path, bases, keep, allow_shell is True, scorers=scorers, hosts=placed
+    )
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
@@ -354,6 +374,8 @@ def experiment(
         )
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if placed is not None:
+            placed.close()
     return exp
 
 
@@ -381,8 +403,21 @@ def _run(
     exp: Experiment, name: str, repeat: int, kickoff: Mapping[str, str], timeout_s: float,
     log_path: str, settings: Mapping[str, Any],
 ) -> Run:  # fmt: skip
+    """One run, on a fresh hub, on the host it takes (``hosts=``) or here; never raises."""
+    host = exp.hosts.take() if exp.hosts is not None else None
+    try:
+        return _run_on(exp, host, name, repeat, kickoff, timeout_s, log_path, settings)
+    finally:
+        if exp.hosts is not None and host is not None:
+            exp.hosts.give_back(host)
+
+
+def _run_on(
+    exp: Experiment, host: str | None, name: str, repeat: int, kickoff: Mapping[str, str],
+    timeout_s: float, log_path: str, settings: Mapping[str, Any],
+) -> Run:  # fmt: skip
     """One run, on a fresh hub; never raises (a failure is the row's ``error``)."""
-    run = Run(name, repeat)
+    run = Run(name, repeat, host=host)
     if exp._closed.is_set():
         run.stopped_by, run.error = "error", "the experiment was closed before this run started"
         return run
@@ -393,10 +428,14 @@ def _run(
         exp.session_ids.append(hub.session_id)
     run.session_id = hub.session_id
     made: dict[str, Worktree] = {}
+    machine = exp.hosts.machines[host] if exp.hosts is not None and host is not None else None
     try:
+        folders = exp.hosts.repos[host] if exp.hosts is not None and host is not None else None
         workflow, made = run_worktrees.make_run_worktrees(
-            exp.variants[name], exp.bases, name, repeat
+            exp.variants[name], exp.bases, name, repeat, machine, folders
         )
+        if exp.hosts is not None and host is not None:
+            workflow = exp.hosts.place(workflow, host)
         run.worktrees = {tile: wt.path for tile, wt in made.items()}
         run.base = next((wt.base for wt in made.values()), None)
         run.cwds = {tile: options.get("cwd") for tile, options in workflow.tiles.items()}
@@ -431,22 +470,25 @@ def _run(
     run.wall_s = round(time.monotonic() - started, 3)
     if exp._closed.is_set() and run.stopped_by is None:
         run.stopped_by, run.error = "error", "the experiment was closed during this run"
-    _end_worktrees(run, made, exp.keep_worktrees)
+    _end_worktrees(run, made, exp.keep_worktrees, machine)
     _fill_from_log(run, log_path)
     return run
 
 
-def _end_worktrees(run: Run, made: Mapping[str, Worktree], keep: bool | str) -> None:
-    """Read the run's worktrees' changes into its row, then keep or remove them."""
+def _end_worktrees(
+    run: Run, made: Mapping[str, Worktree], keep: bool | str, machine: Machine | None = None
+) -> None:
+    """Read the run's worktrees' changes into its row, then keep or remove them (on
+    ``machine``, the run's host; None: here)."""
     if not made:
         return
-    run.changes, problem = run_worktrees.read_changes(made)
+    run.changes, problem = run_worktrees.read_changes(made, machine)
     for column, value in run_worktrees.totals(run.changes).items():
         setattr(run, column, value)
     if problem is not None:
         run.error = run.error or problem
     if not run_worktrees.keeps(keep, failed=run.error is not None):
-        run_worktrees.drop_run_worktrees(made)
+        run_worktrees.drop_run_worktrees(made, machine)
 
 
 def _wait(condition: Any, deadline: float) -> None:

@@ -7,7 +7,9 @@ it started (``base=``), on a branch of its own (``madohub/<tile>-<variant>-<repe
 in ``<repo>.worktrees/<tile>-<variant>-<repeat>-<id>``; the tile starts in it (its ``cwd``).
 After the run the worktree's changes against the base are read, and ``keep_worktrees``
 decides whether it stays: these worktrees are the experiment's own, so removing one with
-changes loses nothing the run's row does not already say (its diff summary).
+changes loses nothing the run's row does not already say (its diff summary). A run on a host
+(``hosts=``) makes them the same way there, in the host's repository for the tile's folder
+(:mod:`~madohub_nb.experiment_hosts`), through that host's machine.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .io.git import (
     plan_worktree,
     resolve_commit,
 )
-from .io.machine import LocalMachine
+from .io.machine import LocalMachine, Machine
 from .pipeline.workflow import Workflow
 
 KEEP_WORKTREES: Final = (False, True, "failed")
@@ -58,8 +60,9 @@ def worktree_tiles(workflow: Workflow) -> dict[str, str]:
             continue
         if options.get("host") is not None:
             raise MadohubValueError(
-                f"tiles.{name}: an experiment makes its runs' worktrees on this machine, and "
-                f"this tile runs on host {options['host']!r}; drop worktree= or host="
+                f"tiles.{name}: an experiment makes its runs' worktrees itself, and this tile "
+                f"runs on host {options['host']!r}; drop the tile's host= (to run on hosts, "
+                "give the experiment hosts=[...]) or its worktree="
             )
         found[name] = os.fspath(options.get("cwd") or os.getcwd())
     return found
@@ -85,13 +88,19 @@ def _slug(text: str) -> str:
 
 
 def make_run_worktrees(
-    workflow: Workflow, bases: Mapping[str, str], variant: str, repeat: int
+    workflow: Workflow,
+    bases: Mapping[str, str],
+    variant: str,
+    repeat: int,
+    machine: Machine | None = None,
+    folders: Mapping[str, str] | None = None,
 ) -> tuple[Workflow, dict[str, Worktree]]:
-    """``workflow`` with each worktree tile started in a new worktree of its own (made here),
-    and those worktrees by tile; none is left when one cannot be made."""
+    """``workflow`` with each worktree tile started in a new worktree of its own, and those
+    worktrees by tile; none is left when one cannot be made. ``machine``: where they are made
+    (None: here); ``folders``: each tile folder's repository there (None: the same folder)."""
     if not worktree_tiles(workflow):
         return workflow, {}
-    machine = LocalMachine()
+    machine = machine or LocalMachine()
     run_id = secrets.token_hex(3)
     tiles = {name: dict(options) for name, options in workflow.tiles.items()}
     made: dict[str, Worktree] = {}
@@ -99,14 +108,19 @@ def make_run_worktrees(
         for name, folder in worktree_tiles(workflow).items():
             label = f"{_slug(name)}-{_slug(variant)}-{repeat}-{run_id}"
             plan = plan_worktree(
-                machine, folder, name, f"{BRANCH_PREFIX}{label}", bases[folder], label
+                machine,
+                (folders or {}).get(folder, folder),
+                name,
+                f"{BRANCH_PREFIX}{label}",
+                bases[folder],
+                label,
             )
             make_worktree(machine, plan)
             made[name] = plan
             tiles[name]["cwd"] = plan.path
             del tiles[name]["worktree"]
     except BaseException:
-        drop_run_worktrees(made)
+        drop_run_worktrees(made, machine)
         raise
     varied = Workflow(workflow.name, tiles, workflow.routes)
     varied.path = workflow.path  # (the variant's hash, not one per run's worktree folders)
@@ -114,9 +128,12 @@ def make_run_worktrees(
     return varied, made
 
 
-def read_changes(worktrees: Mapping[str, Worktree]) -> tuple[dict[str, Changes], str | None]:
-    """Each worktree's changes against its base; and why one could not be read, if so."""
-    machine = LocalMachine()
+def read_changes(
+    worktrees: Mapping[str, Worktree], machine: Machine | None = None
+) -> tuple[dict[str, Changes], str | None]:
+    """Each worktree's changes against its base (on ``machine``, None: here); and why one
+    could not be read, if so."""
+    machine = machine or LocalMachine()
     changes: dict[str, Changes] = {}
     problem = None
     for tile, plan in worktrees.items():
@@ -127,9 +144,9 @@ def read_changes(worktrees: Mapping[str, Worktree]) -> tuple[dict[str, Changes],
     return changes, problem
 
 
-def drop_run_worktrees(worktrees: Mapping[str, Worktree]) -> None:
-    """Remove the worktrees and their branches, whatever they hold."""
-    machine = LocalMachine()
+def drop_run_worktrees(worktrees: Mapping[str, Worktree], machine: Machine | None = None) -> None:
+    """Remove the worktrees and their branches, whatever they hold (on ``machine``, None: here)."""
+    machine = machine or LocalMachine()
     for plan in worktrees.values():
         drop_worktree(machine, plan)
 

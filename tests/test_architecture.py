@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.runtime": 3,
     "madohub_nb.hub": 4,
     "madohub_nb.experiment_worktrees": 3,  # each run's fresh worktrees
+    "madohub_nb.experiment_hosts": 3,  # the hosts an experiment spreads its runs over
     "madohub_nb.experiment": 4,  # runs of a workflow's variants, each on a hub of its own
     "madohub_nb.score": 4,  # scorers of an experiment's runs (mh.score), on the run's open hub
     "madohub_nb.playground": 4,  # transforms tried on logged answers (mh.try_transforms)

@@ -5,6 +5,8 @@ writes its own ``sshd_config`` (listening on 127.0.0.1 only, keys only, no PAM)
 and an ``ssh_config`` with these hosts:
 
 - ``box``: the server, host key pinned (``StrictHostKeyChecking yes``), ``BatchMode yes``;
+- ``box2``: the same server under a second name (two hosts in one test, e.g. an
+  experiment's ``hosts=``);
 - ``refused``: the same server with a key it does not accept;
 - ``notmux``: the same server on a second port where ``PATH`` holds no tmux;
 - ``noforward``: the same server on a third port that refuses remote TCP forwards
@@ -114,6 +116,7 @@ class SshServer:
         self.config.write_text(
             f"Host box\n  Port {self.port}\n  IdentityFile {self.root / 'id_user'}\n"
             f"  SendEnv ANTHROPIC_API_KEY OPENAI_API_KEY\n{common}"
+            f"Host box2\n  Port {self.port}\n  IdentityFile {self.root / 'id_user'}\n{common}"
             f"Host hang\n  Port {hang_port}\n  IdentityFile {self.root / 'id_user'}\n{common}"
             f"Host refused\n  Port {self.port}\n  IdentityFile {self.root / 'id_other'}\n{common}"
             f"Host notmux\n  Port {self.notmux_port}\n  IdentityFile {self.root / 'id_user'}\n"
