@@ -34,6 +34,7 @@ class StandinChannel:
     ``loop`` is the loop events are reported on (the hub's engine loop)."""
 
     name: str = STANDIN_CHANNEL_NAME
+    """What it is, for rows and messages."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -51,9 +52,11 @@ class StandinChannel:
     # the protocol (engine loop) -----------------------------------------------------------
     @property
     def alive(self) -> bool:
+        """Neither broken (:meth:`break_`) nor closed."""
         return self._broken is None and not self._closed
 
     async def attach(self, timeout_s: float) -> None:
+        """Nothing to open in process; refused once broken or closed."""
         self._check_alive()
 
     async def submit(self, text: str, prompt_id: str) -> ChannelAck:
@@ -80,6 +83,7 @@ class StandinChannel:
         self._report(ChannelAskResolved(ask_id, by="hub"))
 
     def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with each event, on the loop; returns the unsubscribe call."""
         self._listeners.append(listener)
 
         def unsubscribe() -> None:
@@ -89,6 +93,7 @@ class StandinChannel:
         return unsubscribe
 
     async def close(self) -> None:
+        """No more events; later calls are refused."""
         self._closed = True
         self._listeners.clear()
 
