@@ -139,6 +139,24 @@ def test_answered_in_the_pane_closes_the_channel_ask_and_nothing_is_sent(
     assert [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []
 
 
+def test_a_tile_that_has_its_channel_once_started_is_watched_without_a_call(
+    hub: Any, project: Path
+) -> None:
+    """The tile's start sets ``tile.channel`` before the tile is ready (its start-up check
+    runs 0.5 s): the inbox watches it by itself then."""
+    tile = hub.tile(
+        "w", agent="claude", command=standin_command("claude", persona="echo"), cwd=project
+    )
+    channel = StandinChannel(hub.engine.loop)
+    tile.channel = channel
+    assert not tile.ready.done(), "the start-up check ended before the channel was set"
+    wait_until(lambda: channel.listeners, 15, what="the inbox listening to the channel")
+    sent = channel.ask("touch z")
+    ask = _channel_ask(hub)
+    assert ask.choose("accept").result(30).status == "delivered"
+    assert channel.answers == [(sent.ask_id, "accept")]
+
+
 def test_a_broken_channel_drops_its_asks_saying_why(hub: Any, project: Path) -> None:
     _, channel, _ = _channel_tile(hub, "w", project)
     channel.ask("touch a")

@@ -529,6 +529,8 @@ class Inbox:
         self._hooked.add(tile.name)
 
         def on_hook(event: HookEvent, name: str = tile.name) -> None:
+            if name in self._channels:
+                return  # (its asks come through its channel; its dialog is not read)
             if event.kind == "notification":
                 self._hook_messages[name] = event.message or ""
             elif event.kind == "permission_request":

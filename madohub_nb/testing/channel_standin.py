@@ -128,6 +128,11 @@ class StandinChannel:
         self._loop.call_soon_threadsafe(self._report, ChannelBroken(reason))
 
     @property
+    def listeners(self) -> int:
+        """How many listen to its events (the hub's inbox, once it watches it)."""
+        return len(self._listeners)
+
+    @property
     def waiting(self) -> list[str]:
         """The ids of the asks not answered yet."""
         with self._lock:
