@@ -13,6 +13,12 @@ read again and still shows the same prompt.
 An ask the agent no longer shows (someone answered in the pane) closes itself
 as ``answered``; an approval closes as ``expired`` when its timeout passes, its
 route stops or its target exits.
+
+A tile with a native channel (:meth:`Inbox.watch_channel`) reports its approval requests
+through it: each becomes a :class:`ChannelPermissionAsk` (the command, the agent's reason,
+its own choices), answered by the protocol, never by keys. While the channel is watched,
+that tile's screen is not read for dialogs (the channel's ask is the one ask of a dialog);
+once it breaks, its asks close saying so and the screen is read again.
 """
 
 from __future__ import annotations
@@ -37,6 +43,14 @@ from ..agents.permission import (
 )
 from ..engine import spawn
 from ..errors import MadohubError, MadohubValueError
+from ..io.agent_channels.base import (
+    Channel,
+    ChannelAsk,
+    ChannelAskResolved,
+    ChannelBroken,
+    ChannelError,
+    ChannelEvent,
+)
 from ..io.hooks.channel import HookEvent
 from ..io.log import RoundRecord
 from ..io.tmux import key_command
@@ -59,6 +73,8 @@ REWATCH_S: Final = 2.0
 """How soon the inbox opens a host's tile's output again after its stream ended."""
 REPR_TEXT_CHARS: Final = 60
 """An ask's repr shows this much of its text's last line (``ask.text`` has it all)."""
+CHANNEL_ANSWER_TIMEOUT_S: Final = 10.0
+"""How long an answer sent through a channel may take before its round is an error."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +264,84 @@ class PermissionAsk(Ask):
         raise MadohubValueError(f"{choice!r} is not a choice this prompt shows; choices: {shown}")
 
 
+def channel_ask_text(request: ChannelAsk) -> str:
+    """What a channel's ask shows: the agent's reason, then the tool and its whole command
+    (last, so that a repr's one line is the command)."""
+    command = f"{request.tool}: {request.command}" if request.tool else request.command
+    return f"{request.reason}\n{command}" if request.reason.strip() else command
+
+
+class ChannelPermissionAsk(PermissionAsk):
+    """An agent's approval request heard on its native channel (:class:`ChannelAsk`): the
+    command, the agent's reason and its own choices (``accept``, ``decline``; ``once``,
+    ``always``, ``reject``...), answered through the channel (``channel.answer``), never by
+    keys. ``kind`` is ``permission``, ``signal`` is ``channel``."""
+
+    def __init__(
+        self,
+        tile: str,
+        request: ChannelAsk,
+        *,
+        channel: str,
+        on_answer: Callable[[Ask, str, int | Verdict], concurrent.futures.Future[RoundRecord]],
+        via: Channel | None = None,
+    ) -> None:
+        text = channel_ask_text(request)
+        prompt = PermissionPrompt(text, request.choices, request.choices)
+        super().__init__(tile, text, prompt=prompt, on_answer=on_answer, signal="channel")
+        self.request = request
+        """The channel's event: ``ask_id``, ``tool``, ``command``, ``reason``, ``choices``,
+        ``rejects``."""
+        self.channel = channel
+        """The channel's name (``codex app-server``...)."""
+        self.command = request.command
+        """The command it asks to run, whole."""
+        self.rejects = request.rejects
+        """The choices that say no (``reject`` sends the first)."""
+        self.tool = request.tool
+        self.tool_input = {"command": request.command}
+        self._via = via
+
+    def reject(self, reason: str = "") -> concurrent.futures.Future[RoundRecord]:
+        """Send the first choice the agent says declines (``rejects``)."""
+        if not isinstance(reason, str):
+            raise MadohubValueError(f"reason must be a string, got {reason!r}")
+        no = next((c for c in self.rejects if c in self.choices), None) or next(
+            (c for c in self.choices if says_no(c)), None
+        )
+        if no is None:
+            raise MadohubValueError(
+                f"the agent offers no choice that says no ({list(self.choices)}); "
+                "choose(choice) one of them"
+            )
+        return self.choose(no)
+
+    def choose(self, choice: int | str) -> concurrent.futures.Future[RoundRecord]:
+        """Send one choice through the channel, by index into ``choices`` (0 is the first),
+        by its name (``"decline"``) or by the number the inbox shows (``"1"`` is the first)."""
+        index = self.choice_index(choice)
+        label = self.choices[index]
+        no = label in self.rejects or (not self.rejects and says_no(label))
+        return self._answer("rejected" if no else "approved", index)
+
+    def choice_index(self, choice: object) -> int:
+        """The index of ``choice``; a shown number (``"2"``) counts from 1, as the widget's
+        buttons do."""
+        if isinstance(choice, str) and choice.strip().isdigit():
+            number = int(choice.strip())
+            if 1 <= number <= len(self.choices) and choice.strip() not in self.choices:
+                return number - 1
+        return super().choice_index(choice)
+
+
+@dataclass
+class _Watched:
+    """A tile's channel the inbox listens to, and how to stop."""
+
+    channel: Channel
+    unsubscribe: Callable[[], None]
+
+
 class ApprovalAsk(Ask):
     """An approval route's prompt: the person delivers it (as it is, or edited) or rejects it."""
 
@@ -357,6 +451,8 @@ class Inbox:
         """A tile's last ``permission_request`` hook (the tool asked for), until its prompt is read."""
         self._pressed: dict[str, tuple[PermissionPrompt, float]] = {}
         """A tile's prompt a key just answered, and until when (monotonic) it is not asked again."""
+        self._channels: dict[str, _Watched] = {}
+        """The tiles whose asks come through their native channel (their screen is not read)."""
 
     @property
     def asks(self) -> list[Ask]:
@@ -382,6 +478,7 @@ class Inbox:
                     if approval.ask.tile == event.name:
                         approval.expire(f"target {event.name!r} exited")
                         self._closed(approval.ask)
+                self._drop_channel_asks(event.name, "expired", f"{event.name!r} exited")
             self._check_soon(event.name, 0.0)
 
     async def _follow(self, tile: Tile) -> None:
@@ -390,6 +487,8 @@ class Inbox:
             await asyncio.wrap_future(tile.ready)  # (started: its pane and agent are known)
         except Exception:  # it did not start: nothing to ask
             return
+        if tile.channel is not None:
+            self.watch_channel(tile, tile.channel)
         if tile.kind.permission is None:
             return
         self._watch_hooks(tile)
@@ -399,7 +498,10 @@ class Inbox:
             except Exception:  # (a host that does not answer now: look again later)
                 await asyncio.sleep(REWATCH_S)
                 continue
-            if not await self._follow_stream(tile, stream) or stream.pane_exited:
+            if not await self._follow_stream(tile, stream):
+                return
+            if stream.pane_exited:  # (a channel tile's screen is not read: say it here)
+                self._drop_channel_asks(tile.name, "expired", f"{tile.name!r} exited")
                 return
             await asyncio.sleep(REWATCH_S)  # a host's stream ended: open it again once back
 
@@ -427,6 +529,8 @@ class Inbox:
         self._hooked.add(tile.name)
 
         def on_hook(event: HookEvent, name: str = tile.name) -> None:
+            if name in self._channels:
+                return  # (its asks come through its channel; its dialog is not read)
             if event.kind == "notification":
                 self._hook_messages[name] = event.message or ""
             elif event.kind == "permission_request":
@@ -444,11 +548,8 @@ class Inbox:
 
     def _fill(self, name: str, request: ToolRequest) -> bool:
         """Give ``name``'s open permission ask the tool its hook names, if it has none yet."""
-        ask = next(
-            (a for a in self._asks if a.open and isinstance(a, PermissionAsk) and a.tile == name),
-            None,
-        )
-        if ask is None or ask.tool is not None:
+        ask = next((a for a in self._asks if a.open and _screen_ask(a) and a.tile == name), None)
+        if not isinstance(ask, PermissionAsk) or ask.tool is not None:
             return False
         ask.tool, ask.tool_input = request.tool, request.input
         ask.text, ask.signal = with_tool_line(ask.text, request), "hook"
@@ -475,6 +576,9 @@ class Inbox:
 
     async def _check(self, tile: Tile) -> None:
         try:
+            if tile.name in self._channels:  # its asks come through its channel: its state
+                await asyncio.to_thread(lambda: tile.state)  # alone (an exit closes them)
+                return
             _, prompt = await asyncio.to_thread(_read, tile)
             self._update(tile, prompt)
         finally:
@@ -488,9 +592,10 @@ class Inbox:
 
         An ask being answered (its key on the way) is still the tile's ask; and the prompt
         its key answered, still on screen, is the agent not having redrawn yet."""
-        current = next(
-            (a for a in self._asks if isinstance(a, PermissionAsk) and a.tile == tile.name), None
-        )
+        if tile.name in self._channels:
+            return  # (its channel was watched while the screen was read)
+        current = next((a for a in self._asks if _screen_ask(a) and a.tile == tile.name), None)
+        assert current is None or isinstance(current, PermissionAsk)
         if current is not None and current.prompt == prompt:
             return
         if current is not None and current.close(
@@ -576,6 +681,117 @@ class Inbox:
             self._check_soon(tile.name, QUIET_CHECK_S)
         return await svc.record(rec)
 
+    # a tile's native channel -----------------------------------------------------------------
+    def watch_channel(self, tile: Tile, channel: Channel) -> Callable[[], None]:
+        """Take ``tile``'s approval requests from its native channel (engine loop), until the
+        returned call (or the channel breaking). Its asks take precedence: the tile's screen
+        is no longer read for dialogs, and a screen ask it had is closed. Watching the same
+        channel again returns the same call."""
+        watched = self._channels.get(tile.name)
+        if watched is not None and watched.channel is channel:
+            return watched.unsubscribe
+        if watched is not None:
+            watched.unsubscribe()
+        name = tile.name
+        for ask in [a for a in self._asks if a.open and a.tile == name and _screen_ask(a)]:
+            if ask.close("answered", f"its agent's asks now come through {channel.name}"):
+                self._closed(ask)
+
+        def on_event(event: ChannelEvent) -> None:
+            self._on_channel(name, channel, event)
+
+        unsubscribe = channel.subscribe(on_event)
+
+        def unwatch() -> None:
+            """Stop (engine loop): its open asks close, its screen is read again."""
+            unsubscribe()
+            if (now := self._channels.get(name)) is not None and now.channel is channel:
+                del self._channels[name]
+                self._drop_channel_asks(name, "expired", f"{channel.name} is no longer watched")
+                if name in self._tiles():
+                    self._check_soon(name, 0.0)
+
+        self._channels[name] = _Watched(channel, unwatch)
+        return unwatch
+
+    def _on_channel(self, name: str, channel: Channel, event: ChannelEvent) -> None:
+        watched = self._channels.get(name)
+        if watched is None or watched.channel is not channel:
+            return
+        if isinstance(event, ChannelAsk):
+            if self._channel_ask(name, event.ask_id) is None:
+                self._add(
+                    ChannelPermissionAsk(
+                        name, event, channel=channel.name, on_answer=self._send_choice, via=channel
+                    )
+                )
+        elif isinstance(event, ChannelAskResolved):
+            ask = self._channel_ask(name, event.ask_id)
+            where = "in the pane" if event.by == "agent" else f"through {channel.name}"
+            if ask is not None and ask.close("answered", f"answered {where}"):
+                self._closed(ask)
+        elif isinstance(event, ChannelBroken):
+            self._drop_channel_asks(
+                name, "expired", f"{channel.name} of {name!r} broke ({event.reason})"
+            )
+            watched.unsubscribe()  # (its screen is read for dialogs again)
+
+    def _channel_ask(self, name: str, ask_id: str) -> ChannelPermissionAsk | None:
+        return next(
+            (
+                a
+                for a in self._asks
+                if a.open
+                and isinstance(a, ChannelPermissionAsk)
+                and a.tile == name
+                and a.request.ask_id == ask_id
+            ),
+            None,
+        )
+
+    def _drop_channel_asks(self, name: str, state: AskState, why: str) -> None:
+        """Close ``name``'s open channel asks unanswered: nothing can answer them now."""
+        for ask in [a for a in self._asks if isinstance(a, ChannelPermissionAsk)]:
+            if ask.tile == name and ask.close(state, f"{why}; nothing was sent"):
+                self._closed(ask)
+
+    def _send_choice(
+        self, ask: Ask, state: str, how: int | Verdict
+    ) -> concurrent.futures.Future[RoundRecord]:
+        assert isinstance(ask, ChannelPermissionAsk) and isinstance(how, int)
+        return self._submit(self._answer_through_channel(ask, state))
+
+    async def _answer_through_channel(self, ask: ChannelPermissionAsk, state: str) -> RoundRecord:
+        """Send the ask's choice through its tile's channel; the round says how it went."""
+        svc = self._services
+        started = time.monotonic()
+        choice = ask.choice or ""
+        rec = RoundRecord(
+            route_id=INBOX_ROUTE_ID, source="", target=ask.tile, round=0, trigger="manual",
+            transform="channel", dispatch="madoagent", prompt=choice, status="error",
+            decision=state, session_id=svc.session_id,
+            meta={"ask": ask.kind, "question": ask.text, "choice": choice,
+                  "channel": ask.channel, "ask_id": ask.request.ask_id},
+        )  # fmt: skip
+        watched = self._channels.get(ask.tile)
+        problem: str | None = None
+        if watched is None or watched.channel is not ask._via:
+            problem = f"{ask.channel} of {ask.tile!r} is no longer watched"
+        else:
+            try:
+                await asyncio.wait_for(
+                    watched.channel.answer(ask.request.ask_id, choice), CHANNEL_ANSWER_TIMEOUT_S
+                )
+            except (ChannelError, asyncio.TimeoutError) as exc:
+                problem = str(exc) or f"no reply within {CHANNEL_ANSWER_TIMEOUT_S:g}s"
+        if problem is None:
+            rec.status, rec.delivered_at = "delivered", datetime.now(timezone.utc)
+        else:
+            rec.error = f"{ask.kind} of {ask.tile!r} not answered: {problem}; nothing was sent"
+        rec.deliver_ms = rec.latency_ms = round((time.monotonic() - started) * 1000, 3)
+        self._closed(ask)
+        return await svc.record(rec)
+
     # approvals -------------------------------------------------------------------------------
     def open_approval(self, route_id: str, target: str, prompt: str) -> Approval:
         """A route's prompt waits for a person (engine loop)."""
@@ -604,6 +820,11 @@ class Inbox:
             approval.ask.close("expired", rec.error or "its round ended")
         self._closed(approval.ask)
         approval.finish(rec)
+
+
+def _screen_ask(ask: Ask) -> bool:
+    """A permission ask read off the tile's screen (not one its channel reported)."""
+    return isinstance(ask, PermissionAsk) and not isinstance(ask, ChannelPermissionAsk)
 
 
 def _settle(fut: asyncio.Future[Verdict], verdict: Verdict) -> None:
