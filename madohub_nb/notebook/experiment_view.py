@@ -85,15 +85,21 @@ def _score_panel(ax: Axes, df: pd.DataFrame, summary: pd.DataFrame, score: str) 
 
 def _run_panel(ax: Axes, df: pd.DataFrame, variants: Sequence[str], column: str) -> None:
     """A run column per variant: the mean as a bar, the spread of the runs, each run a dot."""
+    drawn = 0
     for i, variant in enumerate(variants):
         values = _values(df, variant, column) if column in df else []
         if not values:
             continue
+        drawn += 1
         mean = sum(values) / len(values)
         spread = (max(values) - min(values)) / 2
         ax.bar(i, mean, yerr=spread, capsize=4, alpha=0.6)
         ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
     ax.set_xticks(range(len(variants)), list(variants))
+    ax.set_xlim(-0.6, len(variants) - 0.4)
+    if not drawn:
+        ax.text(0.5, 0.5, "none recorded", ha="center", va="center", transform=ax.transAxes,
+                color="#757575")  # fmt: skip
 
 
 def experiment_figure(exp: Experiment, confidence: float = 0.95) -> TimelineFigure:
@@ -166,7 +172,7 @@ def summary_html(summary: pd.DataFrame, confidence: float = 0.95) -> str:
     rows = []
     for variant, row in summary.iterrows():
         rows.append([
-            f"<b>{_e(variant)}</b>", _e(row["n"]),
+            f"<b>{_e(variant)}</b>", _e(int(row["n"])),
             *(
                 f"<span class='madohub-interval' data-score='{_e(s)}'>"
                 f"{interval_text(row[f'{s}_mean'], row[f'{s}_ci_low'], row[f'{s}_ci_high'])}"
