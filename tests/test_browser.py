@@ -677,4 +677,6 @@ def test_an_experiments_report_renders_offline_in_chromium(
     assert dom["runs"] == 6 and diff_px > 0
     assert shot.stat().st_size > 20_000  # a picture, not a blank page
     if SHOTS is not None:  # the plot alone, for docs/experiments.md
-        (SHOTS / "experiment-scores.png").write_bytes(exp.plot()._repr_png_())
+        from madohub_nb.plot import figure_bytes
+
+        (SHOTS / "experiment-scores.png").write_bytes(figure_bytes(exp.plot()))

@@ -20,6 +20,7 @@ from test_experiment import VARIANTS, _workflow, _worktree_workflow
 import madohub_nb as mh
 from madohub_nb.experiment import Experiment, Run, progress_text
 from madohub_nb.pipeline.workflow import Workflow
+from madohub_nb.plot import figure_bytes
 from madohub_nb.score import check_scorers
 from madohub_nb.testing import FakeAnthropic
 
@@ -76,7 +77,7 @@ def test_the_plot_shows_each_scores_mean_and_interval_from_the_summary() -> None
     # 3 of 4 passing: the Wilson interval, read back off the error bar
     (_, _, (lines,)) = fig.axes[0].containers[0].lines
     assert [round(v, 4) for v in lines.get_segments()[0][:, 1]] == [0.3006, 0.9544]
-    assert fig._repr_png_().startswith(b"\x89PNG")
+    assert figure_bytes(fig).startswith(b"\x89PNG")
 
 
 def test_the_notebook_table_has_the_intervals_and_a_drill_down_per_run_escaped() -> None:

@@ -102,15 +102,22 @@ def _run_panel(ax: Axes, df: pd.DataFrame, variants: Sequence[str], column: str)
                 color="#757575")  # fmt: skip
 
 
-def experiment_figure(exp: Experiment, confidence: float = 0.95) -> TimelineFigure:
+def experiment_figure(exp: Experiment, confidence: float = 0.95, pyplot: bool = True) -> Any:
     """Each score's mean and interval per variant (``exp.summary(confidence)``), then rounds,
-    cost and wall time per variant, of the runs that ran; a Figure (no pyplot) that shows
-    itself as a PNG in a notebook."""
+    cost and wall time per variant, of the runs that ran. ``pyplot``: a pyplot figure (the
+    notebook's inline backend shows it, as ``exp.plot()`` always did), else a Figure of its
+    own that shows itself as a PNG (the report's: nothing left open in pyplot)."""
     df = exp.ran
     summary = exp.summary(confidence=confidence)
     scores = [c.removesuffix("_mean") for c in summary.columns if c.endswith("_mean")]
     panels = len(scores) + len(RUN_PANELS)
-    fig = TimelineFigure(figsize=(3.7 * panels, 3.4))
+    size = (3.7 * panels, 3.4)
+    if pyplot:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=size)
+    else:
+        fig = TimelineFigure(figsize=size)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, score in zip(axes, scores, strict=False):
         _score_panel(ax, df, summary, score)
@@ -233,7 +240,8 @@ def diff_html(run: Run) -> str:
     for tile, text in run.diffs.items():
         changes = run.changes.get(tile)
         said = (
-            f"{changes.files_changed} files, +{changes.lines_added} −{changes.lines_removed}"
+            f"{_plural(changes.files_changed, 'file')}, +{changes.lines_added} "
+            f"−{changes.lines_removed}"
             if changes is not None
             else ""
         )
@@ -245,11 +253,15 @@ def diff_html(run: Run) -> str:
     return f"<div class='madohub-diff'>{''.join(parts)}</div>"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def _run_line(run: Run, scores: Sequence[str]) -> str:
     said = [
         f"<b>{_e(run.variant)} #{_e(run.repeat)}</b>",
         badge(run.stopped_by),
-        f"{run.rounds} rounds",
+        _plural(run.rounds, "round"),
     ]
     if _finite(run.cost_usd):
         said.append(f"${run.cost_usd:.4f}")
@@ -257,7 +269,7 @@ def _run_line(run: Run, scores: Sequence[str]) -> str:
         said.append(f"{run.wall_s:.1f} s")
     said += [f"{_e(s)} {_number(run.scores.get(s))}" for s in scores if s in run.scores]
     if run.files_changed is not None:
-        said.append(f"{run.files_changed} files +{run.lines_added} −{run.lines_removed}")
+        said.append(f"{_plural(run.files_changed, 'file')} +{run.lines_added} −{run.lines_removed}")
     return " · ".join(said)
 
 
@@ -277,7 +289,7 @@ def _run_html(run: Run, rounds: pd.DataFrame, scores: Sequence[str], timeline: s
         f"data-repeat='{_e(run.repeat)}'><summary>{_run_line(run, scores)}</summary>"
         f"<div style='margin-left:1.2em'>{error}{answer}"
         f"<details class='madohub-run-conversation'><summary>conversation "
-        f"({len(rounds)} rounds)</summary>{timeline}{conversation_html(rounds)}</details>"
+        f"({_plural(len(rounds), 'round')} in the log)</summary>{timeline}{conversation_html(rounds)}</details>"
         f"<details class='madohub-run-diff'><summary>diff</summary>{diff_html(run)}</details>"
         f"</div></details>"
     )
@@ -380,7 +392,7 @@ def report_html(
     summary = exp.summary(confidence=confidence)
     scores = [c.removesuffix("_mean") for c in summary.columns if c.endswith("_mean")]
     sentence = _comparison(exp, compare, confidence, scores)
-    plot = _png(experiment_figure(exp, confidence))
+    plot = _png(experiment_figure(exp, confidence, pyplot=False))
     timelines = {
         sid: _png(timeline_figure(rounds, title=f"session {sid}"))
         for sid, rounds in _rounds_by_session(exp).items()
