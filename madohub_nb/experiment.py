@@ -166,6 +166,7 @@ class Experiment:
     max_cost_usd: float | None = None
     """No run starts once the runs' spending (``spent_usd``) has reached it (None: no limit)."""
     parallel: int = 1
+    """Runs at once (the progress line's time left divides by it)."""
     spent_usd: float = 0.0
     """What the runs finished so far spent: conversations and scorers (a judge's calls)."""
     progress: str = ""
