@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from . import experiment_hosts as run_hosts
 from . import experiment_worktrees as run_worktrees
@@ -49,7 +49,9 @@ DF_COLUMNS: Final = (
     "error",
 )  # fmt: skip
 """``exp.df``'s columns, in order."""
-STOPPED_BY: Final = ("stop keyword", "max rounds", "budget", "timeout", "error")
+NOT_STARTED: Final = "not started"
+"""``stopped_by`` of a run that never started: ``max_cost_usd`` was spent first."""
+STOPPED_BY: Final = ("stop keyword", "max rounds", "budget", "timeout", "error", NOT_STARTED)
 """What ``stopped_by`` can say."""
 POLL_S: Final = 0.1
 """How often a run looks at its routes and tiles."""
@@ -121,7 +123,16 @@ class Run:
     """Each worktree tile's worktree path for this run (kept or not: ``keep_worktrees``)."""
     changes: dict[str, Changes] = field(default_factory=dict)
     """Each worktree tile's changes against ``base`` (paths, lines added and removed)."""
+    diffs: dict[str, str] = field(default_factory=dict, repr=False)
+    """Each worktree tile's diff text against ``base`` (cut at ``DIFF_MAX_CHARS``): what the
+    run's view and report show."""
     cwds: dict[str, str | None] = field(default_factory=dict, repr=False)
+
+    def spent_usd(self, cost_columns: tuple[str, ...] = ()) -> float:
+        """The dollars this run spent: its conversation's ``cost_usd`` and its scorers' costs
+        (``cost_columns``, a judge's ``<name>_cost_usd``); unknown costs count as 0."""
+        costs = [self.cost_usd, *(self.scores.get(c) for c in cost_columns)]
+        return sum(c for c in costs if c is not None and math.isfinite(c))
 
     def row(self, score_columns: tuple[str, ...] = ()) -> dict[str, Any]:
         row = {c: getattr(self, c) for c in DF_COLUMNS}
@@ -161,6 +172,31 @@ class Experiment:
     scorers: list[Scorer] = field(default_factory=list)
     hosts: run_hosts.RunHosts | None = field(default=None, repr=False)
     """The hosts runs are spread over (``hosts=``); None: every run on this machine."""
+    max_cost_usd: float | None = None
+    """No run starts once the runs' spending (``spent_usd``) has reached it (None: no limit)."""
+    parallel: int = 1
+    """Runs at once (the progress line's time left divides by it)."""
+    spent_usd: float = 0.0
+    """What the runs finished so far spent: conversations and scorers (a judge's calls)."""
+    progress: str = ""
+    """The progress line as last shown: runs done of all, the time left, the dollars spent."""
+
+    plotter: ClassVar[Callable[..., Any] | None] = None
+    html_view: ClassVar[Callable[[Experiment], str] | None] = None
+    reporter: ClassVar[Callable[..., Any] | None] = None
+    """The views the notebook layer attaches (:mod:`madohub_nb.notebook.experiment_view`):
+    this module imports no plotting and no HTML."""
+
+    @property
+    def cost_columns(self) -> tuple[str, ...]:
+        """The scorers' cost columns (a judge's ``<name>_cost_usd``)."""
+        return tuple(c for s in self.scorers for c in s.columns if c.endswith("_cost_usd"))
+
+    @property
+    def ran(self) -> pd.DataFrame:
+        """``df`` without the runs that never started (``max_cost_usd``): what statistics use."""
+        df = self.df
+        return df[df["stopped_by"] != NOT_STARTED].reset_index(drop=True)
 
     @property
     def score_names(self) -> list[str]:
@@ -195,7 +231,7 @@ class Experiment:
         """
         from . import stats
 
-        return stats.summarize(self.df, self._scores(scores), confidence, list(self.variants))
+        return stats.summarize(self.ran, self._scores(scores), confidence, list(self.variants))
 
     def compare(
         self, a: str, b: str, score: str | None = None, confidence: float = 0.95
@@ -218,7 +254,7 @@ class Experiment:
                     f"{', '.join(names) or 'none (give the experiment a scorer)'}"
                 )
             score = names[0]
-        return stats.compare(self.df, a, b, score, confidence)
+        return stats.compare(self.ran, a, b, score, confidence)
 
     def _scores(self, scores: list[str] | None) -> list[str]:
         from . import stats
@@ -228,32 +264,28 @@ class Experiment:
         named = self.score_names
         return list(named) if named else stats.score_columns(self.df, DF_COLUMNS)
 
-    def plot(self) -> Any:
-        """A matplotlib Figure: rounds, cost and wall time per variant (mean, spread, runs)."""
-        import matplotlib.pyplot as plt
+    def plot(self, confidence: float = 0.95) -> Any:
+        """A matplotlib Figure: each score's mean and interval per variant (``summary()``),
+        then rounds, cost and wall time per variant (mean, spread, runs)."""
+        return self._view(Experiment.plotter)(self, confidence=confidence)
 
-        df = self.df
-        fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-        for ax, column, label in zip(
-            axes, ("rounds", "cost_usd", "wall_s"), ("rounds", "cost (USD)", "wall time (s)"),
-            strict=True,
-        ):  # fmt: skip
-            for i, variant in enumerate(self.variants):
-                values = [
-                    float(v) for v in df.loc[df["variant"] == variant, column]
-                    if v is not None and not (isinstance(v, float) and math.isnan(v))
-                ]  # fmt: skip
-                if not values:
-                    continue
-                mean = sum(values) / len(values)
-                spread = (max(values) - min(values)) / 2
-                ax.bar(i, mean, yerr=spread, capsize=4, alpha=0.6)
-                ax.scatter([i] * len(values), values, color="black", s=12, zorder=3)
-            ax.set_xticks(range(len(self.variants)), list(self.variants))
-            ax.set_title(label)
-        fig.suptitle(f"{self.workflow.name}: {len(df)} runs")
-        fig.tight_layout()
-        return fig
+    def report(
+        self,
+        path: str | os.PathLike[str],
+        compare: tuple[str, str, str] | None = None,
+        confidence: float = 0.95,
+    ) -> str:
+        """Write one self-contained HTML file to ``path`` (nothing loaded from the network):
+        the summary with its intervals, the comparison's sentence (``compare=(a, b, score)``;
+        None: the first two variants on the first score), the plot, and each run's
+        conversation and diff. Returns the file's path."""
+        return str(self._view(Experiment.reporter)(self, path, compare, confidence))
+
+    @staticmethod
+    def _view(view: Callable[..., Any] | None) -> Callable[..., Any]:
+        if view is None:
+            raise MadohubError("no experiment views attached; import madohub_nb to draw them")
+        return view
 
     def close(self) -> None:
         """End every run still going (their tiles killed); finished rows stay. Any thread."""
@@ -264,7 +296,7 @@ class Experiment:
             hub.close()
 
     def _repr_html_(self) -> str:
-        return f"<b>Experiment {self.workflow.name}</b>" + self.df.to_html()
+        return str(self._view(Experiment.html_view)(self))
 
 
 def _check_kickoff(workflow: Workflow, kickoff: object) -> dict[str, str]:
@@ -303,6 +335,7 @@ def experiment(
     keep_worktrees: bool | str = "failed",
     allow_shell: bool = False,
     hosts: list[str] | None = None,
+    max_cost_usd: float | None = None,
     **settings: Any,
 ) -> Experiment:
     """Run each variant of ``workflow`` ``repeats`` times on fresh tiles; tabulate the outcome.
@@ -322,6 +355,10 @@ def experiment(
     ``hosts``: ssh hosts (as a tile's ``host=``) to spread the runs over: each run takes the
     host with the fewest runs going and starts all its tiles there, its worktrees made there
     from ``base`` (pushed to the host over ssh first); checked, all of them, before any run.
+    ``max_cost_usd``: once the runs finished have spent this much (their conversations'
+    ``cost_usd`` and their scorers' costs), no further run starts; runs under way finish, and
+    each run not started is a row saying why (``stopped_by`` ``"not started"``), left out of
+    ``summary()`` and ``compare()``. None (the default): no limit.
     ``settings``: the hubs' other settings (``socket_name``, ``idle_delay_ms``, ...).
     Everything is checked before the first run starts.
     """
@@ -341,6 +378,7 @@ def experiment(
         )
     keep = run_worktrees.check_keep(keep_worktrees)
     host_names = run_hosts.check_hosts(hosts, varied)
+    limit = _check_max_cost(max_cost_usd)
     bases = run_worktrees.resolve_bases(varied, base)
     probe = Hub(log_path=log_path, **settings)  # the settings checked, the log's place resolved
     path = probe.log_path
@@ -350,10 +388,13 @@ def experiment(
     if host_names is not None:
         placed = run_hosts.open_hosts(host_names, varied, bases, ssh, remote_socket)
     exp = Experiment(
-        wf, varied, path, bases, keep, allow_shell is True, scorers=scorers, hosts=placed
-    )
+        wf, varied, path, bases, keep, allow_shell is True, scorers=scorers, hosts=placed,
+        max_cost_usd=limit, parallel=parallel,
+    )  # fmt: skip
     jobs = [(name, k) for name in varied for k in range(1, repeats + 1)]
     bar = _progress(len(jobs))
+    exp.progress = progress_text(exp.runs, len(jobs), parallel, 0.0)
+    bar(0, exp.progress)
     pool = concurrent.futures.ThreadPoolExecutor(parallel, thread_name_prefix="madohub-exp")
     futures = [
         pool.submit(_run, exp, name, k, prompts, timeout_s, path, settings) for name, k in jobs
@@ -361,7 +402,8 @@ def experiment(
     try:
         for done in concurrent.futures.as_completed(futures):
             exp.runs.append(done.result())
-            bar(len(exp.runs))
+            exp.progress = progress_text(exp.runs, len(jobs), parallel, exp.spent_usd)
+            bar(len(exp.runs), exp.progress)
     except KeyboardInterrupt:  # the tiles made are ended; what finished stays in exp.df
         exp.close()
         for f in futures:
@@ -379,8 +421,49 @@ def experiment(
     return exp
 
 
-def _progress(total: int) -> Any:
-    """A progress bar in a notebook (an ipywidgets bar), else nothing."""
+def _check_max_cost(value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value > 0 and math.isfinite(value))
+    ):
+        raise MadohubValueError(
+            f"max_cost_usd must be a positive number of dollars (e.g. 0.50) or None for no "
+            f"limit, got {value!r}"
+        )
+    return float(value)
+
+
+def usd(value: float) -> str:
+    """Dollars as a progress line and a row say them: cents, or 2 digits below a cent."""
+    return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def progress_text(runs: list[Run], total: int, parallel: int, spent_usd: float) -> str:
+    """``3/8 runs · ~1m 20s left · $0.42 spent``: the time left is the mean wall time of the
+    runs that ran, times the runs still to go, over ``parallel`` (runs at once)."""
+    done = len(runs)
+    walls = [r.wall_s for r in runs if r.wall_s is not None and r.stopped_by != NOT_STARTED]
+    if done >= total:
+        left = "done"
+    elif not walls:
+        left = "time left unknown"
+    else:
+        still = total - done
+        left = f"~{_duration(sum(walls) / len(walls) * still / min(parallel, still))} left"
+    return f"{done}/{total} runs · {left} · ${usd(spent_usd)} spent"
+
+
+def _progress(total: int) -> Callable[[int, str], None]:
+    """A progress bar in a notebook (an ipywidgets bar and its line: runs done, time left,
+    dollars spent), else nothing."""
     try:
         from IPython import get_ipython
 
@@ -389,12 +472,13 @@ def _progress(total: int) -> Any:
         import ipywidgets
         from IPython.display import display
     except ImportError:
-        return lambda n: None
+        return lambda n, text: None
     bar = ipywidgets.IntProgress(value=0, max=total, description="runs")
-    display(bar)
+    label = ipywidgets.Label(value="")
+    display(ipywidgets.HBox([bar, label]))
 
-    def update(n: int) -> None:
-        bar.value = n
+    def update(n: int, text: str) -> None:
+        bar.value, label.value = n, text
 
     return update
 
@@ -420,6 +504,12 @@ def _run_on(
     run = Run(name, repeat, host=host)
     if exp._closed.is_set():
         run.stopped_by, run.error = "error", "the experiment was closed before this run started"
+        return run
+    with exp._lock:
+        spent = exp.spent_usd
+    if exp.max_cost_usd is not None and spent >= exp.max_cost_usd:
+        run.stopped_by = NOT_STARTED
+        run.error = f"not started: max_cost_usd {usd(exp.max_cost_usd)} reached after {usd(spent)}"
         return run
     started = time.monotonic()
     hub = Hub(**{**settings, "log_path": log_path})
@@ -472,6 +562,8 @@ def _run_on(
         run.stopped_by, run.error = "error", "the experiment was closed during this run"
     _end_worktrees(run, made, exp.keep_worktrees, machine)
     _fill_from_log(run, log_path)
+    with exp._lock:  # before the next run of this thread looks at it
+        exp.spent_usd += run.spent_usd(exp.cost_columns)
     return run
 
 
@@ -485,6 +577,7 @@ def _end_worktrees(
     run.changes, problem = run_worktrees.read_changes(made, machine)
     for column, value in run_worktrees.totals(run.changes).items():
         setattr(run, column, value)
+    run.diffs = run_worktrees.read_diffs(made, machine)
     if problem is not None:
         run.error = run.error or problem
     if not run_worktrees.keeps(keep, failed=run.error is not None):

@@ -31,6 +31,8 @@ from .io.git import (
     make_worktree,
     plan_worktree,
     resolve_commit,
+    run_git,
+    snapshot,
 )
 from .io.machine import LocalMachine, Machine
 from .pipeline.workflow import Workflow
@@ -38,6 +40,9 @@ from .pipeline.workflow import Workflow
 KEEP_WORKTREES: Final = (False, True, "failed")
 """What ``keep_worktrees`` can be: remove every run's worktrees, keep them all, or keep only
 the worktrees of runs that failed (the default: those are the ones to look into)."""
+DIFF_MAX_CHARS: Final = 50_000
+"""A run's diff text is kept up to this many characters per worktree (``run.diffs``): enough
+to read what it did in ``exp``'s view and its report, bounded for a run that rewrote a tree."""
 
 
 def check_keep(keep: object) -> bool | str:
@@ -142,6 +147,27 @@ def read_changes(
         except MadohubError as exc:
             problem = f"the changes of tile {tile!r} could not be read: {exc}"
     return changes, problem
+
+
+def read_diffs(worktrees: Mapping[str, Worktree], machine: Machine | None = None) -> dict[str, str]:
+    """Each worktree's diff against its base (commits, edits and new files: its whole working
+    tree, snapshotted without touching the index), cut at ``DIFF_MAX_CHARS``; a worktree
+    whose diff cannot be read says why in its place (on ``machine``, None: here)."""
+    machine = machine or LocalMachine()
+    diffs: dict[str, str] = {}
+    for tile, plan in worktrees.items():
+        try:
+            done = snapshot(machine, plan.path)
+            if done is None:
+                raise MadohubError(f"{plan.path} is not a git working tree")
+            diff = run_git(machine, f"git diff --no-color {plan.base} {done[0]} --", plan.path)
+            text = diff.stdout.decode("utf-8", "replace")
+        except MadohubError as exc:
+            text = f"[the diff could not be read: {exc}]"
+        if len(text) > DIFF_MAX_CHARS:
+            text = text[:DIFF_MAX_CHARS] + f"\n[... cut at {DIFF_MAX_CHARS} characters]\n"
+        diffs[tile] = text
+    return diffs
 
 
 def drop_run_worktrees(worktrees: Mapping[str, Worktree], machine: Machine | None = None) -> None:

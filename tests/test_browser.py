@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import REPO, kill_tree, wait_until
+from conftest import FAST_IDLE_MS, REPO, kill_tree, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -609,3 +609,74 @@ def test_the_inbox_answers_a_permission_and_delivers_an_approval_edited_in_the_b
         browser.close()
     assert state["errors"] == []
     assert row.startswith("delivered edited Edited in the browser | Review: "), row
+
+
+# An experiment's report (issue 40, item 6) -----------------------------------------------
+
+REPORT_DOM_JS = """() => ({
+  rows: [...document.querySelectorAll(".madohub-summary tbody tr")].map(
+    (tr) => [...tr.querySelectorAll("td")].map((td) => td.innerText.trim())),
+  head: [...document.querySelectorAll(".madohub-summary thead th")].map((th) => th.innerText),
+  comparison: document.querySelector(".madohub-comparison").innerText,
+  images: [...document.images].map((img) => [img.complete, img.naturalWidth]),
+  runs: document.querySelectorAll("details.madohub-run").length,
+})"""
+
+OPEN_FIRST_RUN_JS = """() => {
+  const run = document.querySelector("details.madohub-run");
+  run.open = true;
+  run.querySelector("details.madohub-run-diff").open = true;
+  return run.querySelector(".madohub-diff-text").getBoundingClientRect().height;
+}"""
+
+
+def test_an_experiments_report_renders_offline_in_chromium(
+    chromium: str, project: Path, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    """Two templates × 3 runs of stand-ins in worktrees, scored; the report file opened in
+    chromium: its summary, comparison, plot and runs are there, and nothing was fetched but
+    the file itself (``make docs-shots`` keeps the picture as docs/experiment-report.png)."""
+    from playwright.sync_api import sync_playwright
+    from test_experiment import VARIANTS, _worktree_workflow
+
+    import madohub_nb as mh
+
+    def short(run: Any) -> float:  # fewer rounds score higher
+        return 1 / max(1, len(run.rounds))
+
+    exp = mh.experiment(
+        _worktree_workflow(project, repo), VARIANTS, {"writer": "Write a slug function."},
+        repeats=3, timeout_s=60, log_path=tmp_path / "exp.sqlite3", socket_name=tmux_socket,
+        idle_delay_ms=FAST_IDLE_MS, score=[mh.score.regex(r"\bLGTM\b", name="approved"), short],
+    )  # fmt: skip
+    assert exp.df["error"].isna().all(), exp.df["error"].tolist()
+    report = Path(exp.report(tmp_path / "report.html"))
+    fetched: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.connect_over_cdp(chromium)
+        context = browser.contexts[0] if browser.contexts else browser.new_context()
+        page = context.new_page()
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.on("request", lambda request: fetched.append(request.url))
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        dom = page.evaluate(REPORT_DOM_JS)
+        diff_px = page.evaluate(OPEN_FIRST_RUN_JS)
+        shot = _save_shot(page, tmp_path, "experiment-report.png")
+        browser.close()
+    assert [u for u in fetched if not u.startswith(("file:", "data:"))] == []
+    summary = exp.summary()
+    assert [row[0] for row in dom["rows"]] == ["approve", "plain"]
+    approved = summary.loc["approve"]
+    assert dom["rows"][0][2] == (
+        f"1 [{approved['approved_ci_low']:.3g}, {approved['approved_ci_high']:.3g}]"
+    )
+    assert "approved (mean [95% CI])" in dom["head"]
+    assert dom["comparison"] == str(exp.compare("approve", "plain", score="approved"))
+    assert len(dom["images"]) == 1 + 6 and all(done and w > 0 for done, w in dom["images"])
+    assert dom["runs"] == 6 and diff_px > 0
+    assert shot.stat().st_size > 20_000  # a picture, not a blank page
+    if SHOTS is not None:  # the plot alone, for docs/experiments.md
+        from madohub_nb.plot import figure_bytes
+
+        (SHOTS / "experiment-scores.png").write_bytes(figure_bytes(exp.plot()))

@@ -1,7 +1,8 @@
 """How the hub's objects show themselves in a notebook, attached from this layer so the
 objects import no HTML and no plotting: a tile's and a route's ``_repr_html_``
-(:mod:`madohub_nb.render`), the playground's widget and ``RoundLog.plot()`` (:mod:`madohub_nb.plot`, whose
-matplotlib loads only when a plot is asked for). The package attaches them when it is
+(:mod:`madohub_nb.render`), the playground's widget, ``RoundLog.plot()`` (:mod:`madohub_nb.plot`, whose
+matplotlib loads only when a plot is asked for) and an experiment's plot, table and report
+(:mod:`madohub_nb.notebook.experiment_view`, loaded on first use). The package attaches them when it is
 imported (``madohub_nb/__init__.py``), before any of those objects can exist.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..experiment import Experiment
 from ..io.log import RoundLog
 from ..pipeline.route import Route
 from ..pipeline.tile import Tile
@@ -33,6 +35,9 @@ def attach() -> None:
     Route.html_view = html_for_route
     RoundLog.plotter = timeline_figure
     Playground.view_maker = playground_view
+    Experiment.plotter = _experiment_figure
+    Experiment.html_view = _experiment_html
+    Experiment.reporter = _write_report
 
 
 def playground_view(played: Playground) -> Any:
@@ -40,3 +45,21 @@ def playground_view(played: Playground) -> Any:
     from .playground_view import PlaygroundView
 
     return PlaygroundView(played)
+
+
+def _experiment_figure(exp: Experiment, confidence: float = 0.95) -> Any:
+    from .experiment_view import experiment_figure
+
+    return experiment_figure(exp, confidence)
+
+
+def _experiment_html(exp: Experiment) -> str:
+    from .experiment_view import experiment_html
+
+    return experiment_html(exp)
+
+
+def _write_report(exp: Experiment, path: Any, compare: Any, confidence: float) -> Any:
+    from .experiment_view import write_report
+
+    return write_report(exp, path, compare, confidence)
