@@ -485,7 +485,8 @@ class Inbox:
         """Look at ``tile`` each time its output pauses (pushed by tmux; no bytes kept)."""
         try:
             await asyncio.wrap_future(tile.ready)  # (started: its pane and agent are known)
-        except Exception:  # it did not start: nothing to ask
+        except Exception:  # it did not start (or exited at once): nothing more to ask
+            self._drop_channel_asks(tile.name, "expired", f"{tile.name!r} exited")
             return
         if tile.channel is not None:
             self.watch_channel(tile, tile.channel)
