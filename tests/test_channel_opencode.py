@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -28,7 +29,7 @@ from madohub_nb.io.agent_channels.base import (
     ChannelTurn,
     ChannelTurnStarted,
 )
-from madohub_nb.io.agent_channels.opencode import PASSWORD_ENV, OpenCodeChannel
+from madohub_nb.io.agent_channels.opencode import PASSWORD_ENV, USERNAME, OpenCodeChannel
 from madohub_nb.testing.fake_anthropic import default_answer
 from madohub_nb.testing.fake_opencode import (
     ASK_COMMAND,
@@ -197,6 +198,23 @@ async def test_a_prompt_while_busy_is_queued_and_runs_as_its_own_turn(
     assert [s.prompt_id for s in seen.of(ChannelTurnStarted)] == ["p1", "p2"]
     kinds = [type(e).__name__ for e in seen.events]
     assert kinds == ["ChannelTurnStarted", "ChannelTurn"] * 2  # the second started after
+
+
+@pytest.mark.asyncio
+async def test_a_turn_the_person_typed_in_the_pane_is_seen_the_same_way(
+    fake: FakeOpenCode, attached: tuple[OpenCodeChannel, Recorder]
+) -> None:
+    """The TUI sends the person's prompt to its own server: no message id of ours."""
+    channel, seen = attached
+    async with httpx.AsyncClient(auth=(USERNAME, PASSWORD)) as tui:
+        url = f"http://127.0.0.1:{fake.port}/session/{channel.session_id}/prompt_async"
+        response = await tui.post(url, json={"parts": [{"type": "text", "text": "typed"}]})
+    assert response.status_code == 204
+    await seen.wait(lambda: bool(seen.of(ChannelTurn)), "the person's turn")
+    (started,) = seen.of(ChannelTurnStarted)
+    (turn,) = seen.of(ChannelTurn)
+    assert (started.prompt, started.prompt_id) == ("typed", None)
+    assert (turn.prompt, turn.prompt_id, turn.answer) == ("typed", None, default_answer("typed"))
 
 
 @pytest.mark.asyncio

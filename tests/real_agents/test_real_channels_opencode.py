@@ -14,17 +14,23 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from conftest import kill_tree
 
+from madohub_nb.agents.kinds.base import ChannelPlan
 from madohub_nb.agents.kinds.opencode import channel_layer
+from madohub_nb.agents.profiles import PROFILES
 from madohub_nb.io.agent_channels.base import (
     ChannelAsk,
     ChannelAskResolved,
+    ChannelBroken,
     ChannelEndpoint,
+    ChannelError,
     ChannelEvent,
     ChannelTurn,
     ChannelTurnStarted,
@@ -33,7 +39,7 @@ from madohub_nb.io.agent_channels.opencode import OpenCodeChannel
 from madohub_nb.testing.fake_anthropic import default_answer
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, function_output, prompt_text
 
-from .conftest import REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, start_agent_pane
+from .conftest import REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RealPane, start_agent_pane
 from .test_real_routing import (
     OPENCODE_QUIET_ENV,
     OPENCODE_VERSION,
@@ -103,16 +109,20 @@ async def _until(test: Callable[[], bool], what: str, timeout_s: float = REPLY_T
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.asyncio
-async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
-    tmux_socket: str,
-    home: Path,
-    tmp_path: Path,
-    agent_bin: Callable[[str, str], Path],
-    asking_openai: FakeOpenAIResponses,
-) -> None:
-    exe = agent_bin("opencode", OPENCODE_VERSION)
-    config = write_opencode_config(home, asking_openai.base_url)
+@dataclass
+class Started:
+    """The real OpenCode started with the kind's channel layer, and its channel plan."""
+
+    pane: RealPane
+    plan: ChannelPlan
+    port: int
+    cwd: Path
+
+
+async def _start(tmux_socket: str, home: Path, tmp_path: Path, exe: Path, base_url: str) -> Started:
+    """OpenCode in a pane as the hub would start it with its channel (bash asks first); the
+    password reaches it through a 0600 file its shell reads, never a command line."""
+    config = write_opencode_config(home, base_url)
     config.write_text(config.read_text().rstrip()[:-1] + ', "permission": {"bash": "ask"}}')
     folder = tmp_path / "private"
     folder.mkdir(mode=0o700)
@@ -128,12 +138,30 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
         tmux_socket, ["bash", "-c", start, str(exe), *plan.layer.args], kind="opencode",
         version=OPENCODE_VERSION, cwd=cwd, home=home, env={"HOME": str(home), **OPENCODE_QUIET_ENV},
     )  # fmt: skip
-    channel: OpenCodeChannel | None = None
     try:
         pane.tmux("resize-window", "-t", pane.pane_id, "-x", str(OPENCODE_WIDTH))
         await asyncio.to_thread(
             pane.wait_screen, lambda s: "Ask anything" in s, STARTUP_TIMEOUT_S, what="OpenCode"
         )
+    except BaseException:
+        pane.stop()
+        raise
+    return Started(pane, plan, port, cwd)
+
+
+@pytest.mark.asyncio
+async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    asking_openai: FakeOpenAIResponses,
+) -> None:
+    exe = agent_bin("opencode", OPENCODE_VERSION)
+    started = await _start(tmux_socket, home, tmp_path, exe, asking_openai.base_url)
+    pane, plan, port, cwd = started.pane, started.plan, started.port, started.cwd
+    channel: OpenCodeChannel | None = None
+    try:
         agent = psutil.Process(pane.agent_pid())
         assert PASSWORD not in " ".join(agent.cmdline())
         assert all(PASSWORD not in " ".join(p.cmdline()) for p in agent.children(recursive=True))
@@ -186,6 +214,15 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
             pane.wait_screen, lambda s: "Permission required" not in s
             and default_answer(ASK_PROMPT) in s, REPLY_TIMEOUT_S, what="the dialog gone",
         )  # fmt: skip
+
+        # A prompt the person types in the pane: the same events, no prompt id of ours.
+        pane.type("typed by the person")
+        await asyncio.sleep(PROFILES["opencode"].pre_submit_delay_ms / 1000)  # as a person
+        pane.press("Enter")
+        await _until(lambda: len(of(ChannelTurn)) == 4, "the person's turn")
+        typed = of(ChannelTurn)[3]
+        assert (typed.prompt, typed.prompt_id) == ("typed by the person", None)
+        assert typed.answer == default_answer("typed by the person")
         print("events:", [type(e).__name__ for e in seen])
 
         # close(): the channel ends its connections; the TUI (the pane's) goes on.
@@ -200,3 +237,31 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
             await channel.close()
         pane.stop()
     await _until(lambda: not _left(pids), f"the pane's processes to end: {_left(pids)}", 10)
+
+
+@pytest.mark.asyncio
+async def test_real_opencode_gone_breaks_its_channel_and_submit_raises(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    asking_openai: FakeOpenAIResponses,
+) -> None:
+    exe = agent_bin("opencode", OPENCODE_VERSION)
+    started = await _start(tmux_socket, home, tmp_path, exe, asking_openai.base_url)
+    channel = started.plan.open(None)
+    seen: list[ChannelEvent] = []
+    channel.subscribe(seen.append)
+    try:
+        await channel.attach(STARTUP_TIMEOUT_S)
+        assert channel.alive
+        kill_tree(started.pane.agent_pid())
+        await _until(lambda: any(isinstance(e, ChannelBroken) for e in seen), "the break")
+        assert not channel.alive
+        print("broken:", seen[-1])
+        with pytest.raises(ChannelError, match="was not handed in"):
+            await channel.submit("after the end", "p9")
+        assert not [r for r in asking_openai.requests if r["body"].get("tools")]
+    finally:
+        await channel.close()
+        started.pane.stop()
