@@ -130,6 +130,31 @@ async def test_attach_takes_the_session_the_person_started_but_not_an_older_one(
 
 
 @pytest.mark.asyncio
+async def test_a_silent_event_stream_is_opened_again(fake: FakeOpenCode) -> None:
+    fake.silent_streams = 1
+    channel = OpenCodeChannel(fake.port, PASSWORD)
+    await channel.attach(WAIT_S)
+    try:
+        assert channel.alive
+        assert [r for r in fake.requests if r == ("GET", "/event")] == [("GET", "/event")] * 2
+    finally:
+        await channel.close()
+
+
+@pytest.mark.asyncio
+async def test_the_first_submit_shows_the_session_in_the_tui_again(
+    fake: FakeOpenCode, attached: tuple[OpenCodeChannel, Recorder]
+) -> None:
+    """A TUI still starting when attach selected the session may have missed it."""
+    channel, seen = attached
+    assert fake.selects == [channel.session_id]
+    await channel.submit("one", "p1")
+    await channel.submit("two", "p2")
+    assert fake.selects == [channel.session_id] * 2
+    await seen.wait(lambda: len(seen.of(ChannelTurn)) == 2, "both turns")
+
+
+@pytest.mark.asyncio
 async def test_a_wrong_password_is_refused_with_a_teaching_error(fake: FakeOpenCode) -> None:
     channel = OpenCodeChannel(fake.port, "not-the-password")
     with pytest.raises(ChannelError, match=rf"refused the hub's password.*{PASSWORD_ENV}") as err:
@@ -324,9 +349,8 @@ def _shape(events: list[dict[str, Any]]) -> list[str]:
 
 def _essential(shape: list[str]) -> list[str]:
     """What the channel reads, once each in order (the real one repeats busy and messages)."""
-    keep = [
-        s for s in shape if not s.startswith(("session.updated", "server.", "message.part.delta"))
-    ]
+    skip = ("session.updated", "server.", "message.part.delta", "tui.")
+    keep = [s for s in shape if not s.startswith(skip)]
     keep = [s for s in keep if s not in ("message.updated:user", "session.status:busy")]
     out: list[str] = []
     for s in keep:

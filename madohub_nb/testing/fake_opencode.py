@@ -62,6 +62,11 @@ class FakeOpenCode:
         """(method, path) of every request, answered or refused."""
         self.sessions: dict[str, dict[str, Any]] = {}
         self.selected: str | None = None
+        self.selects: list[str] = []
+        """Every session ``/tui/select-session`` was asked to show, in order."""
+        self.silent_streams = 0
+        """How many of the next ``/event`` streams send nothing at all (as the real one's
+        first did once while its TUI was still starting)."""
         self.prompts: list[str] = []
         self._ids = itertools.count(1)
         self._clients: list[queue.Queue[dict[str, Any] | None]] = []
@@ -277,6 +282,7 @@ class FakeOpenCode:
             self._send(http, 200, session)
         elif path == "/tui/select-session" and method == "POST":
             self.selected = str(body.get("sessionID"))
+            self.selects.append(self.selected)
             self.emit("tui.session.select", {"sessionID": self.selected})
             self._send(http, 200, True)
         elif path.startswith("/session/") and path.endswith("/prompt_async") and method == "POST":
@@ -307,6 +313,14 @@ class FakeOpenCode:
         http.wfile.write(payload)
 
     def _stream(self, http: BaseHTTPRequestHandler) -> None:
+        if self.silent_streams > 0:
+            self.silent_streams -= 1
+            http.send_response(200)
+            http.send_header("Content-Type", "text/event-stream")
+            http.end_headers()
+            http.close_connection = True
+            self._stopped.wait()
+            return
         events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         with self._lock:
             self._clients.append(events)

@@ -59,6 +59,8 @@ TOOL_STEP_FINISH: Final = "tool-calls"
 ABORTED_ERROR: Final = "MessageAbortedError"
 
 ATTACH_POLL_S: Final = 0.1
+STREAM_CONNECT_S: Final = 3.0
+"""How long a new event stream may take to say ``server.connected`` before it is reopened."""
 ACK_TIMEOUT_S: Final = 15.0
 """How long submit waits for OpenCode to record the prompt (its user message) and start it."""
 REQUEST_TIMEOUT_S: Final = 10.0
@@ -164,6 +166,9 @@ class OpenCodeChannel:
         self._turns: dict[str, _Turn] = {}
         self._running: str | None = None
         self._answered: set[str] = set()
+        self._show_again = False
+        """Select our session in the TUI once more at the first submit: a TUI still starting
+        up when attach selected it may have missed that (its home screen stays)."""
 
     def __repr__(self) -> str:
         return f"OpenCodeChannel(port={self.port}, directory={self.directory!r})"
@@ -185,20 +190,31 @@ class OpenCodeChannel:
             if not isinstance(directory, str) or not directory:
                 raise ChannelError(f"OpenCode's server at {self._base} named no folder: {path!r}")
             self.directory = directory
-        loop = asyncio.get_running_loop()
-        self._connected = loop.create_future()
-        self._stream_task = spawn(self._read_events(), name="opencode channel events")
-        try:
-            await asyncio.wait_for(
-                asyncio.shield(self._connected), max(0.1, deadline - time.monotonic())
-            )
-        except TimeoutError:
-            await self.close()
-            raise ChannelError(
-                f"OpenCode's event stream at {self._base} sent nothing in {timeout_s:g} s"
-            ) from None
+        await self._open_stream(deadline, timeout_s)
         self._alive = True
         self.session_id = await self._find_session()
+
+    async def _open_stream(self, deadline: float, timeout_s: float) -> None:
+        """The event stream, once it said ``server.connected``. Opened while the TUI still
+        starts, OpenCode's stream can stay silent for good (seen once): it is opened again."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self._connected = loop.create_future()
+            self._stream_task = spawn(self._read_events(), name="opencode channel events")
+            wait_s = min(STREAM_CONNECT_S, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(asyncio.shield(self._connected), max(0.1, wait_s))
+            except TimeoutError:
+                await self._stop_stream()
+                if time.monotonic() < deadline:
+                    continue
+                await self.close()
+                raise ChannelError(
+                    f"OpenCode's event stream at {self._base} sent nothing in {timeout_s:g} s"
+                ) from None
+            if self._stream_task is not None and self._stream_task.done():
+                continue  # (it ended at once: open it again)
+            return
 
     async def submit(self, text: str, prompt_id: str) -> ChannelAck:
         if not self.alive or self.session_id is None:
@@ -212,6 +228,9 @@ class OpenCodeChannel:
         self._prompts[message_id] = prompt_id
         body = {"messageID": message_id, "parts": [{"type": "text", "text": text}]}
         try:
+            if self._show_again:
+                self._show_again = False
+                await self._post("/tui/select-session", {"sessionID": self.session_id})
             await self._post(f"/session/{self.session_id}/prompt_async", body)
             return await asyncio.wait_for(asyncio.shield(pending.done), ACK_TIMEOUT_S)
         except TimeoutError:
@@ -248,17 +267,20 @@ class OpenCodeChannel:
         """Stop listening. The server is the TUI's own: it ends with the pane."""
         self._closing = True
         self._alive = False
+        await self._stop_stream()
+        self._fail_pending("closed")
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def _stop_stream(self) -> None:
         task, self._stream_task = self._stream_task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             try:
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 (closing: nothing to tell)
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 (stopping: nothing to tell)
                 pass
-        self._fail_pending("closed")
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
 
     # ------------------------------------------------------------------ requests
 
@@ -333,6 +355,7 @@ class OpenCodeChannel:
         created = (await self._post("/session", {})).json()
         session_id = str(created["id"])
         await self._post("/tui/select-session", {"sessionID": session_id})
+        self._show_again = True
         return session_id
 
     # ------------------------------------------------------------------ events
@@ -359,7 +382,7 @@ class OpenCodeChannel:
         except httpx.HTTPError as exc:
             reason = f"OpenCode's event stream failed: {type(exc).__name__}"
         finally:
-            if not self._closing:
+            if self._alive and not self._closing:  # (before attach is done, attach retries)
                 self._break(reason)
 
     def _on_data(self, text: str) -> None:
