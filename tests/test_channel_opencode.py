@@ -243,6 +243,19 @@ async def test_a_turn_the_person_typed_in_the_pane_is_seen_the_same_way(
 
 
 @pytest.mark.asyncio
+async def test_a_turn_interrupted_in_the_pane_ends_as_interrupted(
+    fake: FakeOpenCode, attached: tuple[OpenCodeChannel, Recorder]
+) -> None:
+    channel, seen = attached
+    await channel.submit("slow [[sleep 30]]", "p1")
+    async with httpx.AsyncClient(auth=(USERNAME, PASSWORD)) as tui:  # an interrupt, as the real one took it
+        await tui.post(f"http://127.0.0.1:{fake.port}/session/{channel.session_id}/abort")
+    await seen.wait(lambda: bool(seen.of(ChannelTurn)), "the interrupted turn")
+    (turn,) = seen.of(ChannelTurn)
+    assert (turn.prompt_id, turn.status, turn.answer) == ("p1", "interrupted", "")
+
+
+@pytest.mark.asyncio
 async def test_a_120_line_answer_arrives_whole(
     attached: tuple[OpenCodeChannel, Recorder],
 ) -> None:
@@ -407,7 +420,8 @@ async def test_the_stand_ins_turn_has_the_real_ones_shape(
             x["properties"]["info"]["id"] for x in real[:i] if x["type"] == "message.updated"}
     ]  # fmt: skip
     real_plain = _essential(_shape(real[starts[0] : starts[1]]))
-    real_ask = _essential(_shape(real[starts[3] :]))
+    idle = next(i for i in range(starts[3], len(real)) if real[i]["type"] == "session.idle")
+    real_ask = _essential(_shape(real[starts[3] : idle + 1]))
     assert _essential(_shape(raw[:ask_from])) == real_plain
     assert _essential(_shape(raw[ask_from:])) == real_ask
 
@@ -425,10 +439,12 @@ async def test_the_real_recording_fed_to_the_channel_gives_its_turns_and_ask() -
         "Done: first slow [[sleep 3]]",
         "Done: second while busy",
         "Done: PERM please run it",
+        "",  # interrupted (POST /session/{id}/abort) before any text
     ]
-    assert [t.input_tokens for t in turns] == [8125, 8157, 8186, 8214 + 8298]
-    assert [t.output_tokens for t in turns] == [8, 7, 5, 1 + 6]
-    assert len(seen.of(ChannelTurnStarted)) == 4
+    assert [t.status for t in turns] == ["completed"] * 4 + ["interrupted"]
+    assert [t.input_tokens for t in turns] == [8125, 8157, 8186, 8214 + 8298, 0]
+    assert [t.output_tokens for t in turns] == [8, 7, 5, 1 + 6, 0]
+    assert len(seen.of(ChannelTurnStarted)) == 5
     (ask,) = seen.of(ChannelAsk)
     assert (ask.tool, ask.command) == ("bash", "touch made_by_tool")
     assert seen.of(ChannelAskResolved) == [ChannelAskResolved(ask.ask_id, by="agent")]

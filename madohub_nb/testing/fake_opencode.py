@@ -74,6 +74,8 @@ class FakeOpenCode:
         self._work: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self._asks: dict[str, queue.Queue[str]] = {}
         self._stopped = threading.Event()
+        self._abort = threading.Event()
+        """Set to cut the running turn's pause short: by ``/abort``, or by ``kill``."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._threads = [
@@ -97,6 +99,7 @@ class FakeOpenCode:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self._abort.set()
         self._work.put(None)
         for answers in list(self._asks.values()):
             answers.put("reject")
@@ -243,8 +246,12 @@ class FakeOpenCode:
         """The step that answers (after the prompt's pause, as a slow model would); False
         when the server was killed meanwhile."""
         info = self._assistant(session_id, parent)
-        if (pause_s := sleep_seconds(prompt)) and self._stopped.wait(pause_s):
-            return False
+        self._abort.clear()
+        if (pause_s := sleep_seconds(prompt)) and self._abort.wait(pause_s):
+            if self._stopped.is_set():
+                return False
+            self._aborted(info)
+            return True
         answer = self.reply(prompt)
         part = self._part(info, {"type": "text", "text": ""})
         for chunk in split_chunks(answer):
@@ -256,6 +263,14 @@ class FakeOpenCode:
         self._part(info, {**part, "text": answer})
         self._finish(info, "stop", prompt, answer)
         return True
+
+    def _aborted(self, info: dict[str, Any]) -> None:
+        """As the real one ends a turn interrupted before its text (``POST .../abort``)."""
+        error = {"name": "MessageAbortedError", "data": {"message": "Aborted"}}
+        session_id = info["sessionID"]
+        self.emit("session.error", {"sessionID": session_id, "error": error})
+        done = {**info, "time": {**info["time"], "completed": self._now_ms()}, "error": error}
+        self.emit("message.updated", {"sessionID": session_id, "info": done})
 
     # ------------------------------------------------------------------ HTTP
 
@@ -293,6 +308,9 @@ class FakeOpenCode:
             self.sessions[session_id]["time"]["updated"] = self._now_ms()
             self._prompt(session_id, body)
             self._send(http, 204, None)
+        elif path.startswith("/session/") and path.endswith("/abort") and method == "POST":
+            self._abort.set()
+            self._send(http, 200, True)
         elif path.startswith("/permission/") and path.endswith("/reply") and method == "POST":
             answers = self._asks.pop(path.split("/")[2], None)
             if answers is None:
