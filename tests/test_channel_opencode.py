@@ -248,7 +248,9 @@ async def test_a_turn_interrupted_in_the_pane_ends_as_interrupted(
 ) -> None:
     channel, seen = attached
     await channel.submit("slow [[sleep 30]]", "p1")
-    async with httpx.AsyncClient(auth=(USERNAME, PASSWORD)) as tui:  # an interrupt, as the real one took it
+    async with httpx.AsyncClient(
+        auth=(USERNAME, PASSWORD)
+    ) as tui:  # an interrupt, as the real one took it
         await tui.post(f"http://127.0.0.1:{fake.port}/session/{channel.session_id}/abort")
     await seen.wait(lambda: bool(seen.of(ChannelTurn)), "the interrupted turn")
     (turn,) = seen.of(ChannelTurn)
