@@ -177,7 +177,9 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
             return [e for e in seen if isinstance(e, kind)]
 
         # An idle prompt, then one while it runs: each its own turn, with its own answer.
+        handed_s = time.time()
         first = await channel.submit("first through the channel [[sleep 3]]", "p1")
+        print(f"submit -> turn started (ack): {(first.at - handed_s) * 1000:.0f} ms")
         second = await channel.submit("LONG second, sent while busy", "p2")
         assert (first.queued, second.queued) == (False, True)
         await _until(lambda: len(of(ChannelTurn)) == 2, "both turns' ends")
@@ -197,7 +199,9 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
         assert "LONG second, sent while busy" in screen or "line 120" in screen
 
         # A permission ask: answered through the channel, the dialog in the pane closes.
-        await channel.submit(ASK_PROMPT, "p3")
+        handed_s = time.time()
+        third = await channel.submit(ASK_PROMPT, "p3")
+        print(f"submit -> turn started (ack), warm: {(third.at - handed_s) * 1000:.0f} ms")
         await _until(lambda: bool(of(ChannelAsk)), "the permission ask")
         (ask,) = of(ChannelAsk)
         assert (ask.tool, ask.command, ask.reason) == ("bash", COMMAND, WHY)
