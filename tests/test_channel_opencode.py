@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import pytest_asyncio
 
@@ -231,7 +231,7 @@ async def test_a_turn_the_person_typed_in_the_pane_is_seen_the_same_way(
 ) -> None:
     """The TUI sends the person's prompt to its own server: no message id of ours."""
     channel, seen = attached
-    async with httpx.AsyncClient(auth=(USERNAME, PASSWORD)) as tui:
+    async with httpx2.AsyncClient(auth=(USERNAME, PASSWORD)) as tui:
         url = f"http://127.0.0.1:{fake.port}/session/{channel.session_id}/prompt_async"
         response = await tui.post(url, json={"parts": [{"type": "text", "text": "typed"}]})
     assert response.status_code == 204
@@ -248,7 +248,7 @@ async def test_a_turn_interrupted_in_the_pane_ends_as_interrupted(
 ) -> None:
     channel, seen = attached
     await channel.submit("slow [[sleep 30]]", "p1")
-    async with httpx.AsyncClient(
+    async with httpx2.AsyncClient(
         auth=(USERNAME, PASSWORD)
     ) as tui:  # an interrupt, as the real one took it
         await tui.post(f"http://127.0.0.1:{fake.port}/session/{channel.session_id}/abort")

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import httpx
+import httpx2
 
 from ...engine import spawn
 from ...errors import MadohubValueError
@@ -146,8 +146,8 @@ class OpenCodeChannel:
         self.session_id: str | None = None
         self._since_ms = int((since if since is not None else time.time()) * 1000)
         self._base = f"http://{host}:{port}"
-        self._auth = httpx.BasicAuth(username, password)
-        self._client: httpx.AsyncClient | None = None
+        self._auth = httpx2.BasicAuth(username, password)
+        self._client: httpx2.AsyncClient | None = None
         self._stream_task: asyncio.Task[None] | None = None
         self._connected: asyncio.Future[None] | None = None
         self._listeners: list[Callable[[ChannelEvent], None]] = []
@@ -181,7 +181,7 @@ class OpenCodeChannel:
 
     async def attach(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             base_url=self._base, auth=self._auth, timeout=REQUEST_TIMEOUT_S, trust_env=False
         )
         path = await self._wait_for_server(deadline)
@@ -294,7 +294,7 @@ class OpenCodeChannel:
         while True:
             try:
                 response = await self._client.get("/path")
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 last = type(exc).__name__
             else:
                 if response.status_code == 401:
@@ -315,7 +315,7 @@ class OpenCodeChannel:
                 )
             await asyncio.sleep(ATTACH_POLL_S)
 
-    async def _request(self, method: str, path: str, body: object = None) -> httpx.Response:
+    async def _request(self, method: str, path: str, body: object = None) -> httpx2.Response:
         client = self._client
         if client is None:
             raise ChannelError(f"OpenCode's channel is closed ({method} {path} not sent)")
@@ -323,7 +323,7 @@ class OpenCodeChannel:
             response = await client.request(
                 method, path, params=self._params(), json=body if body is not None else None
             )
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ChannelError(
                 f"OpenCode's server at {self._base} did not answer {method} {path}: "
                 f"{type(exc).__name__}"
@@ -335,7 +335,7 @@ class OpenCodeChannel:
             )
         return response
 
-    async def _post(self, path: str, body: object) -> httpx.Response:
+    async def _post(self, path: str, body: object) -> httpx2.Response:
         return await self._request("POST", path, body)
 
     async def _find_session(self) -> str:
@@ -365,7 +365,7 @@ class OpenCodeChannel:
         reason = "OpenCode's event stream ended (its server exited)"
         try:
             async with self._client.stream(
-                "GET", "/event", params=self._params(), timeout=httpx.Timeout(5.0, read=None)
+                "GET", "/event", params=self._params(), timeout=httpx2.Timeout(5.0, read=None)
             ) as response:
                 if not response.is_success:
                     reason = f"OpenCode's event stream answered HTTP {response.status_code}"
@@ -379,7 +379,7 @@ class OpenCodeChannel:
                         data = []
                     if self._broken is not None:
                         return
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             reason = f"OpenCode's event stream failed: {type(exc).__name__}"
         finally:
             if self._alive and not self._closing:  # (before attach is done, attach retries)
