@@ -155,6 +155,17 @@ async def test_the_first_submit_shows_the_session_in_the_tui_again(
 
 
 @pytest.mark.asyncio
+async def test_attach_that_finds_no_session_fails_and_is_not_alive(fake: FakeOpenCode) -> None:
+    fake.failing.add(("POST", "/session"))
+    channel = OpenCodeChannel(fake.port, PASSWORD)
+    with pytest.raises(ChannelError, match=r"found no session.*POST /session with HTTP 500"):
+        await channel.attach(WAIT_S)
+    assert not channel.alive
+    with pytest.raises(ChannelError, match="was not handed in"):
+        await channel.submit("hello", "p1")
+
+
+@pytest.mark.asyncio
 async def test_a_wrong_password_is_refused_with_a_teaching_error(fake: FakeOpenCode) -> None:
     channel = OpenCodeChannel(fake.port, "not-the-password")
     with pytest.raises(ChannelError, match=rf"refused the hub's password.*{PASSWORD_ENV}") as err:

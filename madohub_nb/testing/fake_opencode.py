@@ -64,6 +64,8 @@ class FakeOpenCode:
         self.selected: str | None = None
         self.selects: list[str] = []
         """Every session ``/tui/select-session`` was asked to show, in order."""
+        self.failing: set[tuple[str, str]] = set()
+        """(method, path) answered HTTP 500, as a server in trouble would."""
         self.silent_streams = 0
         """How many of the next ``/event`` streams send nothing at all (as the real one's
         first did once while its TUI was still starting)."""
@@ -371,6 +373,9 @@ class FakeOpenCode:
                 raw = self.rfile.read(length) if length else b""
                 if self.headers.get("Authorization") != expected:
                     fake._send(self, 401, {"name": "Unauthorized"})
+                    return
+                if (method, urlsplit(self.path).path) in fake.failing:
+                    fake._send(self, 500, {"name": "UnknownError"})
                     return
                 fake._route(self, method, json.loads(raw) if raw else {})
 

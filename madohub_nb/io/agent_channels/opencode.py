@@ -188,11 +188,16 @@ class OpenCodeChannel:
         if self.directory is None:
             directory = path.get("directory")
             if not isinstance(directory, str) or not directory:
+                await self.close()
                 raise ChannelError(f"OpenCode's server at {self._base} named no folder: {path!r}")
             self.directory = directory
         await self._open_stream(deadline, timeout_s)
         self._alive = True
-        self.session_id = await self._find_session()
+        try:
+            self.session_id = await self._find_session()
+        except (ChannelError, KeyError, ValueError) as exc:
+            await self.close()
+            raise ChannelError(f"OpenCode's channel found no session to use: {exc}") from None
 
     async def _open_stream(self, deadline: float, timeout_s: float) -> None:
         """The event stream, once it said ``server.connected``. Opened while the TUI still
