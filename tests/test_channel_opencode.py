@@ -473,7 +473,7 @@ def test_the_kinds_layer_serves_the_api_from_the_tui_with_the_password_in_its_en
     assert KIND.channel is channel_layer
     plan = channel_layer(endpoint)
     assert plan.server is None  # the TUI serves it: nothing else to start or end
-    assert plan.layer.args == ("--port", "41234")
+    assert plan.layer.args == ("--hostname", "127.0.0.1", "--port", "41234")
     assert plan.layer.env == {PASSWORD_ENV: PASSWORD}
     assert PASSWORD not in " ".join(plan.layer.args)
     channel = plan.open(None)

@@ -156,6 +156,9 @@ def mcp(
     )
 
 
+HOST: Final = "127.0.0.1"
+
+
 def channel_layer(endpoint: ChannelEndpoint) -> ChannelPlan:
     """The TUI serves its own API (``opencode --port N``), the password in its environment.
 
@@ -175,12 +178,12 @@ def channel_layer(endpoint: ChannelEndpoint) -> ChannelPlan:
     return ChannelPlan(
         layer=LaunchLayer(
             PROFILE.kind,
-            args=("--port", str(port)),
+            args=("--hostname", HOST, "--port", str(port)),  # (its default host, said)
             env={PASSWORD_ENV: password},
             how=f"its TUI serves its API on 127.0.0.1:{port}, the password from {PASSWORD_ENV}",
         ),
         server=None,
-        open=lambda _server_pid: OpenCodeChannel(port, password, since=since),
+        open=lambda _server_pid: OpenCodeChannel(port, password, since=since, host=HOST),
     )
 
 
