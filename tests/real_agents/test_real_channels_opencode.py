@@ -37,7 +37,7 @@ from madohub_nb.io.agent_channels.base import (
 )
 from madohub_nb.io.agent_channels.opencode import OpenCodeChannel
 from madohub_nb.testing.fake_anthropic import default_answer
-from madohub_nb.testing.fake_openai import FakeOpenAIResponses, function_output, prompt_text
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
 from .conftest import REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RealPane, start_agent_pane
 from .test_real_routing import (
@@ -57,9 +57,10 @@ LONG_LINES = 120
 
 
 def _reply(body: dict[str, Any]) -> str | dict[str, Any] | None:
-    """The model: the asking prompt calls ``bash`` once; LONG answers 120 lines."""
+    """The model: an asking prompt (PERM) calls ``bash`` once; LONG answers 120 lines."""
     prompt = prompt_text(body) or ""
-    if body.get("tools") and ASK_PROMPT in prompt and function_output(body) is None:
+    messages = body.get("messages") or [{}]
+    if body.get("tools") and "PERM" in prompt and messages[-1].get("role") != "tool":
         return {
             "function_call": {"name": "bash", "arguments": {"command": COMMAND, "description": WHY}}
         }
@@ -227,6 +228,16 @@ async def test_real_opencode_takes_prompts_and_answers_asks_through_its_channel(
         typed = of(ChannelTurn)[3]
         assert (typed.prompt, typed.prompt_id) == ("typed by the person", None)
         assert typed.answer == default_answer("typed by the person")
+
+        # An ask the person answers in the pane (Enter: "Allow once"): resolved by the agent.
+        await channel.submit("PERM answered in the pane", "p5")
+        await _until(lambda: len(of(ChannelAsk)) == 2, "the second ask")
+        await asyncio.to_thread(
+            pane.wait_screen, lambda s: "Permission required" in s, REPLY_TIMEOUT_S, what="dialog"
+        )
+        pane.press("Enter")
+        await _until(lambda: len(of(ChannelTurn)) == 5, "the turn the pane's answer let go on")
+        assert of(ChannelAskResolved)[1] == ChannelAskResolved(of(ChannelAsk)[1].ask_id, by="agent")
         print("events:", [type(e).__name__ for e in seen])
 
         # close(): the channel ends its connections; the TUI (the pane's) goes on.
