@@ -71,6 +71,8 @@ with an owner), ``aside`` or ``side_by_side`` (a shutdown step waited on for a s
 TASK_MAKERS_ALLOWED: dict[str, str] = {
     "madohub_nb.testing._http": "a test's local HTTP server (a fake API) runs its own "
     "thread, outside any hub",
+    "madohub_nb.testing.fake_opencode": "a test's stand-in OpenCode server runs its HTTP "
+    "server and its scripted turns on threads of its own, outside any hub",
 }
 """Modules that may start a task or thread themselves, and why."""
 KEPT_APART: tuple[tuple[str, str, str], ...] = (

@@ -1,20 +1,24 @@
-"""OpenCode: its screen profile, hooks, MCP setup and record."""
+"""OpenCode: its screen profile, hooks, MCP setup, native channel and record."""
 
 from __future__ import annotations
 
 import json
 import posixpath
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from ...errors import MadohubValueError
+from ...io.agent_channels.base import ChannelEndpoint
+from ...io.agent_channels.opencode import PASSWORD_ENV, OpenCodeChannel
 from ..launch import LaunchLayer
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
-from .base import AgentKind
+from .base import AgentKind, ChannelPlan
 from .common import NOTIFICATION, STOP, MachineFiles, script
 from .records import (
     AgentPid,
@@ -152,6 +156,37 @@ def mcp(
     )
 
 
+HOST: Final = "127.0.0.1"
+
+
+def channel_layer(endpoint: ChannelEndpoint) -> ChannelPlan:
+    """The TUI serves its own API (``opencode --port N``), the password in its environment.
+
+    Observed (1.18.33): a plain ``opencode --port N`` serves the same API as ``opencode
+    serve`` while its TUI stays live in the pane, so no second server runs and nothing
+    outlives the pane; the password (basic auth) is read from OPENCODE_SERVER_PASSWORD,
+    never a word of the command line. (``serve`` + ``attach`` works too, with two
+    processes to end.) The channel learns the TUI's folder from ``GET /path``.
+    """
+    if endpoint.port is None or not endpoint.password:
+        raise MadohubValueError(
+            f"OpenCode's channel needs a port and a password on 127.0.0.1, not {endpoint!r}: "
+            "give the endpoint both"
+        )
+    port, password = endpoint.port, endpoint.password
+    since = time.time()  # before the TUI starts: a session it makes later is its own
+    return ChannelPlan(
+        layer=LaunchLayer(
+            PROFILE.kind,
+            args=("--hostname", HOST, "--port", str(port)),  # (its default host, said)
+            env={PASSWORD_ENV: password},
+            how=f"its TUI serves its API on 127.0.0.1:{port}, the password from {PASSWORD_ENV}",
+        ),
+        server=None,
+        open=lambda _server_pid: OpenCodeChannel(port, password, since=since, host=HOST),
+    )
+
+
 # --- where its record is: one SQLite database per user ------------------------------------
 ENV_NAMES: Final = ("HOME", "XDG_DATA_HOME")
 """The variables of its environment that move its record."""
@@ -189,6 +224,7 @@ KIND: Final = AgentKind(
     hooks=hooks,
     hooks_opt_in=hooks_opt_in,
     mcp=mcp,
+    channel=channel_layer,
     record=RECORD,
     order=40,
     layers_order=60,
