@@ -69,6 +69,8 @@ with an owner), ``aside`` or ``side_by_side`` (a shutdown step waited on for a s
 TASK_MAKERS_ALLOWED: dict[str, str] = {
     "madohub_nb.testing._http": "a test's local HTTP server (a fake API) runs its own "
     "thread, outside any hub",
+    "madohub_nb.testing.fake_codex_app_server": "a test's stand-in codex app-server, a process "
+    "of its own (its own asyncio.run), outside any hub",
 }
 """Modules that may start a task or thread themselves, and why."""
 KEPT_APART: tuple[tuple[str, str, str], ...] = (

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import psutil
 
+from ...engine import spawn
 from .base import (
     ChannelAck,
     ChannelAsk,
@@ -200,7 +201,7 @@ class CodexChannel:
         subscribe to it (or wait for its first turn to, see the module's docstring)."""
         deadline = time.monotonic() + timeout_s
         self._ws = await self._connect(deadline)
-        self._reader = asyncio.ensure_future(self._read_loop())
+        self._reader = spawn(self._read_loop(), name=f"codex channel {self.socket_path}")
         await self._call(
             "initialize",
             {
@@ -342,7 +343,6 @@ class CodexChannel:
         prompt, client = user_message(items)
         if running and client is None:
             prompt, client = await self._started_from_queue()
-        prompt, client = user_message(items)
         if not running and (client is None or client not in self._expected):
             self._done.add(turn_id)  # history from before the attach
             return
@@ -367,7 +367,7 @@ class CodexChannel:
         if self.subscribed or self._closing or self._broken:
             return
         if self._resuming is None or self._resuming.done():
-            self._resuming = asyncio.ensure_future(self._resume_quietly())
+            self._resuming = spawn(self._resume_quietly(), name="codex channel resume")
 
     async def _resume_quietly(self) -> None:
         try:

@@ -84,7 +84,7 @@ class UnixWebSocket:
         self.closed = False
 
     @classmethod
-    async def connect(cls, socket_path: str, *, host: str = "localhost") -> UnixWebSocket:
+    async def connect(cls, socket_path: str) -> UnixWebSocket:
         """Open ``socket_path`` and upgrade it (``GET /``); :class:`ChannelError` when the
         server refuses or answers something else than ``101`` with the right accept key."""
         try:
@@ -93,7 +93,7 @@ class UnixWebSocket:
             raise ChannelError(f"cannot connect to {socket_path!r}: {exc}") from exc
         key = base64.b64encode(os.urandom(16)).decode()
         request = (
-            f"GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         )
         try:
