@@ -5,7 +5,8 @@ pane, and :class:`CodexChannel` opened directly (the hub's plumbing is another i
 Offline, against ``fake_openai``. It checks: a prompt handed in through the channel shows in
 the pane and its whole 120-line answer and usage come back; a prompt sent while a turn runs
 is queued and runs as its own turn; an approval is asked through the channel and answered
-there; after ``close()`` no process of the app-server is left (by pid) and no daemon either.
+there; a turn the person types in the pane is seen, and an approval answered there with ``y``
+leaves the channel's asks; after ``close()`` no process of the app-server is left (by pid) and no daemon either.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from madohub_nb.io.agent_channels.base import (
     ChannelTurnStarted,
 )
 from madohub_nb.io.agent_channels.codex import CodexChannel
-from madohub_nb.testing.fake_openai import FakeOpenAIResponses, function_output, prompt_text
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
 
 from .conftest import (
     CODEX_VERSION,
@@ -55,8 +56,11 @@ TOOL_CALL = {"function_call": {"name": "exec_command", "arguments": {
 
 
 def reply(body: dict[str, Any]) -> Any:
-    """The long answer to its marker; a shell call that asks for approval to ``ASKING``."""
-    if ASKING in (prompt_text(body) or "") and function_output(body) is None and body.get("tools"):
+    """The long answer to its marker; a shell call that asks for approval to a ``PERM``
+    prompt (once: not once its output, the request's last item, came back)."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    answered = bool(items) and items[-1].get("type") == "function_call_output"
+    if "PERM" in (prompt_text(body) or "") and not answered and body.get("tools"):
         return TOOL_CALL
     return long_reply(body)
 
@@ -138,6 +142,22 @@ def test_real_codex_channel_prompt_answer_usage_queue_ask_and_close(
             await channel.answer(ask.ask_id, "accept")
             await until(lambda: len(turns()) == 3, "the asking turn's end")
             assert ChannelAskResolved(ask.ask_id, "hub") in events
+            assert (cwd / "made_by_channel").exists()
+            (cwd / "made_by_channel").unlink()
+            # the person: a turn typed in the pane, an approval answered there with "y"
+            await asyncio.to_thread(pane.submit, "PERM typed by the person")
+            await until(lambda: sum(isinstance(e, ChannelAsk) for e in events) == 2, "ask 2")
+            asks = [e for e in events if isinstance(e, ChannelAsk)]
+            await asyncio.to_thread(
+                pane.wait_screen, lambda s: "Yes, proceed (y)" in s, what="the TUI's dialog"
+            )
+            pane.press("y")
+            await until(
+                lambda: ChannelAskResolved(asks[1].ask_id, "agent") in events, "pane answer"
+            )
+            await until(lambda: len(turns()) == 4, "the typed turn's end")
+            typed = turns()[3]
+            assert (typed.prompt, typed.prompt_id) == ("PERM typed by the person", None)
             assert (cwd / "made_by_channel").exists()
             server_tree[:] = [
                 server.pid,
