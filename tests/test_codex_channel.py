@@ -196,6 +196,49 @@ async def test_an_ask_answered_in_the_pane_is_resolved_by_the_agent(
     assert events.of(ChannelAskResolved) == [ChannelAskResolved(ask.ask_id, "agent")]
 
 
+async def fake_call(socket_path: str, method: str, params: dict[str, Any]) -> None:
+    """Call the stand-in as another client would (the TUI: what the person does there)."""
+    other = await UnixWebSocket.connect(socket_path)
+    await other.send(json.dumps({"id": 1, "method": method, "params": params}))
+    await other.recv()
+    await other.close()
+
+
+@pytest.mark.asyncio
+async def test_a_turn_the_person_types_first_is_seen_without_a_prompt_id(
+    channel: tuple[CodexChannel, Events], socket_path: str
+) -> None:
+    chan, events = channel
+    assert not chan.subscribed  # no rollout yet: subscribed once the turn runs
+    await fake_call(socket_path, "fake/typeInPane", {"threadId": chan.thread_id,
+                                                    "text": "typed [[sleep 0.5]]"})  # fmt: skip
+    await events.until(lambda: events.of(ChannelTurn), "the typed turn's end")
+    (started,) = events.of(ChannelTurnStarted)
+    (turn,) = events.of(ChannelTurn)
+    assert (started.prompt_id, turn.prompt_id, turn.answer) == (
+        None,
+        None,
+        "Done: typed [[sleep 0.5]]",
+    )
+    assert chan.subscribed and turn.input_tokens
+
+
+@pytest.mark.asyncio
+async def test_a_prompt_that_does_not_start_is_taken_off_the_queue_and_raises(
+    channel: tuple[CodexChannel, Events], socket_path: str
+) -> None:
+    """Never both: an error from submit means Codex will not run the prompt."""
+    chan, events = channel
+    chan.ack_timeout_s = 0.5
+    await fake_call(socket_path, "fake/hold", {"threadId": chan.thread_id, "held": True})
+    with pytest.raises(ChannelError, match="taken off its queue"):
+        await chan.submit("never runs", "p1")
+    await fake_call(socket_path, "fake/hold", {"threadId": chan.thread_id, "held": False})
+    ack = await chan.submit("runs", "p2")
+    await events.until(lambda: events.of(ChannelTurn), "turn end")
+    assert [t.prompt_id for t in events.of(ChannelTurn)] == [ack.prompt_id] == ["p2"]
+
+
 @pytest.mark.asyncio
 async def test_a_killed_server_breaks_the_channel_and_submit_raises(
     channel: tuple[CodexChannel, Events], server: subprocess.Popen[bytes]

@@ -12,7 +12,9 @@ unix://PATH``) so a test can kill it by pid. What it does, as the real one did:
   that resumed the thread; a running turn is listed without its items;
 - prompt markers: ``[[sleep N]]`` (the turn takes N s), ``[[lines N]]`` (an answer of N
   numbered lines), ``PERM`` (asks ``item/commandExecution/requestApproval`` first;
-  ``fake/answerInPane`` {decision} answers it as a ``y`` in the TUI would).
+  ``fake/answerInPane`` {decision} answers it as a ``y`` in the TUI would);
+- ``fake/typeInPane`` {text}: a prompt the person typed in the TUI; ``fake/hold`` {held}:
+  queued prompts wait while held (a turn that does not start).
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ class FakeCodexAppServer:
         self.queue: list[dict[str, Any]] = []
         self.next_request = 0
         self.approvals: dict[int, asyncio.Future[Any]] = {}
+        self.held = False
+        """``fake/hold``: queued prompts wait (a turn that does not start)."""
 
     # --- the connection ----------------------------------------------------------------
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -171,7 +175,7 @@ class FakeCodexAppServer:
             await client.send({"error": {"code": exc.code, "message": exc.message}, "id": rid})
             return
         await client.send({"id": rid, "result": result})
-        if method in ("thread/queue/add", "turn/start"):
+        if method in ("thread/queue/add", "turn/start", "fake/typeInPane", "fake/hold"):
             self._start_next()
 
     async def _call(self, client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -216,6 +220,13 @@ class FakeCodexAppServer:
             entry = {"id": str(uuid.uuid4()), "input": params["input"], "clientUserMessageId": None}
             self.queue.insert(0, entry)
             return {"turn": {"id": "pending", "items": [], "status": "inProgress"}}
+        if method == "fake/typeInPane":  # the person's prompt, typed in the TUI
+            self.queue.append({"id": str(uuid.uuid4()), "clientUserMessageId": None,
+                               "input": [{"type": "text", "text": params["text"]}]})  # fmt: skip
+            return {}
+        if method == "fake/hold":
+            self.held = bool(params.get("held", True))
+            return {}
         if method == "fake/answerInPane":
             for request_id, future in list(self.approvals.items()):
                 if not future.done():
@@ -242,7 +253,7 @@ class FakeCodexAppServer:
 
     # --- turns ---------------------------------------------------------------------------
     def _start_next(self) -> None:
-        if self.running is None and self.queue:
+        if self.running is None and self.queue and not self.held:
             entry = self.queue.pop(0)
             turn = Turn(str(uuid.uuid4()), _text(entry["input"]), entry.get("clientUserMessageId"))
             self.running = turn
