@@ -234,9 +234,9 @@ async def test_a_prompt_that_does_not_start_is_taken_off_the_queue_and_raises(
     with pytest.raises(ChannelError, match="taken off its queue"):
         await chan.submit("never runs", "p1")
     await fake_call(socket_path, "fake/hold", {"threadId": chan.thread_id, "held": False})
-    ack = await chan.submit("runs", "p2")
+    ack = await chan.submit("runs [[sleep 0.5]]", "p2")  # (running when the channel resumes)
     await events.until(lambda: events.of(ChannelTurn), "turn end")
-    assert [t.prompt_id for t in events.of(ChannelTurn)] == [ack.prompt_id] == ["p2"]
+    assert [t.prompt_id for t in events.of(ChannelTurn)] == [ack.prompt_id] == ["p2"], events.seen
 
 
 @pytest.mark.asyncio

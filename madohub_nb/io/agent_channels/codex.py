@@ -610,6 +610,7 @@ class CodexChannel:
             except ChannelError:
                 pass  # no longer queued: it started (the ack follows) or the channel broke
             else:
+                self._expected.pop(waiter.prompt_id, None)
                 raise ChannelError(
                     f"Codex did not start prompt {waiter.prompt_id!r} in "
                     f"{self.ack_timeout_s:g} s: it was taken off its queue, not delivered"
