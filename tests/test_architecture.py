@@ -73,6 +73,8 @@ TASK_MAKERS_ALLOWED: dict[str, str] = {
     "thread, outside any hub",
     "madohub_nb.testing.fake_opencode": "a test's stand-in OpenCode server runs its HTTP "
     "server and its scripted turns on threads of its own, outside any hub",
+    "madohub_nb.testing.fake_codex_app_server": "a test's stand-in codex app-server, a process "
+    "of its own (its own asyncio.run), outside any hub",
 }
 """Modules that may start a task or thread themselves, and why."""
 KEPT_APART: tuple[tuple[str, str, str], ...] = (

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from ...io.agent_channels.base import ChannelEndpoint, ChannelServer
+from ...io.agent_channels.codex import CodexChannel
 from ...io.agent_records import read_last_response, turn_finished
 from ...io.agent_records.codex import find_codex_rollout
 from ..launch import LaunchLayer
@@ -25,7 +27,7 @@ from ..profile import AgentProfile
 from ..profile import line as _line
 from ..profile import rx as _rx
 from ..regex import lazy_compile
-from .base import AgentKind
+from .base import AgentKind, ChannelPlan
 from .common import STOP, MachineFiles
 from .records import AgentPid, RecordReader, RecordRef, RecordSource, home_relative
 
@@ -153,6 +155,34 @@ def mcp(
     )
 
 
+# --- its native channel: app-server + remote TUI -----------------------------------------
+CHANNEL_SOCKET: Final = "codex-app-server.sock"
+NO_DAEMON: Final = ("-c", "features.daemon_auto_start=false")
+"""Plain ``codex`` starts an app-server daemon of its own that outlives the TUI
+(REAL-AGENTS.md): off, for the server the hub starts and for the remote TUI alike."""
+
+
+def channel(endpoint: ChannelEndpoint) -> ChannelPlan:
+    """The hub starts ``codex app-server --listen unix://SOCKET`` (in the tile's private
+    0700 folder); the pane runs ``codex --remote unix://SOCKET``; the hub's
+    :class:`CodexChannel` is a second client of that server and ends it by pid.
+
+    The server's ``argv[0]`` is ``codex``: the hub starts it with the pane's environment
+    (PATH, ``CODEX_HOME``); a tile whose command names another executable gets that one.
+    """
+    socket = endpoint.socket_path or posixpath.join(endpoint.folder, CHANNEL_SOCKET)
+    url = f"unix://{socket}"
+    return ChannelPlan(
+        layer=LaunchLayer(
+            PROFILE.kind,
+            args=("--remote", url, *NO_DAEMON),
+            how=f"codex --remote {url}: the TUI of the hub's codex app-server",
+        ),
+        server=ChannelServer(("codex", "app-server", "--listen", url, *NO_DAEMON)),
+        open=lambda server_pid: CodexChannel(socket, server_pid=server_pid),
+    )
+
+
 # --- its files: its home and the rollouts it holds open -------------------------------
 ROLLOUT_GLOB: Final = "rollout-*.jsonl"
 HOME_ENV: Final = ("CODEX_HOME", "HOME")
@@ -238,6 +268,7 @@ KIND: Final = AgentKind(
     mcp=mcp,
     mcp_on_hosts=True,
     record=RECORD,
+    channel=channel,
     order=20,
     layers_order=20,
 )
