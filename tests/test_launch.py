@@ -76,3 +76,15 @@ def test_a_kinds_hooks_layer_is_what_hook_setup_gives() -> None:
         assert layer is not None and layer == KINDS[name].hooks(["hook"], "/private")  # type: ignore[misc]
         assert all(path.startswith("/private/") for path in layer.files)
     assert hook_setup("aider", ["hook"], "/private") is None
+
+
+def test_a_layers_and_plans_repr_shows_no_secret() -> None:
+    """A layer's env and files may hold an MCP token or a channel server's password: a repr
+    (a traceback, a notebook's echo) shows neither."""
+    layer = LaunchLayer(
+        "opencode", args=("--port", "4096"), env={"OPENCODE_SERVER_PASSWORD": "pw-s3cret"},
+        files={"/p/mcp.json": '{"token": "tok-s3cret"}'},
+    )  # fmt: skip
+    plan = LaunchPlan("opencode", env={"API_KEY": "key-s3cret"}).with_layers(channel=layer)
+    for shown in (repr(layer), repr(plan)):
+        assert "s3cret" not in shown and "--port" in shown

@@ -58,8 +58,9 @@ class LaunchLayer:
     kinds: tuple[str, ...] = ()
     """Hooks: what they report (``agents/hooks.py``'s ``HOOK_KINDS``)."""
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    files: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """(Left out of the repr: it may hold a token or a server password.)"""
+    files: Mapping[str, str] = field(default_factory=dict, repr=False)
     private_home: bool = False
     secure_dir: bool = False
     tool_names: tuple[str, ...] = ()
@@ -80,7 +81,8 @@ class LaunchPlan:
 
     command: str | None
     """The user's command line (a shell line, as ``command=`` gave it); None: a shell."""
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """(Left out of the repr: it may hold a token or a server password.)"""
     cwd: str | None = None
     mcp: LaunchLayer | None = None
     hooks: LaunchLayer | None = None
