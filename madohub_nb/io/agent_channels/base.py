@@ -49,6 +49,8 @@ class ChannelTurn:
     cache_read_tokens: int | None = None
     cost_usd: float | None = None
     at: float = 0.0
+    model: str | None = None
+    """The model that answered, where the agent says."""
 
 
 @dataclass(frozen=True)
