@@ -4,8 +4,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
+from conftest import log_rows, start_standin, wait_until
+
+import madohub_nb as mh
+from madohub_nb.errors import MadohubError
 from madohub_nb.io.agent_channels.base import (
     ChannelAsk,
     ChannelAskResolved,
@@ -14,6 +20,7 @@ from madohub_nb.io.agent_channels.base import (
     ChannelTurnStarted,
 )
 from madohub_nb.io.agent_channels.qwen import QwenReader
+from madohub_nb.pipeline.tile import Tile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "channels"
 
@@ -65,3 +72,124 @@ def test_qwen_reader_a_tool_call_does_not_end_the_turn_and_asks_carry_choices() 
     assert any(isinstance(e, ChannelAskResolved) for e in events)
     (turn,) = [e for e in events if isinstance(e, ChannelTurn)]
     assert (turn.answer, turn.input_tokens, turn.output_tokens) == ("made", 22, 5)
+
+
+# --------------------------------------------------------------- the plumbing, real tmux
+
+STANDIN = Path(__file__).parent / "standin_qwen.py"
+
+
+def qwen_command(tmp_path: Path) -> str:
+    """The stand-in, started as a program called ``qwen`` (its process name)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / "qwen"
+    exe.write_text(
+        f"#!{sys.executable}\nimport runpy\nrunpy.run_path({str(STANDIN)!r}, run_name='__main__')\n"
+    )
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def qwen_tile(hub: mh.Hub, tmp_path: Path, home: Path, **kwargs: object) -> Tile:
+    cwd = tmp_path / "proj-qwen"
+    cwd.mkdir(exist_ok=True)
+    tile = hub.tile(
+        "qwen", agent="qwen", command=qwen_command(tmp_path), cwd=cwd,
+        env={"HOME": str(home), "MADOHUB_STANDIN_THINK_S": "0.3"}, **kwargs,
+    )  # fmt: skip
+    wait_until(lambda: tile.state == "idle", 15, what="stand-in qwen idle")
+    return tile
+
+
+def test_routes_go_through_the_qwen_channel_both_ways(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    assert qwen.channel is not None and qwen.channel.name == "qwen input-file"
+    assert qwen.turn_signal == "channel"
+    claude = start_standin(hub, "claude")
+
+    # Claude -> Qwen: the prompt goes in through the channel, never typed.
+    into = hub.connect("claude", "qwen", template="Claude says: {output}", max_rounds=1)
+    wait_until(lambda: into.ready.is_set(), 10)
+    hub.send("claude", "Ping qwen").result(30)
+    wait_until(lambda: into.last_status is not None, 30, what="claude->qwen round")
+    (row,) = log_rows(hub, into)
+    assert (row["status"], row["delivery_mode"]) == ("delivered", "channel"), row["error"]
+    assert row["meta"]["channel_turn_id"]
+    into.stop()
+
+    # Qwen -> Claude: the turn ends by the channel, its long answer whole, its usage.
+    wait_until(lambda: qwen.state == "idle" and claude.state == "idle", 30)
+    out = hub.connect("qwen", "claude", template="From qwen:\n{output}", max_rounds=1)
+    wait_until(lambda: out.ready.is_set(), 10)
+    rec = hub.send("qwen", "Write it out [[lines 120]]").result(30)
+    assert rec.delivery_mode == "channel" and rec.meta["channel_turn_id"]
+    wait_until(lambda: out.last_status is not None, 30, what="qwen->claude round")
+    (row,) = log_rows(hub, out)
+    assert (row["turn_signal"], row["extraction_method"]) == ("channel", "channel"), row
+    assert row["extracted"] == "\n".join(f"Line {i} of a long answer" for i in range(1, 121))
+    assert row["input_tokens"] == len("Write it out [[lines 120]]") and row["output_tokens"]
+    assert row["status"] == "delivered", row["error"]
+
+
+def test_prompts_sent_while_qwen_is_busy_run_as_turns_of_their_own(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    turns: list[ChannelTurn] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
+    first = hub.send("qwen", "First [[sleep 2]]")
+    wait_until(lambda: qwen.state == "busy", 10, what="qwen busy")
+    second = hub.send("qwen", "Second while busy")
+    assert first.result(30).status == "delivered" and second.result(30).status == "delivered"
+    wait_until(lambda: len(turns) >= 2, 30, what="two turns")
+    assert [t.answer for t in turns] == ["Done: First [[sleep 2]]", "Done: Second while busy"]
+
+
+def test_a_turn_typed_in_the_pane_arrives_through_the_channel(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    turns: list[ChannelTurn] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
+    hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "-l", "typed by a person")
+    hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "Enter")
+    wait_until(lambda: turns, 15, what="the person's turn")
+    assert (turns[0].prompt, turns[0].prompt_id) == ("typed by a person", None)
+
+
+def test_channel_false_or_the_setting_off_types_and_channel_true_refuses_what_cannot(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home, channel=False)
+    assert qwen.channel is None and qwen.channel_ready is None
+    rec = hub.send("qwen", "typed prompt").result(30)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "typed"), rec.error
+    hub.channels = False
+    other = hub.tile("q2", agent="qwen", command=qwen_command(tmp_path), env={"HOME": str(home)})
+    assert other.channel_ready is None
+    with pytest.raises(MadohubError, match="channel=True, but agent 'claude' has no native"):
+        hub.tile("c", agent="claude", command="claude", channel=True)
+    with pytest.raises(MadohubError, match="an adopted pane's prompts are typed"):
+        hub.tile("adopted", pane=qwen.pane_id, channel=True)
+
+
+def test_close_ends_the_channel_and_removes_its_private_folder(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    channel = qwen.channel
+    assert channel is not None and channel.alive
+    (opened,) = hub.runtime.tiles.channels._open.values()
+    folder = Path(opened.endpoint.folder)
+    assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == "0o700"
+    hub.close()
+    assert not channel.alive and not folder.exists()

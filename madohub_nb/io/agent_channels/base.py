@@ -21,6 +21,11 @@ class ChannelError(MadohubError):
     """The channel could not do what was asked (server gone, protocol error, refused)."""
 
 
+class ChannelUnsure(ChannelError):
+    """A prompt was handed in but its turn was not seen to start: the agent may still run
+    it, so it is never typed as well (a row says so)."""
+
+
 @dataclass(frozen=True)
 class ChannelTurnStarted:
     """The agent started a turn. ``prompt_id``: ours when the turn runs a prompt the hub

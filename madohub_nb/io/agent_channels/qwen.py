@@ -39,6 +39,7 @@ from .base import (
     ChannelEvent,
     ChannelTurn,
     ChannelTurnStarted,
+    ChannelUnsure,
 )
 
 NAME: Final = "qwen input-file"
@@ -253,9 +254,9 @@ class QwenChannel:
         deadline = time.monotonic() + ACK_TIMEOUT_S
         while any(pid == prompt_id for _, pid in self._reader.expected):
             if self._broken is not None:
-                raise ChannelError(f"{NAME}: {self._broken} (the prompt was written, not taken)")
+                raise ChannelUnsure(f"{NAME}: {self._broken} (after the prompt was written)")
             if time.monotonic() > deadline:
-                raise ChannelError(
+                raise ChannelUnsure(
                     f"{NAME}: Qwen Code did not start a turn with the prompt within "
                     f"{ACK_TIMEOUT_S:.0f} s"
                 )
