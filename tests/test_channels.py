@@ -193,3 +193,24 @@ def test_close_ends_the_channel_and_removes_its_private_folder(
     assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == "0o700"
     hub.close()
     assert not channel.alive and not folder.exists()
+
+
+def test_a_channel_that_fails_before_taking_the_prompt_falls_back_to_typing_once(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    started: list[ChannelTurnStarted] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(
+        lambda e: started.append(e) if isinstance(e, ChannelTurnStarted) else None
+    )
+    (opened,) = hub.runtime.tiles.channels._open.values()
+    in_file = Path(opened.endpoint.folder) / "in.jsonl"
+    in_file.unlink()
+    in_file.mkdir()  # the channel cannot write its prompt: it took nothing
+    rec = hub.send("qwen", "after the break").result(30)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "typed"), rec.error
+    assert "input file" in rec.meta["channel_error"]
+    wait_until(lambda: started, 15, what="the typed turn, seen through the channel")
+    assert [(s.prompt, s.prompt_id) for s in started] == [("after the break", None)]
