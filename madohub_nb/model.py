@@ -24,10 +24,11 @@ RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "rejected",
 """``rejected``: an approval route's prompt a person rejected or let expire (nothing typed)."""
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
 
-ExtractionMethod = Literal["hook", "jsonl", "rollout", "session", "terminal", "channel"]
-"""How a round's source output was read: Claude's transcript, Codex's rollout, another agent's
-own session record (Gemini, Qwen, Copilot, OpenCode, Pi, Aider), the screen, the agent's
-native channel (its turn's whole answer as the agent reported it)."""
+ExtractionMethod = Literal["channel", "hook", "jsonl", "rollout", "session", "terminal"]
+"""How a round's source output was read, strongest first (a gather takes its answers'
+weakest): the agent's native channel (its turn's whole answer as it reported it), its hook,
+Claude's transcript, Codex's rollout, another agent's own session record (Gemini, Qwen,
+Copilot, OpenCode, Pi, Aider), the screen."""
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
 
 TurnSignal = Literal["channel", "hook", "status", "transcript", "screen", "quiet"]
