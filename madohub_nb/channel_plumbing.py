@@ -54,8 +54,9 @@ class TileChannel:
     unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
     def drop(self) -> None:
-        """The pane did not start: end the server, remove the folder."""
-        _end_pid(self.server_pid)
+        """End the server (by pid, once) and remove the folder."""
+        pid, self.server_pid = self.server_pid, None
+        _end_pid(pid)
         shutil.rmtree(self.endpoint.folder, ignore_errors=True)
 
 
@@ -133,8 +134,10 @@ class ChannelPlumbing:
             raise
         return TileChannel(endpoint, plan)
 
-    def start_server(self, tc: TileChannel, env: Mapping[str, str], cwd: str | None) -> None:
-        """Start the kind's server (if it has one) with the pane's environment, before the pane."""
+    def start(self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None) -> None:
+        """Tile ``name``'s channel from now on (ended by :meth:`close`): start the kind's
+        server, if it has one, with the pane's environment, before the pane."""
+        self._open = {**self._open, name: tc}
         server = tc.plan.server
         if server is None:
             return
@@ -144,10 +147,16 @@ class ChannelPlumbing:
         )  # fmt: skip
         tc.server_pid = proc.pid
 
+    def forget(self, name: str) -> None:
+        """Tile ``name``'s pane did not start: its channel ends now (server, folder)."""
+        tc = self._open.get(name)
+        self._open = {k: v for k, v in self._open.items() if k != name}
+        if tc is not None:
+            tc.drop()
+
     async def attach(self, tile: Tile, tc: TileChannel) -> None:
         """Once ``tile``'s agent is up, open its channel (engine loop); a failure is an event
         and the tile types."""
-        self._open = {**self._open, tile.name: tc}
         try:
             await self._attach(tile, tc)
         finally:

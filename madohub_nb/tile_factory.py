@@ -115,7 +115,7 @@ class TileFactory:
         command = launch.command_line()
         try:
             if tc is not None:
-                self._channels.start_server(tc, launch.environment(), launch.workdir)
+                self._channels.start(name, tc, launch.environment(), launch.workdir)
             with self.spawn_lock:  # the first pane also makes the session: one at a time
                 if self._closed():  # (close() raced this call; make no pane it would not kill)
                     raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
@@ -134,6 +134,7 @@ class TileFactory:
             if plan is not None:
                 plan.drop()
             if tc is not None:
+                self._channels.forget(name)
                 tc.drop()
             if worktree is not None:
                 self._worktrees.forget(machine, worktree, drop=True)

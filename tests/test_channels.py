@@ -214,3 +214,36 @@ def test_a_channel_that_fails_before_taking_the_prompt_falls_back_to_typing_once
     assert "input file" in rec.meta["channel_error"]
     wait_until(lambda: started, 15, what="the typed turn, seen through the channel")
     assert [(s.prompt, s.prompt_id) for s in started] == [("after the break", None)]
+
+
+def test_a_channel_server_starts_with_the_panes_environment_and_ends_by_pid_at_close(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    import psutil
+
+    from madohub_nb.agents.kinds.base import ChannelPlan
+    from madohub_nb.agents.launch import LaunchLayer
+    from madohub_nb.channel_plumbing import ChannelPlumbing, TileChannel
+    from madohub_nb.io.agent_channels.base import ChannelEndpoint, ChannelServer
+
+    folder = tmp_path / "channel"
+    folder.mkdir(mode=0o700)
+    seen = tmp_path / "env.txt"
+    server = ChannelServer([sys.executable, "-c", (
+        "import os, time; open(os.environ['SEEN'], 'w').write(os.environ['CHANNEL_SECRET']); "
+        "time.sleep(300)"
+    )])  # fmt: skip
+    plan = ChannelPlan(LaunchLayer("qwen"), server, lambda pid: None)  # type: ignore[arg-type,return-value]
+    plumbing = ChannelPlumbing(
+        session_name="s", enabled=lambda: True, on_secret=lambda s: None, emit=lambda e: None
+    )
+    tc = TileChannel(ChannelEndpoint(str(folder)), plan)
+    plumbing.start("t", tc, {"SEEN": str(seen), "CHANNEL_SECRET": "from-the-pane-env"}, None)
+    (pid,) = plumbing.server_pids()
+    wait_until(lambda: seen.exists() and seen.read_text() == "from-the-pane-env", 10)
+    assert psutil.Process(pid).is_running()
+    asyncio.run(plumbing.close())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not folder.exists() and plumbing.server_pids() == []
