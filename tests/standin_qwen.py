@@ -137,6 +137,8 @@ def main() -> None:
     parser.add_argument("--input-file")
     parser.add_argument("--json-file")
     args, _ = parser.parse_known_args()
+    if os.environ.get("STANDIN_QWEN_NO_CHANNEL"):  # an older qwen: the options do nothing
+        args.input_file = args.json_file = None
     Qwen(args.input_file, args.json_file).run()
 
 

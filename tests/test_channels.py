@@ -91,12 +91,14 @@ def qwen_command(tmp_path: Path) -> str:
     return str(exe)
 
 
-def qwen_tile(hub: mh.Hub, tmp_path: Path, home: Path, **kwargs: object) -> Tile:
+def qwen_tile(
+    hub: mh.Hub, tmp_path: Path, home: Path, env: dict[str, str] | None = None, **kwargs: object
+) -> Tile:
     cwd = tmp_path / "proj-qwen"
     cwd.mkdir(exist_ok=True)
     tile = hub.tile(
         "qwen", agent="qwen", command=qwen_command(tmp_path), cwd=cwd,
-        env={"HOME": str(home), "MADOHUB_STANDIN_THINK_S": "0.3"}, **kwargs,
+        env={"HOME": str(home), "MADOHUB_STANDIN_THINK_S": "0.3", **(env or {})}, **kwargs,
     )  # fmt: skip
     wait_until(lambda: tile.state == "idle", 15, what="stand-in qwen idle")
     return tile
@@ -191,6 +193,8 @@ def test_close_ends_the_channel_and_removes_its_private_folder(
     (opened,) = hub.runtime.tiles.channels._open.values()
     folder = Path(opened.endpoint.folder)
     assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == "0o700"
+    password = opened.endpoint.password
+    assert password and password not in hub.runtime.log.redact_text(f"x {password} y")
     hub.close()
     assert not channel.alive and not folder.exists()
 
@@ -247,3 +251,20 @@ def test_a_channel_server_starts_with_the_panes_environment_and_ends_by_pid_at_c
     asyncio.run(plumbing.close())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not folder.exists() and plumbing.server_pids() == []
+
+
+def test_a_channel_that_does_not_attach_is_an_event_and_the_tile_types(
+    hub: mh.Hub, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from madohub_nb import channel_plumbing
+    from madohub_nb.pipeline.events import ChannelChanged
+
+    monkeypatch.setattr(channel_plumbing, "ATTACH_TIMEOUT_S", 2.0)
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    qwen = qwen_tile(hub, tmp_path, home, env={"STANDIN_QWEN_NO_CHANNEL": "1"})
+    rec = hub.send("qwen", "typed after all").result(30)  # (waits for the attach to fail)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "typed"), rec.error
+    assert qwen.channel is None and qwen.turn_signal != "channel"
+    wait_until(lambda: events, 5, what="the channel's failure told")
+    assert events[0].state == "failed" and "did not open its JSON file" in (events[0].why or "")
