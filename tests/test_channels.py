@@ -47,6 +47,21 @@ def test_qwen_reader_turns_real_out_lines_into_turns_with_answer_and_usage() -> 
     assert isinstance(events[-1], ChannelBroken) and not reader.busy
 
 
+def test_qwen_reader_a_real_approval_stays_in_its_turn_and_is_an_ask() -> None:
+    lines = (FIXTURES / "qwen-0.24.4-approval-out.jsonl").read_text().splitlines()
+    reader = QwenReader(expected=[("PERM please run it", "p1")])
+    events = _events(reader, lines)
+    (started,) = [e for e in events if isinstance(e, ChannelTurnStarted)]  # (not the tool result)
+    (ask,) = [e for e in events if isinstance(e, ChannelAsk)]
+    (turn,) = [e for e in events if isinstance(e, ChannelTurn)]
+    assert started.prompt_id == "p1"
+    assert (ask.tool, ask.command, ask.reason) == (
+        "run_shell_command", "touch made_by_tool", "Create the file made_by_tool",
+    )  # fmt: skip
+    assert any(isinstance(e, ChannelAskResolved) and e.ask_id == ask.ask_id for e in events)
+    assert (turn.answer, turn.prompt_id, turn.output_tokens) == ("Made it.", "p1", 3)
+
+
 def test_qwen_reader_a_tool_call_does_not_end_the_turn_and_asks_carry_choices() -> None:
     def line(**msg: object) -> str:
         return json.dumps(msg)

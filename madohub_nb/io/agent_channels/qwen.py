@@ -8,7 +8,10 @@ Observed with the real Qwen Code 0.24.4, offline (tests/fixtures/channels/qwen-0
   line per API message (its text and ``tool_use`` blocks, ``usage``), each followed by a
   ``stream_event`` ``message_stop``; ``control_request`` lines (``can_use_tool``) while
   the TUI shows an approval dialog, answered by ``{"type":"confirmation_response",…}`` in
-  IN; ``system`` ``session_end`` when it exits.
+  IN (then a ``control_response``, and the tool's result as a ``user`` line of
+  ``tool_result`` blocks, within the same turn;
+  tests/fixtures/channels/qwen-0.24.4-approval-out.jsonl); ``system`` ``session_end``
+  when it exits.
 - No line marks a whole turn's end, and ``stop_reason`` is null. Decided: a turn ends at
   the ``message_stop`` after an ``assistant`` message with no ``tool_use`` block (a tool
   call's message is followed by the tool's run and another message of the same turn).
@@ -111,7 +114,10 @@ class QwenReader:
         return []
 
     def _user(self, msg: dict[str, Any], now: float) -> list[ChannelEvent]:
-        text = _text(msg.get("message") or {})
+        message = msg.get("message") or {}
+        if self.busy and _tool_results_only(message):
+            return []  # a tool's result, handed back within the running turn
+        text = _text(message)
         prompt_id = None
         for i, (wrote, pid) in enumerate(self.expected):
             if wrote.strip() == text.strip():
@@ -172,6 +178,15 @@ class QwenReader:
                 at=now,
             )
         ]
+
+
+def _tool_results_only(message: dict[str, Any]) -> bool:
+    """A ``user`` line that only hands tool results back (observed: ``tool_result`` blocks)."""
+    content = message.get("content")
+    return (
+        isinstance(content, list) and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )  # fmt: skip
 
 
 def _text(message: dict[str, Any]) -> str:
