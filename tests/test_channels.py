@@ -283,3 +283,20 @@ def test_a_channel_that_does_not_attach_is_an_event_and_the_tile_types(
     assert qwen.channel is None and qwen.turn_signal != "channel"
     wait_until(lambda: events, 5, what="the channel's failure told")
     assert events[0].state == "failed" and "did not open its JSON file" in (events[0].why or "")
+
+
+def test_a_channel_that_breaks_is_an_event_and_its_tile_is_typed_into_no_more_by_it(
+    hub: mh.Hub, tmp_path: Path, home: Path
+) -> None:
+    from madohub_nb.pipeline.events import ChannelChanged
+
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "C-c")  # the agent exits
+    wait_until(lambda: any(e.state == "broken" for e in events), 15, what="the break told")
+    assert qwen.channel is not None and not qwen.channel.alive
+    assert qwen.turn_signal != "channel"
+    rec = hub.send("qwen", "after it exited").result(30)
+    assert rec.status == "error" and rec.delivery_mode != "channel", rec
