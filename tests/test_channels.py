@@ -126,6 +126,8 @@ def test_routes_go_through_the_qwen_channel_both_ways(
     wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
     assert qwen.channel is not None and qwen.channel.name == "qwen input-file"
     assert qwen.turn_signal == "channel"
+    turns: list[ChannelTurn] = []
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
     claude = start_standin(hub, "claude")
 
     # Claude -> Qwen: the prompt goes in through the channel, never typed.
@@ -139,7 +141,7 @@ def test_routes_go_through_the_qwen_channel_both_ways(
     into.stop()
 
     # Qwen -> Claude: the turn ends by the channel, its long answer whole, its usage.
-    wait_until(lambda: qwen.state == "idle" and claude.state == "idle", 30)
+    wait_until(lambda: turns and claude.state == "idle", 30, what="qwen's turn ended")
     out = hub.connect("qwen", "claude", template="From qwen:\n{output}", max_rounds=1)
     wait_until(lambda: out.ready.is_set(), 10)
     rec = hub.send("qwen", "Write it out [[lines 120]]").result(30)

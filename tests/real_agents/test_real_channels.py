@@ -17,6 +17,7 @@ import pytest
 from conftest import log_rows, wait_until
 
 import madohub_nb as mh
+from madohub_nb.io.agent_channels.base import ChannelTurn
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt
 from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
@@ -68,6 +69,9 @@ def test_real_qwen_routes_both_ways_with_claude_through_its_channel(
     qwen = real_hub.tile("qwen", agent="qwen", command=str(exe), cwd=cwd, env=env)
     wait_until(lambda: qwen.channel is not None, STARTUP_TIMEOUT_S, what="Qwen's channel open")
     assert qwen.turn_signal == "channel"
+    turns: list[ChannelTurn] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
     real_hub.tile("claude", pane=real_claude_pane().pane_id)
 
     # Claude -> Qwen: through the channel.
@@ -82,6 +86,8 @@ def test_real_qwen_routes_both_ways_with_claude_through_its_channel(
         lambda: routed in [prompt_text(r["body"]) for r in fake_openai.requests],
         REPLY_TIMEOUT_S, what="the routed prompt at Qwen's API, once",
     )  # fmt: skip
+    wait_until(lambda: [t for t in turns if t.prompt == routed], REPLY_TIMEOUT_S,
+               what="Qwen's turn on the routed prompt ended")  # fmt: skip
     into.stop()
 
     # Qwen -> Claude: the channel ends the turn, its long answer whole.
