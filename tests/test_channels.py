@@ -151,6 +151,7 @@ def test_routes_go_through_the_qwen_channel_both_ways(
     assert (row["turn_signal"], row["extraction_method"]) == ("channel", "channel"), row
     assert row["extracted"] == "\n".join(f"Line {i} of a long answer" for i in range(1, 121))
     assert row["input_tokens"] == len("Write it out [[lines 120]]") and row["output_tokens"]
+    assert row["turn_ms"] >= 300 and row["meta"]["turn_ms_source"] == "measured"  # (thinks 0.3 s)
     assert row["status"] == "delivered", row["error"]
 
 

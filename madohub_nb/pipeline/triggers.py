@@ -444,6 +444,7 @@ class IdleDetector:
         usage = TurnUsage(
             model=turn.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
             cache_read_tokens=turn.cache_read_tokens, complete=True,
+            measured_turn_ms=turn.turn_ms,
         )  # fmt: skip
         found = Extraction(
             turn.answer, "channel", None, message_id=f"channel:{turn.turn_id}", usage=usage,

@@ -56,6 +56,8 @@ class ChannelTurn:
     at: float = 0.0
     model: str | None = None
     """The model that answered, where the agent says."""
+    turn_ms: float | None = None
+    """From the turn's start to its end, as the channel heard them (None: not known)."""
 
 
 @dataclass(frozen=True)

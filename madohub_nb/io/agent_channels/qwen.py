@@ -68,6 +68,7 @@ class QwenReader:
     usage: dict[str, int] = field(default_factory=dict)
     started: bool = False
     """The ``system`` ``session_start`` line was seen (the channel is up)."""
+    turn_started_at: float = 0.0
     ended: bool = False
     expected: list[tuple[str, str]] = field(default_factory=list)
     """Prompts written to IN and not yet seen as a ``user`` line: (text, prompt_id)."""
@@ -125,6 +126,7 @@ class QwenReader:
                 del self.expected[i]
                 break
         self.turn_id = str(msg.get("uuid") or f"turn-{now}")
+        self.turn_started_at = now
         self.prompt, self.prompt_id = text, prompt_id
         self.answer, self.tool_use, self.usage = "", False, {}
         return [ChannelTurnStarted(self.turn_id, text, prompt_id, now)]
@@ -157,6 +159,7 @@ class QwenReader:
             cache_read_tokens=cached,
             model=self.model,
             at=now,
+            turn_ms=round((now - self.turn_started_at) * 1000, 3),
         )
         self.turn_id = self.prompt = self.prompt_id = None
         return turn
