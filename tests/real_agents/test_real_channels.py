@@ -96,6 +96,10 @@ def test_real_qwen_routes_both_ways_with_claude_through_its_channel(
     wait_until(lambda: real_hub.tiles["claude"].state == "idle", REPLY_TIMEOUT_S)
     out = real_hub.connect("qwen", "claude", template="From qwen:\n{output}", max_rounds=1)
     wait_until(lambda: out.ready.is_set(), 10)
+    # The person's half-typed draft stays in Qwen's composer: nothing is typed.
+    draft = "my half typed draft"
+    real_hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "-l", draft)
+    wait_until(lambda: draft in qwen.screen(), 10, what="the draft in Qwen's box")
     rec = real_hub.send("qwen", "Now the long one").result(ROUND_TIMEOUT_S)
     assert (rec.status, rec.delivery_mode) == ("delivered", "channel"), rec.error
     wait_until(lambda: out.last_status is not None, ROUND_TIMEOUT_S, what="qwen->claude")
@@ -108,6 +112,7 @@ def test_real_qwen_routes_both_ways_with_claude_through_its_channel(
                     for r in fake_anthropic.requests),
         ROUND_TIMEOUT_S, what="the long answer whole at Claude's API",
     )  # fmt: skip
+    assert f"> {draft}" in qwen.screen()  # still in the box, not sent
     sent = [p for p in (prompt_text(r["body"]) for r in fake_openai.requests) if p == routed]
     assert len(sent) == 1  # never typed as well
     assert registry_trap.requests == []
