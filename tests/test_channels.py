@@ -303,3 +303,14 @@ def test_a_channel_that_breaks_is_an_event_and_its_tile_is_typed_into_no_more_by
     assert qwen.turn_signal != "channel"
     rec = hub.send("qwen", "after it exited").result(30)
     assert rec.status == "error" and rec.delivery_mode != "channel", rec
+
+
+def test_what_cannot_have_a_channel_says_why() -> None:
+    from madohub_nb.channel_plumbing import channel_refused
+
+    assert channel_refused("qwen", "qwen --model x", None) is None
+    assert "remote host" in (channel_refused("qwen", "qwen", "box") or "")
+    assert "not one program's" in (channel_refused("qwen", "qwen; ls", None) or "")
+    assert "needs the agent's command" in (channel_refused("qwen", None, None) or "")
+    why = channel_refused("claude", "claude", None) or ""
+    assert "no native channel" in why and "qwen" in why
