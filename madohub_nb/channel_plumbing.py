@@ -125,7 +125,9 @@ class ChannelPlumbing:
         assert kind.channel is not None
         password = secrets.token_urlsafe(24)
         self._on_secret(password)  # (the round log redacts it from now on)
-        endpoint = ChannelEndpoint(folder, os.path.join(folder, "channel.sock"), None, password)
+        endpoint = ChannelEndpoint(
+            folder, os.path.join(folder, "channel.sock"), _free_port(), password
+        )
         try:
             plan = kind.channel(endpoint)
             write_private(plan.layer.files)
@@ -199,6 +201,15 @@ class ChannelPlumbing:
     def server_pids(self) -> list[int]:
         """The pids of the channel servers this hub started (for tests and ``close()``)."""
         return [tc.server_pid for tc in self._open.values() if tc.server_pid is not None]
+
+
+def _free_port() -> int:
+    """A port on 127.0.0.1 free now (for a kind whose server listens on one, not a socket)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _end_pid(pid: int | None) -> None:

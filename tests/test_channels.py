@@ -211,6 +211,7 @@ def test_close_ends_the_channel_and_removes_its_private_folder(
     (opened,) = hub.runtime.tiles.channels._open.values()
     folder = Path(opened.endpoint.folder)
     assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert opened.endpoint.socket_path.startswith(str(folder)) and opened.endpoint.port
     password = opened.endpoint.password
     assert password and password not in hub.runtime.log.redact_text(f"x {password} y")
     hub.close()
