@@ -31,6 +31,9 @@ DEFAULT_MODEL: Final = "claude-sonnet-5-5"
 # Dispatch / delivery --------------------------------------------------------
 DISPATCH_MODES: Final = ("madoagent", "legacy", "shadow")
 DELIVERY_MODES: Final = ("typed", "paste")
+ROW_DELIVERY_MODES: Final = (*DELIVERY_MODES, "channel")
+"""A round row's ``delivery_mode``: as asked, or ``channel`` (the target's native channel
+took the prompt; never asked for: a tile with a channel uses it)."""
 TARGET_WAIT_S: Final = 600.0
 """How long a round waits for its target to become ready (idle, quiet) before it ends as an
 ``error`` row saying what it waited for; nothing is typed then."""

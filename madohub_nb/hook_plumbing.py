@@ -351,3 +351,8 @@ def _write_private(files: Mapping[str, str]) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+ends_in_one_program = _ends_in_one_program
+"""(Public: the channel plumbing appends its options to the command the same way.)"""
+write_private = _write_private

@@ -237,6 +237,12 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         dict,
     ),
     Setting(
+        "channels", True, _check_bool("channels"), True,
+        "Tiles the hub starts of an agent with a native channel (Qwen Code...) take prompts "
+        "through it (its TUI stays live in the pane); False: typed. A tile's channel= wins.",
+        bool,
+    ),
+    Setting(
         "keep_panes", False, _check_bool("keep_panes"), True,
         "Leave the panes the hub made running when the interpreter exits (close() still "
         "ends them). Adopted panes are never ended.",
@@ -356,6 +362,7 @@ class SettingAttributes:
         ai_timeout_s: float
         ai_max_retries: int
         prices: Mapping[str, Mapping[str, float]]
+        channels: bool
         keep_panes: bool
         ssh_command: str
         remote_socket_name: str | None

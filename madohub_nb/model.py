@@ -24,14 +24,17 @@ RoundStatus = Literal["delivered", "shadow", "stopped", "exhausted", "rejected",
 """``rejected``: an approval route's prompt a person rejected or let expire (nothing typed)."""
 ROUND_STATUSES: Final[tuple[str, ...]] = get_args(RoundStatus)
 
-ExtractionMethod = Literal["hook", "jsonl", "rollout", "session", "terminal"]
-"""How a round's source output was read: Claude's transcript, Codex's rollout, another agent's
-own session record (Gemini, Qwen, Copilot, OpenCode, Pi, Aider), the screen."""
+ExtractionMethod = Literal["channel", "hook", "jsonl", "rollout", "session", "terminal"]
+"""How a round's source output was read, strongest first (a gather takes its answers'
+weakest): the agent's native channel (its turn's whole answer as it reported it), its hook,
+Claude's transcript, Codex's rollout, another agent's own session record (Gemini, Qwen,
+Copilot, OpenCode, Pi, Aider), the screen."""
 EXTRACTION_METHODS: Final[tuple[str, ...]] = get_args(ExtractionMethod)
 
-TurnSignal = Literal["hook", "status", "transcript", "screen", "quiet"]
-"""The evidence a turn's end was told from, strongest first: the agent's own hook, its live
-status file, an end-of-turn record in its files, its screen markers, silence."""
+TurnSignal = Literal["channel", "hook", "status", "transcript", "screen", "quiet"]
+"""The evidence a turn's end was told from, strongest first: the agent's native channel, its
+own hook, its live status file, an end-of-turn record in its files, its screen markers,
+silence."""
 TURN_SIGNALS: Final[tuple[str, ...]] = get_args(TurnSignal)
 
 EventKind = Literal[  # (the string each event class of pipeline/events.py keeps as ``kind``)
@@ -44,6 +47,7 @@ EventKind = Literal[  # (the string each event class of pipeline/events.py keeps
     "turn_skipped",
     "host_state",
     "ask",
+    "channel",
 ]
 
 AskKind = Literal["permission", "approval"]

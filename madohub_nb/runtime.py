@@ -60,7 +60,7 @@ class Runtime:
             remote_socket_name=settings["remote_socket_name"],
             closed=lambda: self.closed,
             on_first_pane=self._end_panes_at_exit,
-            on_secret=self.log.register_secret,
+            on_secret=self.log.register_secret, channels=lambda: bool(settings["channels"]),
         )  # fmt: skip
         self.events.subscribe(self.routes.on_event)  # a host's up/down holds its routes
         self.services = HubServices(self)

@@ -13,6 +13,7 @@ from typing import Any
 from .agents.detect import kind_from_command
 from .agents.launch import LaunchLayer, LaunchPlan
 from .agents.profiles import known_kinds
+from .channel_plumbing import ChannelPlumbing
 from .engine import Engine
 from .errors import MadohubError, MadohubValueError, TileError
 from .hook_plumbing import HookPlumbing
@@ -35,6 +36,7 @@ class TileFactory:
         machine: LocalMachine,
         hosts: HostLinks,
         hooks: HookPlumbing,
+        channels: ChannelPlumbing,
         worktrees: TileWorktrees,
         session_name: str,
         engine: Engine,
@@ -47,6 +49,7 @@ class TileFactory:
         self._machine_here = machine
         self._hosts = hosts
         self._hooks = hooks
+        self._channels = channels
         self._worktrees = worktrees
         self._session_name = session_name
         self._engine = engine
@@ -73,6 +76,7 @@ class TileFactory:
         branch: str | None = None,
         *,
         mcp: LaunchLayer | None = None,
+        channel: bool | None = None,
     ) -> Tile:
         """A new pane running ``command``; its start-up is checked on the engine thread.
 
@@ -81,6 +85,7 @@ class TileFactory:
         ``branch``: the pane works in a new git worktree of ``workdir``'s repository on
         this new branch (made here, in the caller's thread; gone again if the pane fails).
         ``mcp``: the agent's MCP layer (its files written already), composed first.
+        ``channel``: the agent's native channel (see :class:`ChannelPlumbing`).
         """
         self._table.check_name_free(name)
         self._worktrees.end_failed(self._table.tiles.get(name))
@@ -88,7 +93,9 @@ class TileFactory:
         launch = LaunchPlan(command, dict(env or {}), workdir, mcp=mcp)
         plan = self._hooks.plan(name, guessed, command, hooks, host, launch.environment())
         worktree = None
+        tc = None
         try:
+            tc = self._channels.plan(name, guessed, command, channel, host)
             machine = self._machine(host)
             tmux = machine.tmux
             if branch is not None:
@@ -98,11 +105,17 @@ class TileFactory:
         except BaseException:
             if plan is not None:
                 plan.drop()
+            if tc is not None:
+                tc.drop()
             raise
         if plan is not None:
             launch = launch.with_layers(hooks=plan.layer)
+        if tc is not None:
+            launch = launch.with_layers(channel=tc.plan.layer)
         command = launch.command_line()
         try:
+            if tc is not None:
+                self._channels.start(name, tc, launch.environment(), launch.workdir)
             with self.spawn_lock:  # the first pane also makes the session: one at a time
                 if self._closed():  # (close() raced this call; make no pane it would not kill)
                     raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")
@@ -120,6 +133,9 @@ class TileFactory:
         except BaseException:
             if plan is not None:
                 plan.drop()
+            if tc is not None:
+                self._channels.forget(name)
+                tc.drop()
             if worktree is not None:
                 self._worktrees.forget(machine, worktree, drop=True)
             raise
@@ -128,6 +144,9 @@ class TileFactory:
             self._hooks.attach(plan, tile)
         started = self._engine.submit(watch_start(tile, command, detect=guessed is None), tile)
         started.add_done_callback(lambda f: self._started(f, tile))
+        if tc is not None:
+            tile.channel_ready = concurrent.futures.Future()
+            self._engine.submit(self._channels.attach(tile, tc), tile)
         return self._watched(tile)
 
     def _started(self, started: concurrent.futures.Future[Tile], tile: Tile) -> None:

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .channel_plumbing import ChannelPlumbing
 from .engine import Engine, EventBus
 from .hook_plumbing import HookPlumbing
 from .host_links import HostLinks
@@ -53,6 +54,7 @@ class TileRegistry:
         closed: Callable[[], bool],
         on_first_pane: Callable[[], None],
         on_secret: Callable[[str], None],
+        channels: Callable[[], bool] = lambda: True,
     ) -> None:
         self.tmux = tmux
         self.session_name = session_name
@@ -67,10 +69,13 @@ class TileRegistry:
         self.hooks = HookPlumbing(
             engine=engine, hosts=self.host_links, session_name=session_name, on_secret=on_secret
         )
+        self.channels = ChannelPlumbing(
+            session_name=session_name, enabled=channels, on_secret=on_secret, emit=emit
+        )
         self.worktrees = TileWorktrees()
         self.factory = TileFactory(
             table=self.table, machine=self.machine, hosts=self.host_links, hooks=self.hooks,
-            worktrees=self.worktrees, session_name=session_name, engine=engine, emit=emit,
+            channels=self.channels, worktrees=self.worktrees, session_name=session_name, engine=engine, emit=emit,
             tile_options=tile_options, closed=closed, on_first_pane=on_first_pane,
         )  # fmt: skip
         # The public surface, each from its part:
@@ -106,6 +111,7 @@ class TileRegistry:
 
     async def close(self) -> None:
         """Stop watching; end the session of the panes this hub made, here and on hosts."""
+        await self.channels.close()  # (first: no prompt goes in through one while panes end)
         await self.watcher.close()
         await self.worktrees.end_all(self.tiles.values())
         await self.hooks.close_host_places()  # (before the links close: over their masters)

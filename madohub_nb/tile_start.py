@@ -28,6 +28,12 @@ from .pipeline.tile import (
 )
 from .tile_registry import ADOPTED_HOOKS, TileRegistry
 
+ADOPTED_CHANNEL = (
+    "channel=True is for panes the hub starts (with the arguments that open the agent's "
+    "channel); an adopted pane's prompts are typed: there is no safe way to find the channel "
+    "of an agent the hub did not start"
+)
+
 if TYPE_CHECKING:
     from .mcp_server import HubMcp
 
@@ -43,7 +49,7 @@ def start_tile(
     ``tiles``; ``mcp``: the hub's MCP server (asked only for a tile with ``mcp=``)."""
     o = with_defaults("tile", given)
     agent, command, cwd, env, pane = o["agent"], o["command"], o["cwd"], o["env"], o["pane"]
-    host, hooks, worktree = o["host"], o["hooks"], o["worktree"]
+    host, hooks, worktree, channel = o["host"], o["hooks"], o["worktree"], o["channel"]
     if agent is not None:
         check_choice("agent kind", agent, known_kinds())
     options = tile_options(o["ready_quiet_ms"], o["ready_pattern"], o["completion_pattern"])
@@ -71,7 +77,16 @@ def start_tile(
             mcp_layer = setup
         try:
             tile = tiles.create(
-                name, agent, command, workdir, env, host, hooks, branch, mcp=mcp_layer
+                name,
+                agent,
+                command,
+                workdir,
+                env,
+                host,
+                hooks,
+                branch,
+                mcp=mcp_layer,
+                channel=channel,
             )
         except BaseException:
             if reach is not False:  # no tile: its token ends with it
@@ -81,6 +96,8 @@ def start_tile(
         raise MadohubValueError("worktree= makes a new pane's worktree; pane= adopts one")
     elif hooks is True:
         raise MadohubValueError(ADOPTED_HOOKS)
+    elif channel is True:
+        raise MadohubValueError(ADOPTED_CHANNEL)
     elif command is not None or cwd is not None or env:
         raise MadohubValueError("pane= adopts; command=, cwd= and env= only apply to new panes")
     else:

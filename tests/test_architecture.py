@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "madohub_nb.tile_table": 3,  # the tile registry's parts: tiles by name and pane, making
     "madohub_nb.tile_factory": 3,  # and adopting them, hooks, worktrees, remote hosts
     "madohub_nb.hook_plumbing": 3,
+    "madohub_nb.channel_plumbing": 3,
     "madohub_nb.tile_worktrees": 3,
     "madohub_nb.host_links": 3,
     "madohub_nb.route_registry": 3,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from ..defaults import DELIVERY_MODES, check_choice
+from ..defaults import ROW_DELIVERY_MODES, check_choice
 from ..errors import MadohubValueError
 from ..model import EXTRACTION_METHODS, ROUND_STATUSES, TURN_SIGNALS, RoundStatus
 
@@ -157,7 +157,7 @@ def checked(rec: RoundRecord) -> RoundRecord:
     if rec.turn_signal is not None:
         check_choice("turn signal", rec.turn_signal, TURN_SIGNALS)
     if rec.delivery_mode is not None:
-        check_choice("delivery mode", rec.delivery_mode, DELIVERY_MODES)
+        check_choice("delivery mode", rec.delivery_mode, ROW_DELIVERY_MODES)
     if isinstance(rec.round, bool) or not isinstance(rec.round, int) or rec.round < 0:
         raise MadohubValueError(
             f"round number must be a whole number >= 0 (0 for a hand send), got {rec.round!r}"

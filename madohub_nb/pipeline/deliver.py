@@ -17,6 +17,11 @@
   synchronize-panes on (checked by tmux in the same call that types). When a
   check fails nothing more is typed, submit is never pressed, and the round
   fails with a message naming the check.
+- a target with a live native channel (``tile.channel``, issue 39) takes the prompt
+  through it instead (:attr:`Delivery.CHANNEL`): never typed, "submitted" is the agent's
+  acknowledgement. A channel that fails before it took the prompt is said in the result,
+  and the prompt is typed only when the agent's TUI is still there to type into; one that
+  fails after (:class:`ChannelUnsure`) types nothing: never delivered twice.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import enum
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -35,6 +41,7 @@ from ..agents.profiles import AgentProfile, submit_keys_for
 from ..agents.screen import cap_text, input_text, remove_invisible, sanitize_for_typing
 from ..defaults import DELIVERY_MODES, MAX_ROUTED_CHARS, TYPING_DELAY_MS, check_choice
 from ..errors import DeliveryError, TileError, TmuxError
+from ..io.agent_channels.base import Channel, ChannelAck, ChannelError, ChannelUnsure
 from ..io.tmux import hex_keys_command, key_command
 
 if TYPE_CHECKING:
@@ -55,6 +62,8 @@ ECHO_SETTLED_S = 0.3
 """A box holding other text unchanged this long has read it all (an agent that shows a long
 paste its own way, not in its profile's ``paste_labels``)."""
 ECHO_POLL_S = 0.05
+CHANNEL_WAIT_S = 60.0
+"""How long a delivery waits for a just-made target's channel to attach (or fail)."""
 START_WAIT_S = 10.0
 """How long a delivery waits for a just-made target's start-up check."""
 SEND_KEYS_MAX_BYTES = 4096
@@ -74,6 +83,9 @@ class Delivery(enum.Enum):
     LEGACY = "legacy"
     """The ``legacy`` dispatch: each line sent as keys, then Enter; nothing waited for or
     checked (the old way, for programs the profile table does not know)."""
+    CHANNEL = "channel"
+    """Through the target's native channel (never typed): what a typed or paste delivery
+    becomes when the target has a live channel; never asked for by name."""
 
     @classmethod
     def of(cls, mode: str, agent_aware: bool) -> Delivery:
@@ -109,6 +121,10 @@ class DeliveryResult:
     verified: bool
     removed_invisible: int = 0
     """Tag characters and bidi controls removed from the prompt before typing."""
+    ack: ChannelAck | None = None
+    """Delivered through the channel: the agent's acknowledgement (its turn started)."""
+    channel_error: str | None = None
+    """The channel failed before it took the prompt, which was typed instead."""
 
 
 class TypingStopped(DeliveryError):
@@ -255,6 +271,31 @@ class Deliverer:
                 )
         async with self.pane_lock(tile.pane_id):
             await self._started(tile)
+            channel_error = None
+            channel = await _live_channel(tile) if delivery is not Delivery.LEGACY else None
+            if channel is not None:
+                if before_typing is not None:
+                    await asyncio.to_thread(before_typing)
+                if when_ready is not None:
+                    await when_ready()
+                try:
+                    return await _through_channel(tile, channel, content, removed)
+                except ChannelUnsure as exc:
+                    raise DeliveryError(
+                        f"target {tile.name!r}: its {channel.name} took the prompt but its turn "
+                        f"was not seen to start ({exc}); not typed as well (never twice)"
+                    ) from exc
+                except ChannelError as exc:
+                    channel_error = f"{channel.name}: {exc}"
+                    # Typed instead, below, only while the agent's TUI holds its pane (the
+                    # foreground checks of typed delivery); else the round fails here.
+                    info = await asyncio.to_thread(tile.pane_info)
+                    reader = await asyncio.to_thread(tile.reader)
+                    if info is None or info.dead or not isinstance(reader, Reader):
+                        raise DeliveryError(
+                            f"target {tile.name!r}: its channel failed ({channel_error}) and "
+                            "its TUI is not there to type into; nothing was delivered"
+                        ) from exc
             if delivery.waits_until_ready:
                 await self.wait_ready(tile, ready_timeout_s)
             if before_typing is not None:  # (it checks the log file: never on the loop)
@@ -314,6 +355,7 @@ class Deliverer:
                 attempts,
                 verified,
                 removed,
+                channel_error=channel_error,
             )
 
     async def _check_alive(self, tile: Tile) -> None:
@@ -408,6 +450,29 @@ class Deliverer:
             if attempt <= SUBMIT_RETRIES:
                 await pane.send([key_command(tile.pane_id, profile.submit_keys[-1])], submit=True)
         return SUBMIT_RETRIES + 1, False
+
+
+async def _live_channel(tile: Tile) -> Channel | None:
+    """The target's channel when it has a live one (waiting for a just-made one to attach)."""
+    if tile.channel_ready is not None and not tile.channel_ready.done():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(tile.channel_ready)), CHANNEL_WAIT_S
+            )
+    channel = tile.channel
+    return channel if channel is not None and channel.alive else None
+
+
+async def _through_channel(
+    tile: Tile, channel: Channel, content: str, removed: int
+) -> DeliveryResult:
+    """Hand ``content`` in through ``channel``: done once the agent acknowledged it."""
+    started = datetime.now(timezone.utc)
+    ack = await channel.submit(content, uuid.uuid4().hex)
+    return DeliveryResult(
+        started, datetime.now(timezone.utc), Delivery.CHANNEL.value, len(content.split("\n")),
+        1, True, removed, ack=ack,
+    )  # fmt: skip
 
 
 class _GuardedPane:

@@ -8,7 +8,7 @@ apart by before they were types: listeners of ``hub.events`` written against it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, TypeAlias
 
 from ..model import AskKind, AskState, EventKind, HostState, RoundStatus, RouteState, TileState
 
@@ -137,6 +137,17 @@ class AskChanged:
     ask: AskLike = field(compare=False)
 
 
+@dataclass(frozen=True)
+class ChannelChanged:
+    """A tile's native channel attached, failed to attach, or broke (``why``: the reason);
+    on ``failed`` and ``broken`` its prompts are typed from then on."""
+
+    kind: ClassVar[EventKind] = "channel"
+    tile: str
+    state: Literal["attached", "failed", "broken"]
+    why: str | None = None
+
+
 HubEvent: TypeAlias = (
     TileOutput
     | TileStateChanged
@@ -147,5 +158,6 @@ HubEvent: TypeAlias = (
     | TurnSkipped
     | HostStateChanged
     | AskChanged
+    | ChannelChanged
 )
 """Every event the hub emits."""

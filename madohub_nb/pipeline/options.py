@@ -430,6 +430,16 @@ TILE: tuple[Option, ...] = (
         ),
     ),
     Option(
+        "channel", BOOL, applies=TILE_ONLY, by_position=False,
+        help="Prompts go in through the agent's native channel, its TUI still live (None: the "
+        "hub's channels setting, for kinds that have one; True: required; False: typed).",
+        flag=Flag(
+            "--channel", negatable=True,
+            help="prompts through the agent's native channel: --channel requires one, "
+            "--no-channel types them (default: the hub's channels setting)",
+        ),
+    ),
+    Option(
         "worktree", (str, bool), applies=TILE_ONLY, by_position=False,
         help="Run the new pane in a new git worktree of cwd's repository, on a new branch "
         "(True: madohub/NAME; a string: that branch).",

@@ -380,6 +380,12 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
         rec.meta["removed_invisible"] = result.removed_invisible
     rec.meta["submit_attempts"] = result.submit_attempts
     rec.meta["submit_verified"] = result.verified
+    if result.ack is not None:  # the target's channel took it (issue 39)
+        rec.delivery_mode = Delivery.CHANNEL.value
+        rec.meta["channel_turn_id"] = result.ack.turn_id
+        rec.meta["channel_queued"] = result.ack.queued
+    if result.channel_error is not None:
+        rec.meta["channel_error"] = result.channel_error
     rec.status = "delivered"
 
 

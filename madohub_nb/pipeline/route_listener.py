@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from ..agents.screen import strip_ansi
+from ..io.agent_channels.base import ChannelEvent, ChannelTurn
 from ..io.agent_records.base import Extraction
 from ..io.hooks.channel import HookEvent
+from .deliver import CHANNEL_WAIT_S
 from .events import RouteLike, TurnSkipped
 from .protection import LoopGuard
 from .route_context import OutputListener, OutputStream, RouteContext
@@ -52,6 +55,8 @@ class SourceListener:
         self._listener: OutputListener | None = None
         self._hook_events: collections.deque[HookEvent] = collections.deque(maxlen=64)
         """The source's end-of-turn hooks not yet handed to the trigger (engine loop)."""
+        self._channel_turns: collections.deque[ChannelTurn] = collections.deque(maxlen=64)
+        """The turns the source's native channel reported, not yet handed to the trigger."""
 
     def now_ms(self) -> float:
         """The route's clock (its context's: monotonic ms, or a test's own)."""
@@ -65,6 +70,8 @@ class SourceListener:
         """Of the turns that ended meanwhile (a person deciding), only the newest is routed."""
         while len(self._hook_events) > 1:
             self._hook_events.popleft()
+        while len(self._channel_turns) > 1:
+            self._channel_turns.popleft()
 
     async def run(self, ready: asyncio.Event, fire: Callable[[Turn], Awaitable[None]]) -> None:
         """Listen to the source and ask the trigger, after each output or silence, for a
@@ -74,6 +81,9 @@ class SourceListener:
         await self.detector.start(seen)
         hooks = self.source.hooks
         unsubscribe = hooks.subscribe(self._on_hook) if hooks is not None else None
+        await self._channel_attached()
+        channel = self.source.channel
+        unsubscribe_channel = channel.subscribe(self._on_channel) if channel is not None else None
         route_id = self._route.id
         await asyncio.to_thread(self.source.changes.start, route_id)  # (git: what turns change)
         ready.set()
@@ -94,6 +104,8 @@ class SourceListener:
         finally:
             if unsubscribe is not None:
                 unsubscribe()
+            if unsubscribe_channel is not None:
+                unsubscribe_channel()
             if self._listener is not None:
                 self._listener.close()
 
@@ -104,6 +116,22 @@ class SourceListener:
         self._hook_events.append(event)
         if self._listener is not None:
             self._listener.wake()  # (the route's one wake-up: output or its hook)
+
+    async def _channel_attached(self) -> None:
+        """A just-made source's channel: wait until it attached (or failed), so its turns
+        are heard from the first."""
+        ready = self.source.channel_ready
+        if ready is not None and not ready.done():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ready)), CHANNEL_WAIT_S)
+
+    def _on_channel(self, event: ChannelEvent) -> None:
+        """The source's channel reported a finished turn (ours or the person's): wake the route."""
+        if not isinstance(event, ChannelTurn):
+            return
+        self._channel_turns.append(event)
+        if self._listener is not None:
+            self._listener.wake()
 
     async def _listen(self) -> OutputStream:
         """(Re)open the source's output and listen to it until it has settled."""
@@ -121,15 +149,17 @@ class SourceListener:
         data = self._listener.take() if got else b""
         spoke = self._listener.take_activity() if got else None
         hook = self._hook_events.popleft() if self._hook_events else None
+        turn = self._channel_turns.popleft() if self._channel_turns else None
         # (An on-idle listener of a polled source gets the times it spoke, not bytes.)
         return Heard(
-            self.now_ms(), self._decode(data), spoke * 1000 if spoke is not None else None, hook
-        )
+            self.now_ms(), self._decode(data), spoke * 1000 if spoke is not None else None, hook,
+            turn,
+        )  # fmt: skip
 
     async def _wait(self, listener: OutputListener, timeout_s: float | None) -> bool:
         """Wait for output, or for the source's hook (which wakes the listener); False: no
         output came (a hook's event is in ``_hook_events``), or one waits already."""
-        if self._hook_events:
+        if self._hook_events or self._channel_turns:
             return False
         return await listener.wait(timeout_s)
 
@@ -192,6 +222,11 @@ class _SeenSource:
     @property
     def records_turn_ms(self) -> bool:
         return self._listener.source.profile.records_turn_ms
+
+    @property
+    def channel_ends_turns(self) -> bool:
+        channel = self._listener.source.channel
+        return channel is not None and channel.alive
 
     def signal(self) -> str:
         tile = self._listener.source

@@ -258,6 +258,9 @@ class Tile:
         self.channel: Channel | None = None
         """The agent's native channel (``channel=``): prompts go in through its protocol and
         its turns come back through it; None: typed into the pane."""
+        self.channel_ready: concurrent.futures.Future[None] | None = None
+        """Done once the channel the hub opens for this new pane attached or failed (None:
+        none is opened); a delivery waits for it, so an early prompt is not typed."""
         self.last_signal: str | None = None
         """Which evidence the last state read came from (``status``, ``transcript``,
         ``screen``, ``quiet``); None before the first read."""
@@ -293,7 +296,10 @@ class Tile:
     def turn_signal(self) -> str:
         """The strongest end-of-turn evidence this tile gives now: ``hook`` (its agent's
         own hook), ``status`` (a live status file), ``transcript`` (an end-of-turn record),
-        ``screen`` (its profile's markers) or ``quiet`` (silence only)."""
+        ``screen`` (its profile's markers) or ``quiet`` (silence only); ``channel`` first:
+        its live native channel reports each turn's end."""
+        if self.channel is not None and self.channel.alive:
+            return "channel"
         if self.hooks is not None and self.hooks.ends_turns:
             return "hook"
         profile = self.profile

@@ -26,7 +26,8 @@ from typing import Literal, Protocol
 
 from ..defaults import TRIGGERS, check_choice, check_regex
 from ..errors import MadohubValueError
-from ..io.agent_records.base import Extraction
+from ..io.agent_channels.base import ChannelTurn
+from ..io.agent_records.base import Extraction, TurnUsage
 from ..io.hooks.channel import HookEvent
 
 RECHECK_MS = 2000
@@ -255,11 +256,16 @@ class Heard:
     spoke_ms: float | None = None
     hook: HookEvent | None = None
     """The source agent's own end-of-turn hook, when one came (accepted by the channel)."""
+    channel_turn: ChannelTurn | None = None
+    """A turn the source's native channel reported ended, with its whole answer."""
 
     @property
     def quiet(self) -> bool:
         """Nothing was heard (the wait timed out, or the stream ended)."""
-        return not self.text and self.spoke_ms is None and self.hook is None
+        return (
+            not self.text and self.spoke_ms is None and self.hook is None
+            and self.channel_turn is None
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -312,6 +318,10 @@ class TurnSource(Protocol):
     @property
     def records_turn_ms(self) -> bool:
         """The source's record ends each turn with its duration, possibly after its hook."""
+
+    @property
+    def channel_ends_turns(self) -> bool:
+        """The source has a live native channel: its turns end when it says (nothing else)."""
 
 
 def text_key(found: Extraction | None) -> str | None:
@@ -384,9 +394,14 @@ class IdleDetector:
         return None if due is None else max(0.0, (due - now_ms) / 1000)
 
     async def next_turn(self, heard: Heard, source: TurnSource) -> Turn | None:
+        if heard.channel_turn is not None:
+            return self._on_channel_turn(heard.channel_turn)
+        by_channel = source.channel_ends_turns
         if heard.hook is not None:
-            return await self._on_hook(heard.hook, source)
+            return None if by_channel else await self._on_hook(heard.hook, source)
         idle, now = self.trigger, heard.now_ms
+        if by_channel:  # its channel says when a turn ends: the screen and silence do not
+            return None
         rereading = self._lag_checks > 0
         if heard.text or heard.spoke_ms is not None:
             self._lag_checks, rereading = 0, False
@@ -420,6 +435,26 @@ class IdleDetector:
         self._lag_checks = 0
         self._remember(text_key(found))
         return Turn(found, took_ms, signal=signal)
+
+    def _on_channel_turn(self, turn: ChannelTurn) -> Turn:
+        """The source's channel reported a finished turn: its answer whole, its usage."""
+        if turn.status != "completed" or not turn.answer.strip():
+            why = "no answer" if turn.status == "completed" else f"turn {turn.status}"
+            return Turn(None, skipped=why, signal="channel")
+        usage = TurnUsage(
+            model=turn.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
+            cache_read_tokens=turn.cache_read_tokens, complete=True,
+            measured_turn_ms=turn.turn_ms,
+        )  # fmt: skip
+        found = Extraction(
+            turn.answer, "channel", None, message_id=f"channel:{turn.turn_id}", usage=usage,
+            prompt=turn.prompt,
+        )  # fmt: skip
+        tkey = text_key(found)
+        if not self.trigger.accept(found.message_id, unique=True, text_key=tkey):
+            return Turn(found, skipped=self.trigger.skip_reason, signal="channel")
+        self._remember(tkey)
+        return Turn(found, signal="channel")
 
     def _remember(self, tkey: str | None) -> None:
         if tkey is None:

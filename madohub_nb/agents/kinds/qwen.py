@@ -7,13 +7,15 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from ...io.agent_channels.base import ChannelEndpoint
+from ...io.agent_channels.qwen import IN_NAME, QwenChannel, qwen_args
 from ..launch import LaunchLayer, SystemLayers
 from ..profile import RULE as _RULE
 from ..profile import AgentProfile
 from ..profile import from_line_to_end as _from_line_to_end
 from ..profile import line as _line
 from ..profile import rx as _rx
-from .base import AgentKind
+from .base import AgentKind, ChannelPlan
 from .common import (
     NOTIFICATION,
     SESSION_START,
@@ -130,6 +132,19 @@ def mcp(
     )
 
 
+def channel(endpoint: ChannelEndpoint) -> ChannelPlan:
+    """Its file channel (``--input-file``/``--json-file`` in the tile's private folder):
+    no server; the hub follows the JSON file once the agent is up."""
+    folder = endpoint.folder
+    layer = LaunchLayer(
+        PROFILE.kind,
+        args=qwen_args(folder),
+        files={posixpath.join(folder, IN_NAME): ""},
+        how="Qwen Code takes prompts from --input-file and reports its turns in --json-file",
+    )
+    return ChannelPlan(layer, None, lambda _pid: QwenChannel(folder))
+
+
 # --- where its record is: sessions/<pid>.json names the chat of the process ------------
 ENV_NAMES: Final = ("HOME",)
 """The variables of its environment that move its record."""
@@ -201,6 +216,7 @@ KIND: Final = AgentKind(
     hooks=hooks,
     hooks_opt_in=hooks_opt_in,
     mcp=mcp,
+    channel=channel,
     record=RECORD,
     order=50,
     layers_order=40,

@@ -21,6 +21,11 @@ class ChannelError(MadohubError):
     """The channel could not do what was asked (server gone, protocol error, refused)."""
 
 
+class ChannelUnsure(ChannelError):
+    """A prompt was handed in but its turn was not seen to start: the agent may still run
+    it, so it is never typed as well (a row says so)."""
+
+
 @dataclass(frozen=True)
 class ChannelTurnStarted:
     """The agent started a turn. ``prompt_id``: ours when the turn runs a prompt the hub
@@ -49,6 +54,10 @@ class ChannelTurn:
     cache_read_tokens: int | None = None
     cost_usd: float | None = None
     at: float = 0.0
+    model: str | None = None
+    """The model that answered, where the agent says."""
+    turn_ms: float | None = None
+    """From the turn's start to its end, as the channel heard them (None: not known)."""
 
 
 @dataclass(frozen=True)

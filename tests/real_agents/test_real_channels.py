@@ -1,0 +1,118 @@
+"""The REAL Qwen Code 0.24.4 routed through its native channel (issue 39), offline.
+
+The hub starts Qwen Code in a new pane (so it adds ``--input-file``/``--json-file`` in a
+private folder) against ``FakeOpenAIResponses``; a real Claude Code 2.1.332 against
+``FakeAnthropic`` is adopted beside it. Claude -> Qwen: the prompt goes in through the
+channel (never typed); Qwen -> Claude: its turn's end, whole answer and usage come from
+the channel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import log_rows, wait_until
+
+import madohub_nb as mh
+from madohub_nb.io.agent_channels.base import ChannelTurn
+from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
+from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt
+from madohub_nb.testing.fake_openai import FakeOpenAIResponses, prompt_text
+
+from .conftest import (
+    QWEN_NO_UPDATE_SETTINGS,
+    REPLY_TIMEOUT_S,
+    STARTUP_TIMEOUT_S,
+    RealPane,
+    RegistryTrap,
+)
+
+pytestmark = pytest.mark.real_agents
+
+QWEN_VERSION = "0.24.4"
+ROUND_TIMEOUT_S = 90.0
+LONG_LINES = 120
+
+
+@pytest.fixture
+def real_hub(tmux_socket: str, tmp_path: Path) -> Iterator[mh.Hub]:
+    hub = mh.Hub(socket_name=tmux_socket, idle_delay_ms=1500, log_path=tmp_path / "rounds.sqlite3")
+    yield hub
+    hub.close()
+
+
+def test_real_qwen_routes_both_ways_with_claude_through_its_channel(
+    registry_trap: RegistryTrap,
+    real_hub: mh.Hub,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    real_claude_pane: Callable[..., RealPane],
+    fake_openai: FakeOpenAIResponses,
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}}, "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False}, "ui": {"hideTips": True}, **QWEN_NO_UPDATE_SETTINGS,
+    }))  # fmt: skip
+    cwd = tmp_path / "proj-qwen"
+    cwd.mkdir()
+    env = {
+        "HOME": str(home), "OPENAI_API_KEY": "sk-fake-qwen",
+        "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MODEL": "fake-model",
+    }  # fmt: skip
+    exe = agent_bin("qwen", QWEN_VERSION)
+    qwen = real_hub.tile("qwen", agent="qwen", command=str(exe), cwd=cwd, env=env)
+    wait_until(lambda: qwen.channel is not None, STARTUP_TIMEOUT_S, what="Qwen's channel open")
+    assert qwen.turn_signal == "channel"
+    turns: list[ChannelTurn] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
+    real_hub.tile("claude", pane=real_claude_pane().pane_id)
+
+    # Claude -> Qwen: through the channel.
+    into = real_hub.connect("claude", "qwen", template="Claude says:\n{output}", max_rounds=1)
+    wait_until(lambda: into.ready.is_set(), 10)
+    assert real_hub.send("claude", "Ping qwen").result(ROUND_TIMEOUT_S).status == "delivered"
+    wait_until(lambda: into.last_status is not None, ROUND_TIMEOUT_S, what="claude->qwen")
+    (row,) = log_rows(real_hub, into)
+    assert (row["status"], row["delivery_mode"]) == ("delivered", "channel"), row["error"]
+    routed = "Claude says:\n" + default_answer("Ping qwen")
+    wait_until(
+        lambda: routed in [prompt_text(r["body"]) for r in fake_openai.requests],
+        REPLY_TIMEOUT_S, what="the routed prompt at Qwen's API, once",
+    )  # fmt: skip
+    wait_until(lambda: [t for t in turns if t.prompt == routed], REPLY_TIMEOUT_S,
+               what="Qwen's turn on the routed prompt ended")  # fmt: skip
+    into.stop()
+
+    # Qwen -> Claude: the channel ends the turn, its long answer whole.
+    long = "\n".join(f"Line {i} of the long answer" for i in range(1, LONG_LINES + 1))
+    fake_openai.reply = lambda body: long if "long one" in (prompt_text(body) or "") else None
+    wait_until(lambda: real_hub.tiles["claude"].state == "idle", REPLY_TIMEOUT_S)
+    out = real_hub.connect("qwen", "claude", template="From qwen:\n{output}", max_rounds=1)
+    wait_until(lambda: out.ready.is_set(), 10)
+    # The person's half-typed draft stays in Qwen's composer: nothing is typed.
+    draft = "my half typed draft"
+    real_hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "-l", draft)
+    wait_until(lambda: draft in qwen.screen(), 10, what="the draft in Qwen's box")
+    rec = real_hub.send("qwen", "Now the long one").result(ROUND_TIMEOUT_S)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "channel"), rec.error
+    wait_until(lambda: out.last_status is not None, ROUND_TIMEOUT_S, what="qwen->claude")
+    (row,) = log_rows(real_hub, out)
+    assert (row["turn_signal"], row["extraction_method"]) == ("channel", "channel"), row
+    assert row["extracted"] == long and row["status"] == "delivered", row["error"]
+    assert row["model"] == "fake-model" and row["output_tokens"], row
+    wait_until(
+        lambda: any(fake_anthropic_prompt(r["body"]) == f"From qwen:\n{long}"
+                    for r in fake_anthropic.requests),
+        ROUND_TIMEOUT_S, what="the long answer whole at Claude's API",
+    )  # fmt: skip
+    assert f"> {draft}" in qwen.screen()  # still in the box, not sent
+    sent = [p for p in (prompt_text(r["body"]) for r in fake_openai.requests) if p == routed]
+    assert len(sent) == 1  # never typed as well
+    assert registry_trap.requests == []

@@ -1,0 +1,146 @@
+"""A stand-in for Qwen Code in a pane, for the fast tier: its screen (the input box between
+two rules, "esc to cancel" while busy) and its file channel as the real Qwen Code 0.24.4
+has it (tests/fixtures/channels): ``--input-file IN`` takes ``{"type":"submit"}`` lines,
+``--json-file OUT`` gets ``system``/``user``/``assistant``/``message_stop`` lines.
+
+Like the real one, a submit that comes while a turn runs gets no ``user`` line and its
+answer is glued to the running turn's (what the hub's Qwen channel must avoid). Typed
+prompts (Enter) run as turns too, reported the same way. ``[[sleep N]]`` in a prompt
+thinks N s (else ``$MADOHUB_STANDIN_THINK_S``); ``[[lines N]]`` answers N lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import select
+import sys
+import termios
+import time
+import tty
+import uuid
+
+RULE = "─" * 60
+PLACEHOLDER = "  Type your message or @path/to/file"
+
+
+class Qwen:
+    def __init__(self, in_path: str | None, out_path: str | None) -> None:
+        self.in_path, self.out_path = in_path, out_path
+        self.offset = 0
+        self.history: list[str] = []
+        self.draft = ""
+        self.session = uuid.uuid4().hex
+
+    def out(self, **msg: object) -> None:
+        if self.out_path is None:
+            return
+        msg.setdefault("session_id", self.session)
+        msg.setdefault("uuid", uuid.uuid4().hex)
+        with contextlib.suppress(OSError), open(self.out_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(msg) + "\n")
+
+    def draw(self, busy: bool) -> None:
+        lines = self.history[-15:]
+        status = ["  ⠋ Thinking… (1s · esc to cancel)"] if busy else []
+        box = [RULE, f"> {self.draft}" if self.draft else f">{PLACEHOLDER}", RULE, "  fake-model"]
+        sys.stdout.write("\x1b[2J\x1b[H" + "\r\n".join([*lines, "", *status, *box]))
+        sys.stdout.flush()
+
+    def submits(self) -> list[str]:
+        if self.in_path is None or not os.path.isfile(self.in_path):
+            return []  # (gone, or not a file: a test broke the channel)
+        with open(self.in_path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        texts = []
+        for raw in data[:end].splitlines():
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("type") == "submit":
+                texts.append(str(msg.get("text", "")))
+        return texts
+
+    def turn(self, text: str) -> None:
+        self.out(type="user", message={"role": "user", "content": [{"type": "text", "text": text}]})
+        self.history += [f"  > {line}" for line in text.splitlines()]
+        self.draw(busy=True)
+        m = re.search(r"\[\[sleep (\d+(?:\.\d+)?)\]\]", text)
+        think = float(m.group(1)) if m else float(os.environ.get("MADOHUB_STANDIN_THINK_S", "0.3"))
+        answers = [answer(text)]
+        deadline = time.monotonic() + think
+        while time.monotonic() < deadline:  # a submit meanwhile: glued to this turn (as observed)
+            answers += [answer(t) for t in self.submits()]
+            time.sleep(0.02)
+        text_out = "".join(answers)
+        self.out(
+            type="assistant",
+            message={
+                "type": "message", "role": "assistant", "model": "fake-model",
+                "content": [{"type": "text", "text": text_out}], "stop_reason": None,
+                "usage": {"input_tokens": len(text), "output_tokens": len(text_out) // 4,
+                          "cache_read_input_tokens": 0},
+            },
+        )  # fmt: skip
+        self.out(type="stream_event", event={"type": "message_stop"})
+        self.history += [f"  ◆︎ {line}" for line in text_out.splitlines()]
+        self.draw(busy=False)
+
+    def run(self) -> None:
+        self.out(type="system", subtype="session_start", data={"version": "stand-in"})
+        fd = sys.stdin.fileno()
+        old = termios.tcgetattr(fd)
+        tty.setraw(fd)
+        try:
+            self.draw(busy=False)
+            while True:
+                for text in self.submits():
+                    self.turn(text)
+                ready, _, _ = select.select([fd], [], [], 0.05)
+                if not ready:
+                    continue
+                for ch in os.read(fd, 4096).decode("utf-8", "replace"):
+                    if ch == "\r" and self.draft.strip():
+                        text, self.draft = self.draft, ""
+                        self.turn(text)
+                    elif ch in ("\x7f", "\b"):
+                        self.draft = self.draft[:-1]
+                    elif ch == "\x03":
+                        return
+                    elif ch == "\n":
+                        self.draft += "\n"
+                    elif ch.isprintable():
+                        self.draft += ch
+                self.draw(busy=False)
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, old)
+            self.out(type="system", subtype="session_end", data={})
+
+
+def answer(prompt: str) -> str:
+    m = re.search(r"\[\[lines (\d+)\]\]", prompt)
+    if m:
+        return "\n".join(f"Line {i} of a long answer" for i in range(1, int(m.group(1)) + 1))
+    first = " ".join(prompt.split())
+    return f"Done: {first[:40]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="qwen")
+    parser.add_argument("--input-file")
+    parser.add_argument("--json-file")
+    args, _ = parser.parse_known_args()
+    if os.environ.get("STANDIN_QWEN_NO_CHANNEL"):  # an older qwen: the options do nothing
+        args.input_file = args.json_file = None
+    Qwen(args.input_file, args.json_file).run()
+
+
+if __name__ == "__main__":
+    main()
