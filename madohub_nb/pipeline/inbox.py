@@ -57,7 +57,7 @@ from ..io.tmux import key_command
 from ..io.watch import PaneStream
 from ..model import AskKind, AskState, Decision
 from .deliver import send_checked
-from .events import AskChanged, HubEvent, TileAdded, TileStateChanged
+from .events import AskChanged, ChannelChanged, HubEvent, TileAdded, TileStateChanged
 from .round import RoundServices
 from .tile import Tile
 
@@ -472,6 +472,11 @@ class Inbox:
         """Look at a tile again when its output pauses, its state changes or it is added."""
         if isinstance(event, TileAdded) and (tile := self._tiles().get(event.name)) is not None:
             spawn(self._follow(tile), name=f"inbox {tile.name}")
+        elif isinstance(event, ChannelChanged) and event.state == "attached":
+            # (a channel opens once its agent is up, after the tile's start: watch it now)
+            tile = self._tiles().get(event.tile)
+            if tile is not None and tile.channel is not None:
+                self.watch_channel(tile, tile.channel)
         elif isinstance(event, TileStateChanged):
             if event.state == "exited":
                 for approval in list(self._approvals.values()):
