@@ -148,6 +148,7 @@ def test_two_templates_on_real_claude_score_passing_and_failing_code(
 
     df = exp.df
     seen = df[["variant", "repeat", "stopped_by", "rounds", "files_changed", "error"]].to_string()
+    seen += "\n" + exp.rounds[["session_id", "route_id", "round", "status", "error"]].to_string()
     assert df["error"].isna().all(), f"{seen}\n{fake_anthropic.prompts}"
     assert list(df["variant"]) == ["told", "told", "vague", "vague"]
     assert list(df["command"]) == [1.0, 1.0, 0.0, 0.0], f"{seen}\n{df['meta'].tolist()}"
@@ -155,7 +156,9 @@ def test_two_templates_on_real_claude_score_passing_and_failing_code(
     assert [m["command"]["failed"] for m in df["meta"]] == [0, 0, 1, 1]
     # The writer was told what the variant's template said, after the reviewer's notes.
     told = [p for p in fake_anthropic.prompts if p.startswith(("Rewrite", "Tidy"))]
-    assert sorted(p.split(" ", 1)[0] for p in told) == ["Rewrite", "Rewrite", "Tidy", "Tidy"]
+    assert sorted(p.split(" ", 1)[0] for p in told) == ["Rewrite", "Rewrite", "Tidy", "Tidy"], (
+        f"{seen}\n{fake_anthropic.prompts}"
+    )
     # Each run wrote slug.py in a worktree of its own; the main checkout never got one.
     assert list(df["files_changed"]) == [1, 1, 1, 1], seen
     assert not (repo / "slug.py").exists()
