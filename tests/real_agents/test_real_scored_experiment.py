@@ -148,17 +148,25 @@ def test_two_templates_on_real_claude_score_passing_and_failing_code(
 
     df = exp.df
     seen = df[["variant", "repeat", "stopped_by", "rounds", "files_changed", "error"]].to_string()
-    seen += "\n" + exp.rounds[["session_id", "route_id", "round", "status", "error"]].to_string()
+    rows = exp.rounds.assign(answer=exp.rounds["extracted"].str[:30])
+    seen += (
+        "\n"
+        + rows[["session_id", "route_id", "round", "status", "turn_signal", "answer"]].to_string()
+    )
     assert df["error"].isna().all(), f"{seen}\n{fake_anthropic.prompts}"
     assert list(df["variant"]) == ["told", "told", "vague", "vague"]
-    assert list(df["command"]) == [1.0, 1.0, 0.0, 0.0], f"{seen}\n{df['meta'].tolist()}"
-    assert [m["command"]["passed"] for m in df["meta"]] == [1, 1, 0, 0]
-    assert [m["command"]["failed"] for m in df["meta"]] == [0, 0, 1, 1]
+    # The writer's first answer, routed when its turn was over (never its start-up screen,
+    # seen routed while its kickoff was typed on a loaded machine).
+    first = rows[rows["route_id"].str.startswith("writer->") & (rows["round"] == 1)]
+    assert list(first["extracted"]) == ["Wrote slug.py."] * 4, seen
     # The writer was told what the variant's template said, after the reviewer's notes.
     told = [p for p in fake_anthropic.prompts if p.startswith(("Rewrite", "Tidy"))]
     assert sorted(p.split(" ", 1)[0] for p in told) == ["Rewrite", "Rewrite", "Tidy", "Tidy"], (
         f"{seen}\n{fake_anthropic.prompts}"
     )
+    assert list(df["command"]) == [1.0, 1.0, 0.0, 0.0], f"{seen}\n{df['meta'].tolist()}"
+    assert [m["command"]["passed"] for m in df["meta"]] == [1, 1, 0, 0]
+    assert [m["command"]["failed"] for m in df["meta"]] == [0, 0, 1, 1]
     # Each run wrote slug.py in a worktree of its own; the main checkout never got one.
     assert list(df["files_changed"]) == [1, 1, 1, 1], seen
     assert not (repo / "slug.py").exists()
