@@ -339,3 +339,46 @@ def test_a_round_into_a_target_that_never_gets_ready_ends_as_an_error_row(hub: m
     assert 2000 <= row["deliver_ms"] < 20_000
     assert "SHIP-42" not in ticker.history()
     assert ticker.state == "busy" and route.state == "active"
+
+
+def test_on_idle_never_fires_while_the_hub_types_a_prompt_into_the_source(
+    hub: mh.Hub, project: Path
+) -> None:
+    """A prompt typed into a fresh agent shows in its box, then its screen is quiet until the
+    submit: on a loaded machine longer than the idle delay. That is no finished turn (seen:
+    a real Claude Code's start-up screen routed as its first answer while its kickoff was
+    typed; the next prompt then landed in the middle of its real first turn)."""
+    import asyncio
+    import threading
+    import time
+
+    from conftest import FAST_IDLE_MS
+
+    writer = start_standin(hub, "writer", cwd=project)
+    start_standin(hub, "reviewer", cwd=project)
+    route = hub.connect("writer", "reviewer", dispatch="shadow", cooldown_ms=1000)
+    wait_until(lambda: route.ready.is_set(), 5)
+    held, release = threading.Event(), threading.Event()
+
+    async def slow_delivery() -> None:
+        """The writer's pane held as a delivery holds it while it types."""
+        async with hub.runtime.deliverer.pane_lock(writer.pane_id):
+            held.set()
+            while not release.is_set():
+                await asyncio.sleep(0.05)
+
+    skipped = SkippedTurns(hub)
+    delivery = hub.engine.submit(slow_delivery())
+    wait_until(held.is_set, 5, what="the pane held")
+    hub.runtime.tmux.run("send-keys", "-t", writer.pane_id, "-l", "--", "first draft")
+    wait_until(lambda: "first draft" in writer.screen(), 10, what="the typed prompt")
+    time.sleep(3 * FAST_IDLE_MS / 1000)  # the scenario: the quiet before a slow submit
+    # No turn was taken as finished meanwhile: no round, and not even one let go (here the
+    # stand-in's screen holds no answer yet; a real Claude Code's start-up banner was routed).
+    assert (route.rounds, skipped.events) == (0, [])
+    release.set()
+    delivery.result(5)
+    hub.runtime.tmux.run("send-keys", "-t", writer.pane_id, "Enter")
+    wait_until(lambda: route.rounds >= 1 and route.last_status, 20, what="the turn's round")
+    rows = log_rows(hub, route.id)
+    assert [r["extracted"] for r in rows] == ["Done: first draft"]

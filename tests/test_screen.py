@@ -203,6 +203,20 @@ def test_claude_answer_quoting_banner_and_footer_words_is_kept() -> None:
     assert "Opus" not in remove_chrome(screen, get_profile("claude"))
 
 
+@pytest.mark.parametrize("logo", ["▐▛███▛█", "       ", "* ▗ ▗ *"], ids=["drawn", "blank", "frame"])
+def test_claude_start_up_banner_is_no_answer_whatever_its_logo_shows(logo: str) -> None:
+    """Claude Code 2.1.332 animates its logo at start-up: a frame without the block glyphs
+    left the banner as a "scrolled-off answer", and a real Claude's start-up screen was routed
+    as its first turn (a loaded machine, its status idle before its kickoff was submitted)."""
+    rule = "─" * 30
+    screen = (
+        f"\n{logo}   Claude Code v2.1.332\n{logo[:-1]}   Opus 5.5 · API Usage Billing\n"
+        f" {logo[:-2]}    /tmp/repo.worktrees/writer-told-1-9e0947\n\n"
+        f"{rule}\n❯ \n{rule}\n  ⏵⏵ accept edits on (shift+tab to cycle)\n"
+    )
+    assert terminal_last_response(screen, get_profile("claude")) == ""
+
+
 def test_claude_screen_without_answer_gives_empty_text() -> None:
     screen = "❯ hi\n\n● Bash(ls)\n  ⎿  a.txt\n"
     assert terminal_last_response(screen, get_profile("claude")) == ""

@@ -428,3 +428,41 @@ def test_a_gathers_rows_leave_the_change_columns_empty_while_each_sources_route_
     gathered, own = log_rows(hub, gather)[0], log_rows(hub, plain)[0]
     assert math.isnan(gathered["files_changed"]) and "changed_paths" not in gathered["meta"]
     assert (own["files_changed"], own["meta"]["changed_paths"]) == (1, ["a.txt"])
+
+
+CONCURRENT_WORKTREES = 16
+"""Worktrees of one repository made at once (an experiment's parallel runs, many of them)."""
+BATCHES = 2
+
+
+def test_worktrees_made_and_removed_at_once_in_one_repository_all_succeed(repo: Path) -> None:
+    """An experiment's parallel runs each add a worktree of one repository, then remove it.
+    ``git worktree add`` reads the admin folder of every worktree, and one another git is
+    making is half written ("failed to read .git/worktrees/NAME/commondir"): seen with four
+    runs on a loaded machine; here, without the repository's lock, in most batches."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from madohub_nb.io.git import drop_worktree, make_worktree, plan_worktree
+    from madohub_nb.io.machine import LocalMachine
+
+    machine = LocalMachine()
+    start = threading.Barrier(CONCURRENT_WORKTREES)
+
+    def add_and_remove(name: str) -> str | None:
+        plan = plan_worktree(machine, str(repo), name, f"madohub/{name}", "HEAD", name)
+        start.wait(30)  # every thread's git starts at once
+        try:
+            make_worktree(machine, plan)
+        except mh.MadohubError as exc:
+            return str(exc)
+        drop_worktree(machine, plan)
+        return None
+
+    for k in range(BATCHES):
+        names = [f"run-{k}-{i}" for i in range(CONCURRENT_WORKTREES)]
+        with ThreadPoolExecutor(CONCURRENT_WORKTREES) as pool:
+            failed = [e for e in pool.map(add_and_remove, names) if e is not None]
+        assert failed == [], failed
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]

@@ -413,6 +413,21 @@ true
     return Worktree(dest, branch, top, facts["head"])
 
 
+_REPOSITORY_LOCKS: dict[tuple[str | None, str], threading.Lock] = {}
+_REPOSITORY_LOCKS_GUARD = threading.Lock()
+
+
+def repository_lock(machine: Machine, repository: str) -> threading.Lock:
+    """The lock this process holds while it adds or removes a worktree of ``repository`` (on
+    ``machine``). ``git worktree add``/``remove`` and ``git branch -D`` read the admin folder
+    of every worktree of the repository, and one that another git is making at that moment is
+    half written: "fatal: failed to read .git/worktrees/NAME/commondir" (seen with an
+    experiment's parallel runs on a loaded machine). So they take turns."""
+    key = (machine.name, repository)
+    with _REPOSITORY_LOCKS_GUARD:
+        return _REPOSITORY_LOCKS.setdefault(key, threading.Lock())
+
+
 def make_worktree(machine: Machine, plan: Worktree) -> None:
     """``git worktree add -b BRANCH PATH BASE``; a MadohubError (nothing left) if git refuses."""
     q = shlex.quote
@@ -420,7 +435,8 @@ def make_worktree(machine: Machine, plan: Worktree) -> None:
         f"mkdir -p {q(plan.path.rsplit('/', 1)[0])} && "
         f"git worktree add -q -b {q(plan.branch)} {q(plan.path)} {q(plan.base)}"
     )
-    done = run_git(machine, script, plan.repository)
+    with repository_lock(machine, plan.repository):
+        done = run_git(machine, script, plan.repository)
     if done.returncode != 0:
         raise MadohubValueError(
             f"git could not make the worktree {plan.path} on branch {plan.branch!r}: "
@@ -431,11 +447,12 @@ def make_worktree(machine: Machine, plan: Worktree) -> None:
 def drop_worktree(machine: Machine, plan: Worktree) -> None:
     """Remove a worktree and its branch whatever they hold (a tile that never started)."""
     q = shlex.quote
-    run_git(
-        machine,
-        f"git worktree remove --force {q(plan.path)}; git branch -q -D {q(plan.branch)}",
-        plan.repository,
-    )
+    with repository_lock(machine, plan.repository):
+        run_git(
+            machine,
+            f"git worktree remove --force {q(plan.path)}; git branch -q -D {q(plan.branch)}",
+            plan.repository,
+        )
 
 
 def end_worktree(machine: Machine, tile: str, plan: Worktree) -> WorktreeEnd:
@@ -468,7 +485,8 @@ fi
 true
 """
     try:
-        done = run_git(machine, script, plan.repository)
+        with repository_lock(machine, plan.repository):
+            done = run_git(machine, script, plan.repository)
     except MadohubError as exc:
         return WorktreeEnd(tile, plan, True, f"not checked ({exc})")
     out = done.stdout.decode(errors="replace").split()

@@ -196,6 +196,12 @@ class Deliverer:
                 f"target {tile.name!r} cannot take input: {tile.error}; nothing was typed"
             )
 
+    def typing(self, pane_id: str) -> bool:
+        """Whether a delivery (or a key press) holds ``pane_id``'s lock now: what the pane
+        shows meanwhile is the hub's own typing, never the end of its agent's turn."""
+        lock = self._locks.get(pane_id)
+        return lock is not None and lock.locked()
+
     @contextlib.asynccontextmanager
     async def pane_lock(self, pane_id: str) -> AsyncIterator[None]:
         """Hold the pane's lock; the last user drops it, so panes that come and go leave nothing."""

@@ -169,7 +169,13 @@ class ServicesContext:
         return await asyncio.to_thread(extract, tile, not transcript)
 
     async def state(self, tile: Tile) -> TileState:
-        return await tile.astate()
+        state = await tile.astate()
+        if state == "idle" and self._services.deliverer.typing(tile.pane_id):
+            # A prompt is being typed into it: the echo, then the quiet before its submit
+            # (long on a loaded machine), is no finished turn. Seen: a real Claude Code's
+            # start-up screen routed as its first answer while its kickoff was typed.
+            return "busy"
+        return state
 
     async def pane_gone(self, tile: Tile) -> bool:
         return await asyncio.to_thread(_pane_gone, tile)

@@ -212,6 +212,19 @@ def claude_env(home: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dic
     }
 
 
+def write_key_helper(home: Path, api_key: str = DEFAULT_API_KEY) -> Path:
+    """Claude Code's ``apiKeyHelper`` (``~/.claude/settings.json``): the key comes from a
+    command, as a user's login would, never from a workflow (it refuses keys) or tmux (the
+    hub keeps keys out of its panes' environment)."""
+    helper = home / "api-key.sh"
+    helper.write_text(f"#!/bin/sh\necho {api_key}\n")
+    helper.chmod(0o700)
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    settings.write_text(json.dumps({"apiKeyHelper": str(helper)}))
+    return settings
+
+
 def codex_env(home: Path, codex_home: Path, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
     """The environment Codex needs to run offline (its provider's key and its home)."""
     return {"HOME": str(home), "CODEX_HOME": str(codex_home), CODEX_KEY_ENV: api_key}

@@ -15,7 +15,6 @@ every row has its model, tokens and cost either way.
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from .conftest import (
     LEAKY_ENV,
     claude_env,
     write_claude_config,
+    write_key_helper,
 )
 
 pytestmark = pytest.mark.real_agents
@@ -44,18 +44,6 @@ VARIANTS = {
     "approve": {"writer->reviewer": {"template": "LGTM {output}"}},
     "plain": {},
 }
-
-
-def _key_helper(home: Path) -> None:
-    """Claude Code's ``apiKeyHelper`` (``~/.claude/settings.json``): the key comes from a
-    command, as a user's login would, never from the workflow (it refuses keys) or tmux (the
-    hub keeps keys out of its panes' environment)."""
-    helper = home / "api-key.sh"
-    helper.write_text(f"#!/bin/sh\necho {DEFAULT_API_KEY}\n")
-    helper.chmod(0o700)
-    settings = home / ".claude" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
-    settings.write_text(json.dumps({"apiKeyHelper": str(helper)}))
 
 
 def _workflow(exe: Path, home: Path, base_url: str, cwds: dict[str, Path], hooks: bool) -> Workflow:
@@ -110,7 +98,7 @@ def test_two_templates_on_real_claude_fill_usage_and_cost_from_the_log(
             cwd.mkdir(parents=True)
             write_claude_config(home, cwd, DEFAULT_API_KEY, VERSION)
             cwds.setdefault(variant, {})[name] = cwd
-    _key_helper(home)
+    write_key_helper(home)
     wf = _workflow(exe, home, fake_anthropic.base_url, cwds["plain"], hooks=hooks)
     variants = {
         v: {**routes, **{t: {"cwd": str(c)} for t, c in cwds[v].items()}}

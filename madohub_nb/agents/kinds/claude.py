@@ -54,9 +54,10 @@ from .records import (
 _CLAUDE_GLYPHS = "·✢✳✶✻✽"
 _CLAUDE_BULLET = "[●⏺]"
 _CLAUDE_MENU_QUESTION = r"(?:Do you want to|Do you trust|Would you like to)"
-# The logo banner: "▐▛███▜▌   Claude Code v2.1.197" and the two logo lines below it (model, cwd).
+# The logo banner: "▐▛███▜▌   Claude Code v2.1.197" and the two logo lines below it (model,
+# cwd). The logo is animated at start-up (2.1.332): a frame may show other glyphs, or none.
 _CLAUDE_BANNER = lazy_compile(
-    r"^ ?[\u2580-\u259f][^\n]*Claude Code v\d[^\n]*(?:\n {0,2}[\u2580-\u259f][^\n]*){0,2}\n?",
+    r"^[^\w\n]{0,16}Claude Code v\d[^\n]*(?:\n(?![●⏺❯])[^\w\n]{1,16}[^\n]*){0,2}\n?",
     re.MULTILINE,
 )
 
