@@ -70,6 +70,9 @@ class FakeOpenCode:
         """How many of the next ``/event`` streams send nothing at all (as the real one's
         first did once while its TUI was still starting)."""
         self.prompts: list[str] = []
+        self.unheard = 0
+        """How many of the next prompts are taken (HTTP 204) and then never started nor
+        recorded, as by a server too busy to say (the hub must not type them again)."""
         self._ids = itertools.count(1)
         self._clients: list[queue.Queue[dict[str, Any] | None]] = []
         self._lock = threading.Lock()
@@ -308,7 +311,10 @@ class FakeOpenCode:
                 self._send(http, 404, {"name": "NotFoundError", "data": {"message": session_id}})
                 return
             self.sessions[session_id]["time"]["updated"] = self._now_ms()
-            self._prompt(session_id, body)
+            if self.unheard > 0:
+                self.unheard -= 1
+            else:
+                self._prompt(session_id, body)
             self._send(http, 204, None)
         elif path.startswith("/session/") and path.endswith("/abort") and method == "POST":
             self._abort.set()
