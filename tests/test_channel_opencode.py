@@ -214,6 +214,7 @@ async def test_idle_submit_is_acked_with_its_turn_and_ends_with_its_answer_and_u
     assert turn.cache_read_tokens == CACHE_READ_TOKENS
     assert turn.cost_usd == pytest.approx(STEP_COST_USD)
     assert turn.model == "fake-model"
+    assert turn.turn_ms is not None and turn.turn_ms >= 0
     assert fake.prompts == ["hello through the channel"]
 
 

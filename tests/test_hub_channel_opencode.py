@@ -93,6 +93,8 @@ def test_routes_go_through_the_opencode_channel_both_ways_with_usage_and_cost(
     assert row["output_tokens"] == len(LONG) // 4 + 1 and row["cache_read_tokens"] == 7
     assert row["cost_usd"] == pytest.approx(STEP_COST_USD)  # OpenCode's figure, no price table
     assert row["meta"]["agent_cost_usd"] == pytest.approx(STEP_COST_USD)
+    assert row["turn_ms"] is not None and row["turn_ms"] >= 0  # its steps' own times
+    assert row["meta"]["turn_ms_source"] == "measured"
     wait_until(lambda: user_prompts(claude)[-1:] == [f"From opencode:\n{LONG}"], 15)
 
 

@@ -108,6 +108,10 @@ class _Turn:
     cache_read_tokens: int = 0
     cost_usd: float = 0.0
     model: str | None = None
+    first_ms: int | None = None
+    """When its first step began (``time.created``, OpenCode's clock, ms)."""
+    last_ms: int | None = None
+    """When its latest step completed."""
     ended: bool = False
 
 
@@ -481,9 +485,13 @@ class OpenCodeChannel:
         if message_id not in turn.steps:
             turn.steps.append(message_id)
         times = info.get("time") or {}
+        created = _int(times.get("created"))
+        if created and (turn.first_ms is None or created < turn.first_ms):
+            turn.first_ms = created
         if not times.get("completed") or message_id in turn.counted:
             return
         turn.counted.add(message_id)
+        turn.last_ms = max(turn.last_ms or 0, _int(times.get("completed"))) or None
         if isinstance(info.get("modelID"), str):
             turn.model = info["modelID"]
         tokens = info.get("tokens") or {}
@@ -537,6 +545,11 @@ class OpenCodeChannel:
                 cost_usd=turn.cost_usd,
                 at=time.time(),
                 model=turn.model,
+                turn_ms=(
+                    float(turn.last_ms - turn.first_ms)
+                    if turn.first_ms is not None and turn.last_ms is not None
+                    else None
+                ),
             )
         )
         for step in turn.steps:
