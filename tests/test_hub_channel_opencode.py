@@ -112,7 +112,7 @@ def test_a_prompt_while_opencode_is_busy_runs_as_its_own_turn_and_the_draft_stay
     assert (one.status, one.delivery_mode, two.status, two.delivery_mode) == (
         "delivered", "channel", "delivered", "channel",
     ), (one.error, two.error)  # fmt: skip
-    assert two.meta.get("channel_queued") or two.meta["channel_turn_id"]
+    assert (one.meta["channel_queued"], two.meta["channel_queued"]) == (False, True)
     wait_until(lambda: len(turns) >= 2, 30, what="two turns")
     assert [t.answer for t in turns] == ["Done: First [[sleep 2]]", "Done: Second while busy"]
     assert len({t.turn_id for t in turns}) == 2
