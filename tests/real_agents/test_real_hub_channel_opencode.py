@@ -16,10 +16,11 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import log_rows, wait_until
+from conftest import kill_tree, log_rows, wait_until
 
 import madohub_nb as mh
 from madohub_nb.io.agent_channels.base import ChannelTurn
+from madohub_nb.pipeline.events import ChannelChanged
 from madohub_nb.pipeline.inbox import ChannelPermissionAsk
 from madohub_nb.testing.fake_anthropic import FakeAnthropic, default_answer
 from madohub_nb.testing.fake_anthropic import prompt_text as anthropic_prompt
@@ -188,6 +189,43 @@ def test_real_opencode_started_by_the_hub_routes_both_ways_with_claude_through_i
         assert [prompt_text(r["body"]) for r in asked].count(routed) == 1  # never typed as well
         assert registry_trap.requests == []
         pids |= _tree(oc.pane_pid)
+    finally:
+        hub.close()
+    wait_until(lambda: not _left(pids), 15, what="OpenCode's processes to end")
+
+
+def test_real_opencode_gone_is_an_event_and_a_clear_row_never_a_round_delivered_twice(
+    tmux_socket: str,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    asking_openai: FakeOpenAIResponses,
+) -> None:
+    write_opencode_config(home, asking_openai.base_url)
+    cwd = Path(os.path.realpath(tmp_path / "proj-opencode"))
+    cwd.mkdir()
+    hub = mh.Hub(socket_name=tmux_socket, idle_delay_ms=1500, log_path=tmp_path / "r.sqlite3")
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    pids: set[int] = set()
+    try:
+        oc = hub.tile(
+            "opencode", agent="opencode", command=str(agent_bin("opencode", OPENCODE_VERSION)),
+            cwd=cwd, env={"HOME": str(home), **OPENCODE_QUIET_ENV},
+        )  # fmt: skip
+        wait_until(lambda: oc.channel is not None, STARTUP_TIMEOUT_S, what="its channel open")
+        pids = _tree(oc.pane_pid)
+        proc = oc.agent_process()
+        assert proc is not None
+        kill_tree(proc.pid)  # OpenCode (and the server it is) gone
+        wait_until(lambda: any(e.state == "broken" for e in events), REPLY_TIMEOUT_S,
+                   what="the break told")  # fmt: skip
+        assert oc.channel is not None and not oc.channel.alive and oc.turn_signal != "channel"
+        rec = hub.send("opencode", "after it went").result(ROUND_TIMEOUT_S)
+        assert rec.status == "error" and rec.delivery_mode != "channel", rec
+        assert not [r for r in asking_openai.requests if "after it went" in str(r["body"])]
+        (row,) = log_rows(hub)
+        assert row["status"] == "error" and row["error"], row
     finally:
         hub.close()
     wait_until(lambda: not _left(pids), 15, what="OpenCode's processes to end")
