@@ -28,6 +28,7 @@ from madohub_nb.io.agent_channels.base import (
     ChannelEvent,
     ChannelTurn,
     ChannelTurnStarted,
+    ChannelUnsure,
 )
 from madohub_nb.io.agent_channels.opencode import PASSWORD_ENV, USERNAME, OpenCodeChannel
 from madohub_nb.testing.fake_anthropic import default_answer
@@ -212,6 +213,8 @@ async def test_idle_submit_is_acked_with_its_turn_and_ends_with_its_answer_and_u
     assert turn.output_tokens == len(turn.answer) // 4 + 1
     assert turn.cache_read_tokens == CACHE_READ_TOKENS
     assert turn.cost_usd == pytest.approx(STEP_COST_USD)
+    assert turn.model == "fake-model"
+    assert turn.turn_ms is not None and turn.turn_ms >= 0
     assert fake.prompts == ["hello through the channel"]
 
 
@@ -341,6 +344,26 @@ async def test_a_server_killed_before_the_ack_fails_that_submit(
         await third
     await seen.wait(lambda: bool(seen.of(ChannelBroken)), "the channel's break")
     assert not seen.of(ChannelTurn)
+
+
+@pytest.mark.asyncio
+async def test_a_prompt_taken_but_never_started_is_unsure_not_failed(
+    fake: FakeOpenCode, attached: tuple[OpenCodeChannel, Recorder],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """OpenCode answered 204 and then said nothing: it may still run the prompt later, so
+    the hub must not type it as well (ChannelUnsure), unlike a request never taken."""
+    from madohub_nb.io.agent_channels import opencode as module
+
+    monkeypatch.setattr(module, "ACK_TIMEOUT_S", 0.5)
+    channel, _ = attached
+    fake.unheard = 1
+    with pytest.raises(ChannelUnsure, match=r"did not start prompt p1 .* may still run it"):
+        await channel.submit("taken, never started", "p1")
+    fake.failing.add(("POST", f"/session/{channel.session_id}/prompt_async"))
+    with pytest.raises(ChannelError) as refused:
+        await channel.submit("refused", "p2")
+    assert not isinstance(refused.value, ChannelUnsure)  # HTTP 500: it took nothing
 
 
 # --------------------------------------------------------------------------- the real recording

@@ -61,7 +61,10 @@ def fake_agent(tmp_path: Path, name: str) -> str:
 def agent_tile(hub: mh.Hub, tmp_path: Path, home: Path, kind: str, cwd: Path) -> Tile:
     cwd.mkdir(parents=True, exist_ok=True)
     command = fake_agent(tmp_path, kind)
-    tile = hub.tile(kind, agent=kind, command=command, cwd=cwd, env={"HOME": str(home)})
+    # (A shell stand-in serves no native channel: these tests read the agent's own record.)
+    tile = hub.tile(
+        kind, agent=kind, command=command, cwd=cwd, env={"HOME": str(home)}, channel=False
+    )
     wait_until(lambda: tile.agent_process() is not None, 10, what=f"{kind} process")
     return tile
 

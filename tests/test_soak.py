@@ -1198,7 +1198,12 @@ class Soak:
         db.parent.mkdir(parents=True, exist_ok=True)
         self.write_opencode_db(db, folder)
         tile = self.hub.tile(
-            name, agent="opencode", command=f"exec {exe} {say}", cwd=folder, env={"HOME": home}
+            name,
+            agent="opencode",
+            command=f"exec {exe} {say}",
+            cwd=folder,
+            env={"HOME": home},
+            channel=False,  # (a shell stand-in serves no channel: its record is what is soaked)
         )
         wait_until(lambda: tile.agent_process() is not None, 15, what=f"{name}'s process")
         route = self.hub.connect(

@@ -97,6 +97,26 @@ def test_cost_is_tokens_times_price_and_nan_for_an_unknown_model() -> None:
     assert round_cost_usd(rec, prices, source_turn=False) is None  # nothing to cost
 
 
+def test_the_agents_own_cost_is_the_source_turns_and_a_zero_yields_to_the_price_table() -> None:
+    """A channel that reports what the turn cost (OpenCode's) is logged as it said; its 0
+    for a model it cannot price yields to the hub's table, which may know the model."""
+    prices = {"m": STANDIN_PRICE, "ai": AI_PRICE}
+    rec = RoundRecord(
+        route_id="r", source="a", target="b", round=1, trigger="on-idle", transform="none",
+        dispatch="madoagent", status="delivered", model="m", input_tokens=1_000,
+        output_tokens=2_000, cache_read_tokens=3_000, cache_write_tokens=None,
+        meta={"agent_cost_usd": 0.25},
+    )  # fmt: skip
+    assert round_cost_usd(rec, prices) == pytest.approx(0.25)  # (tokens alone: NaN here)
+    rec.ai_model, rec.ai_input_tokens, rec.ai_output_tokens = "ai", 5_000, 6_000
+    assert round_cost_usd(rec, prices) == pytest.approx(0.25 + 0.029)
+    assert round_cost_usd(rec, prices, source_turn=False) == pytest.approx(0.029)
+    rec.ai_model, rec.cache_write_tokens, rec.meta = None, 0, {"agent_cost_usd": 0.0}
+    assert round_cost_usd(rec, prices) == pytest.approx((1000 * 2 + 2000 * 8 + 3000 * 0.5) / 1e6)
+    rec.model = "unpriced"
+    assert round_cost_usd(rec, prices) == 0.0  # the agent's 0 beats a NaN
+
+
 @pytest.mark.parametrize(
     ("prices", "match"),
     [

@@ -127,6 +127,11 @@ class DeliveryResult:
     """The channel failed before it took the prompt, which was typed instead."""
 
 
+class ChannelUnsureError(DeliveryError):
+    """The target's channel took the prompt but its turn was not seen to start: it may still
+    run, so nothing was typed as well (the round's row says ``channel``, and why)."""
+
+
 class TypingStopped(DeliveryError):
     """A pane check failed mid-delivery: nothing more was typed and nothing was submitted."""
 
@@ -287,7 +292,7 @@ class Deliverer:
                 try:
                     return await _through_channel(tile, channel, content, removed)
                 except ChannelUnsure as exc:
-                    raise DeliveryError(
+                    raise ChannelUnsureError(
                         f"target {tile.name!r}: its {channel.name} took the prompt but its turn "
                         f"was not seen to start ({exc}); not typed as well (never twice)"
                     ) from exc

@@ -19,7 +19,7 @@ from ..errors import DeliveryError, LogError, MadohubError, MadohubValueError
 from ..io.agent_records.base import USAGE_FIELDS, Extraction, TurnUsage
 from ..io.git import CHANGED_PATHS_MAX, Changes
 from ..io.log import RoundRecord
-from .deliver import Deliverer, Delivery
+from .deliver import ChannelUnsureError, Deliverer, Delivery
 from .protection import LoopGuard
 from .tile import Tile
 from .transforms import AIClientConfig, TransformContext, TransformSpec, apply_with_usage
@@ -180,13 +180,18 @@ def round_cost_usd(
 ) -> float | None:
     """What a round cost: the source turn (when ``source_turn``) plus the AI transform.
 
-    NaN when a part's model has no price or a count it needs could not be read
+    The source turn's part is the agent's own figure where it gave one (its channel;
+    ``meta["agent_cost_usd"]``), else its tokens at its model's price. NaN when a part's
+    model has no price or a count it needs could not be read
     (a screen-extracted source turn included); None when the round has no part
     at all (a hand ``send``). Replays leave the source turn out: it was paid
     for, and logged, by the original round.
     """
     parts: list[float] = []
-    if source_turn:
+    agent_cost = _agent_cost(rec, prices)
+    if source_turn and agent_cost is not None:
+        parts.append(agent_cost)
+    elif source_turn:
         parts.append(
             _tokens_cost(
                 rec.model,
@@ -208,6 +213,20 @@ def round_cost_usd(
             counts["cache_write"] = rec.ai_cache_write_tokens
         parts.append(_tokens_cost(rec.ai_model, counts, prices))
     return sum(parts) if parts else None
+
+
+AGENT_COST_KEY = "agent_cost_usd"
+"""``meta`` key: what the source agent itself said its turn cost (its channel's figure)."""
+
+
+def _agent_cost(rec: RoundRecord, prices: Mapping[str, Mapping[str, float]]) -> float | None:
+    """The source agent's own figure for its turn, when it is the one to log: above 0, or 0
+    for a model the price table does not price (OpenCode says 0 for a model it has no price
+    for, where the table may know better). None: price the tokens."""
+    cost = rec.meta.get(AGENT_COST_KEY)
+    if not isinstance(cost, int | float) or isinstance(cost, bool) or math.isnan(cost):
+        return None
+    return float(cost) if cost > 0 or price_for(rec.model, prices) is None else None
 
 
 def round_tokens(rec: RoundRecord) -> int | None:
@@ -284,6 +303,8 @@ async def run_round(hub: RoundServices, plan: RoundPlan) -> RoundRecord:
         for name in USAGE_FIELDS:
             setattr(rec, name, getattr(ex.usage, name))
         _fill_turn_ms(rec, ex.usage)
+        if ex.usage.cost_usd is not None:
+            rec.meta[AGENT_COST_KEY] = ex.usage.cost_usd
     try:
         await _run(hub, plan, rec)
     except MadohubError as exc:
@@ -371,6 +392,10 @@ async def _run(hub: RoundServices, plan: RoundPlan, rec: RoundRecord) -> None:
     except LogError as exc:
         # Never type what cannot be logged: pause routing until the log is writable again.
         hub.log_unwritable(exc)
+        raise
+    except ChannelUnsureError:  # handed to the target's channel, not seen started: not typed
+        rec.delivery_mode = Delivery.CHANNEL.value
+        rec.meta["channel_unsure"] = True
         raise
     finally:
         rec.deliver_ms = _ms(started)

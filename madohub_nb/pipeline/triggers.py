@@ -443,7 +443,7 @@ class IdleDetector:
             return Turn(None, skipped=why, signal="channel")
         usage = TurnUsage(
             model=turn.model, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
-            cache_read_tokens=turn.cache_read_tokens, complete=True,
+            cache_read_tokens=turn.cache_read_tokens, complete=True, cost_usd=turn.cost_usd,
             measured_turn_ms=turn.turn_ms,
         )  # fmt: skip
         found = Extraction(

@@ -54,7 +54,9 @@ class FakeOpenCode:
         directory: str,
         *,
         reply: Callable[[str], str] | None = None,
+        port: int = 0,
     ) -> None:
+        """``port``: where to listen on 127.0.0.1 (0: a free one, see :attr:`port`)."""
         self.password = password
         self.directory = directory
         self.reply = reply or default_answer
@@ -70,6 +72,9 @@ class FakeOpenCode:
         """How many of the next ``/event`` streams send nothing at all (as the real one's
         first did once while its TUI was still starting)."""
         self.prompts: list[str] = []
+        self.unheard = 0
+        """How many of the next prompts are taken (HTTP 204) and then never started nor
+        recorded, as by a server too busy to say (the hub must not type them again)."""
         self._ids = itertools.count(1)
         self._clients: list[queue.Queue[dict[str, Any] | None]] = []
         self._lock = threading.Lock()
@@ -78,7 +83,7 @@ class FakeOpenCode:
         self._stopped = threading.Event()
         self._abort = threading.Event()
         """Set to cut the running turn's pause short: by ``/abort``, or by ``kill``."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._threads = [
             threading.Thread(target=self._server.serve_forever, name="fake-opencode", daemon=True),
@@ -138,6 +143,34 @@ class FakeOpenCode:
 
     def _now_ms(self) -> int:
         return int(time.time() * 1000)
+
+    # ------------------------------------------------------------------ sessions
+
+    def new_session(self) -> str:
+        """A new session in its folder (``POST /session``); its id."""
+        now, session_id = self._now_ms(), self._new_id("ses")
+        session: dict[str, Any] = {
+            "id": session_id, "directory": self.directory, "version": "1.18.33",
+            "title": "New session", "time": {"created": now, "updated": now},
+        }  # fmt: skip
+        self.sessions[session_id] = session
+        self.emit("session.created", {"sessionID": session_id, "info": session})
+        return session_id
+
+    def select(self, session_id: str) -> None:
+        """The TUI shows ``session_id`` (``POST /tui/select-session``)."""
+        self.selected = session_id
+        self.selects.append(session_id)
+        self.emit("tui.session.select", {"sessionID": session_id})
+
+    def type_prompt(self, text: str) -> None:
+        """A prompt the person typed in the TUI: into the session it shows (a new one, shown,
+        when it shows none), as a turn of its own like any other."""
+        if self.selected is None or self.selected not in self.sessions:
+            self.select(self.new_session())
+        assert self.selected is not None
+        self.sessions[self.selected]["time"]["updated"] = self._now_ms()
+        self._prompt(self.selected, {"parts": [{"type": "text", "text": text}]})
 
     # ------------------------------------------------------------------ prompts and turns
 
@@ -289,18 +322,9 @@ class FakeOpenCode:
             listed = [s for s in self.sessions.values() if s["directory"] == folder]
             self._send(http, 200, listed)
         elif path == "/session" and method == "POST":
-            now, session_id = self._now_ms(), self._new_id("ses")
-            session: dict[str, Any] = {
-                "id": session_id, "directory": self.directory, "version": "1.18.33",
-                "title": "New session", "time": {"created": now, "updated": now},
-            }  # fmt: skip
-            self.sessions[session_id] = session
-            self.emit("session.created", {"sessionID": session_id, "info": session})
-            self._send(http, 200, session)
+            self._send(http, 200, self.sessions[self.new_session()])
         elif path == "/tui/select-session" and method == "POST":
-            self.selected = str(body.get("sessionID"))
-            self.selects.append(self.selected)
-            self.emit("tui.session.select", {"sessionID": self.selected})
+            self.select(str(body.get("sessionID")))
             self._send(http, 200, True)
         elif path.startswith("/session/") and path.endswith("/prompt_async") and method == "POST":
             session_id = path.split("/")[2]
@@ -308,7 +332,10 @@ class FakeOpenCode:
                 self._send(http, 404, {"name": "NotFoundError", "data": {"message": session_id}})
                 return
             self.sessions[session_id]["time"]["updated"] = self._now_ms()
-            self._prompt(session_id, body)
+            if self.unheard > 0:
+                self.unheard -= 1
+            else:
+                self._prompt(session_id, body)
             self._send(http, 204, None)
         elif path.startswith("/session/") and path.endswith("/abort") and method == "POST":
             self._abort.set()

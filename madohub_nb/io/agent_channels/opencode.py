@@ -44,6 +44,7 @@ from .base import (
     ChannelEvent,
     ChannelTurn,
     ChannelTurnStarted,
+    ChannelUnsure,
 )
 
 NAME: Final = "opencode server"
@@ -106,6 +107,11 @@ class _Turn:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cost_usd: float = 0.0
+    model: str | None = None
+    first_ms: int | None = None
+    """When its first step began (``time.created``, OpenCode's clock, ms)."""
+    last_ms: int | None = None
+    """When its latest step completed."""
     ended: bool = False
 
 
@@ -232,17 +238,30 @@ class OpenCodeChannel:
         self._pending[message_id] = pending
         self._prompts[message_id] = prompt_id
         body = {"messageID": message_id, "parts": [{"type": "text", "text": text}]}
+        posted = False
         try:
             if self._show_again:
                 self._show_again = False
                 await self._post("/tui/select-session", {"sessionID": self.session_id})
-            await self._post(f"/session/{self.session_id}/prompt_async", body)
+            # From here OpenCode may hold the prompt: a failure is ChannelUnsure (never typed
+            # as well), except a connection never made or a request it refused.
+            await self._request(
+                "POST", f"/session/{self.session_id}/prompt_async", body, handed_in=True
+            )
+            posted = True
             return await asyncio.wait_for(asyncio.shield(pending.done), ACK_TIMEOUT_S)
         except TimeoutError:
-            raise ChannelError(
-                f"OpenCode did not take prompt {prompt_id} within {ACK_TIMEOUT_S:g} s "
-                f"(message {message_id} never appeared in session {self.session_id})"
+            raise ChannelUnsure(
+                f"OpenCode did not start prompt {prompt_id} within {ACK_TIMEOUT_S:g} s "
+                f"(message {message_id} was handed to session {self.session_id}; it may "
+                "still run it)"
             ) from None
+        except ChannelUnsure:
+            raise
+        except ChannelError as exc:
+            if posted:  # (it broke after OpenCode took the request)
+                raise ChannelUnsure(f"{exc}; the prompt was handed in, it may still run") from None
+            raise
         finally:
             self._pending.pop(message_id, None)
 
@@ -320,7 +339,11 @@ class OpenCodeChannel:
                 )
             await asyncio.sleep(ATTACH_POLL_S)
 
-    async def _request(self, method: str, path: str, body: object = None) -> httpx2.Response:
+    async def _request(
+        self, method: str, path: str, body: object = None, *, handed_in: bool = False
+    ) -> httpx2.Response:
+        """One request; ``handed_in``: a failure once the request may have reached the
+        server (not a refused connection) is :class:`ChannelUnsure`."""
         client = self._client
         if client is None:
             raise ChannelError(f"OpenCode's channel is closed ({method} {path} not sent)")
@@ -329,7 +352,8 @@ class OpenCodeChannel:
                 method, path, params=self._params(), json=body if body is not None else None
             )
         except httpx2.HTTPError as exc:
-            raise ChannelError(
+            unsure = handed_in and not isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout)
+            raise (ChannelUnsure if unsure else ChannelError)(
                 f"OpenCode's server at {self._base} did not answer {method} {path}: "
                 f"{type(exc).__name__}"
             ) from None
@@ -461,9 +485,15 @@ class OpenCodeChannel:
         if message_id not in turn.steps:
             turn.steps.append(message_id)
         times = info.get("time") or {}
+        created = _int(times.get("created"))
+        if created and (turn.first_ms is None or created < turn.first_ms):
+            turn.first_ms = created
         if not times.get("completed") or message_id in turn.counted:
             return
         turn.counted.add(message_id)
+        turn.last_ms = max(turn.last_ms or 0, _int(times.get("completed"))) or None
+        if isinstance(info.get("modelID"), str):
+            turn.model = info["modelID"]
         tokens = info.get("tokens") or {}
         turn.input_tokens += _int(tokens.get("input"))
         turn.output_tokens += _int(tokens.get("output")) + _int(tokens.get("reasoning"))
@@ -514,6 +544,12 @@ class OpenCodeChannel:
                 cache_read_tokens=turn.cache_read_tokens,
                 cost_usd=turn.cost_usd,
                 at=time.time(),
+                model=turn.model,
+                turn_ms=(
+                    float(turn.last_ms - turn.first_ms)
+                    if turn.first_ms is not None and turn.last_ms is not None
+                    else None
+                ),
             )
         )
         for step in turn.steps:

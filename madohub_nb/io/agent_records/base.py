@@ -47,6 +47,9 @@ class TurnUsage:
     tool_calls: int | None = None
     api_calls: int | None = None
     complete: bool = False
+    cost_usd: float | None = None
+    """What the agent itself says the turn cost (OpenCode's channel does); None: priced
+    from the hub's price table by ``model``."""
     measured_turn_ms: float | None = field(default=None, compare=False)
     """Where the record gives no duration: the span from the turn's prompt line to its
     newest line, by the record's own timestamps (one clock, the agent's). Claude Code
