@@ -1,0 +1,153 @@
+"""Qwen Code's approvals through its file channel, end to end on the fast tier (issue 39).
+
+Real tmux; the Qwen stand-in (tests/standin_qwen.py) started by the hub with its channel
+asks as the real Qwen Code 0.24.4 does (``control_request`` ``can_use_tool`` in OUT, the
+dialog on its screen) when a prompt holds ``[[ask CMD]]``. The inbox watches the channel
+because the hub attached it (its ``ChannelChanged`` event): no test here calls
+``watch_channel``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import log_rows, start_standin, wait_until
+from test_channels import qwen_tile
+
+from madohub_nb.io.agent_channels.base import ChannelTurn
+from madohub_nb.pipeline.events import ChannelChanged
+from madohub_nb.pipeline.inbox import ChannelPermissionAsk
+from madohub_nb.pipeline.tile import Tile
+
+
+def _qwen(hub: Any, tmp_path: Path, home: Path) -> tuple[Tile, list[ChannelTurn]]:
+    """The stand-in Qwen with its channel attached, and the turns its channel reports."""
+    qwen = qwen_tile(hub, tmp_path, home)
+    wait_until(lambda: qwen.channel is not None, 15, what="the qwen channel attached")
+    turns: list[ChannelTurn] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(lambda e: turns.append(e) if isinstance(e, ChannelTurn) else None)
+    return qwen, turns
+
+
+def _ask(hub: Any, timeout_s: float = 15) -> ChannelPermissionAsk:
+    wait_until(lambda: hub.inbox, timeout_s, what="an ask in the inbox")
+    (ask,) = hub.inbox
+    assert isinstance(ask, ChannelPermissionAsk), ask
+    return ask
+
+
+def _only_this_ask(hub: Any, ask: ChannelPermissionAsk, window_s: float) -> None:
+    """Watch ``window_s`` that the inbox holds ``ask`` alone (no second ask off the screen)."""
+    until = time.monotonic() + window_s
+    while time.monotonic() < until:
+        assert hub.inbox == [ask], hub.inbox
+        time.sleep(0.05)
+
+
+def test_a_qwen_approval_waits_in_the_inbox_and_allow_goes_through_its_channel(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    qwen, turns = _qwen(hub, tmp_path, home)
+    rec = hub.send("qwen", "Make it [[ask touch made_by_tool]]").result(30)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "channel"), rec.error
+    ask = _ask(hub)
+    assert (ask.tile, ask.kind, ask.signal) == ("qwen", "permission", "channel")
+    assert (ask.channel, ask.tool, ask.command) == (
+        "qwen input-file", "run_shell_command", "touch made_by_tool",
+    )  # fmt: skip
+    assert ask.choices == ("allow", "deny") and ask.rejects == ("deny",)
+    assert "Run touch made_by_tool" in ask.text  # (the agent's reason)
+    # The dialog is on the tile's screen too: it opens no second ask.
+    wait_until(lambda: "Allow execution of: 'touch'?" in qwen.screen(), 10, what="the dialog")
+    _only_this_ask(hub, ask, 1.5)
+    assert not (tmp_path / "proj-qwen" / "made_by_tool").exists()
+
+    answered = ask.choose("allow").result(15)
+    assert (answered.status, answered.route_id, answered.transform) == (
+        "delivered", "inbox", "channel",
+    ), answered.error  # fmt: skip
+    assert (answered.prompt, answered.decision) == ("allow", "approved")
+    assert answered.meta["ask_id"] == ask.request.ask_id
+    wait_until(lambda: turns, 15, what="the turn went on and ended")
+    assert turns[0].answer == "Ran: touch made_by_tool" and turns[0].prompt_id
+    assert (tmp_path / "proj-qwen" / "made_by_tool").exists()
+    assert ask.state == "approved" and hub.inbox == []
+    assert [r["prompt"] for r in log_rows(hub) if r["route_id"] == "inbox"] == ["allow"]
+
+
+def test_reject_sends_deny_and_qwen_goes_on_without_running_it(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    _, turns = _qwen(hub, tmp_path, home)
+    hub.send("qwen", "Try [[ask touch denied_file]]").result(30)
+    ask = _ask(hub)
+    rec = ask.reject().result(15)
+    assert (rec.status, rec.prompt, rec.decision) == ("delivered", "deny", "rejected"), rec.error
+    wait_until(lambda: turns, 15, what="the turn ended")
+    assert turns[0].answer == "Denied: touch denied_file"
+    assert not (tmp_path / "proj-qwen" / "denied_file").exists()
+    assert ask.state == "rejected" and hub.inbox == []
+
+
+def test_an_approval_answered_in_qwens_pane_leaves_the_inbox_and_nothing_is_sent(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    """Qwen mirrors a pane's answer to OUT (``control_response``): the ask closes."""
+    qwen, turns = _qwen(hub, tmp_path, home)
+    hub.send("qwen", "Make [[ask touch by_hand]]").result(30)
+    ask = _ask(hub)
+    hub.runtime.tmux.run("send-keys", "-t", qwen.pane_id, "1")  # "Yes, allow once"
+    wait_until(lambda: not ask.open, 15, what="the ask closed")
+    assert ask.state == "answered" and ask.reason == "answered in the pane", ask.reason
+    assert hub.inbox == []
+    wait_until(lambda: turns, 15, what="the turn ended")
+    assert turns[0].answer == "Ran: touch by_hand"
+    assert [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []  # nothing was sent
+
+
+def test_an_approval_route_and_its_budget_work_beside_a_qwen_channel_ask(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    """A budgeted approval route into Qwen while Qwen asks through its channel: each waits
+    in the inbox and is answered its own way; the route's prompt goes in by the channel
+    once Qwen's asking turn ended, and the channel's answer is no round of the route."""
+    qwen, turns = _qwen(hub, tmp_path, home)
+    start_standin(hub, "writer")
+    route = hub.connect(
+        "writer", "qwen", template="Review: {output}", approve=True, max_tokens=10**6
+    )
+    wait_until(lambda: route.ready.is_set(), 5)
+    hub.send("qwen", "First [[ask touch beside]]").result(30)
+    asked = _ask(hub)
+    hub.send("writer", "draft one").result(30)
+    wait_until(lambda: [a for a in hub.inbox if a.kind == "approval"], 30, what="the approval")
+    assert [a.kind for a in hub.inbox] == ["permission", "approval"]
+    (approval,) = [a for a in hub.inbox if a.kind == "approval"]
+    assert approval.tile == "qwen" and approval.route == route.id
+    pending = approval.approve()  # (Qwen is still asking: the prompt waits its turn)
+    assert asked.choose("allow").result(15).status == "delivered"
+    rec = pending.result(30)
+    assert (rec.status, rec.decision, rec.delivery_mode) == ("delivered", "approved", "channel")
+    wait_until(lambda: len(turns) == 2, 15, what="the route's prompt as its own turn")
+    assert turns[0].answer == "Ran: touch beside"
+    assert turns[1].prompt == approval.text and turns[1].prompt_id
+    wait_until(lambda: route.rounds == 1 and route.spent_tokens > 0, 15, what="the budget")
+    assert route.state == "active"
+    assert [r["route_id"] for r in log_rows(hub, route)] == [route.id]
+    assert hub.inbox == []
+
+
+def test_the_inbox_watches_the_channel_the_hub_attaches_after_the_tiles_start(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    """The channel opens once the agent is up, after the tile's start: its ``attached``
+    event is what makes the inbox watch it (the asks then come from the channel alone)."""
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    qwen, _ = _qwen(hub, tmp_path, home)
+    assert [e.state for e in events] == ["attached"]
+    assert qwen.name in hub.runtime.inbox._channels
+    assert hub.runtime.inbox._channels[qwen.name].channel is qwen.channel
