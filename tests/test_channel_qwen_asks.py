@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import log_rows, start_standin, wait_until
+from conftest import kill_tree, log_rows, start_standin, wait_until
 from test_channels import qwen_tile
 
-from madohub_nb.io.agent_channels.base import ChannelTurn
+from madohub_nb.io.agent_channels.base import ChannelTurn, ChannelTurnStarted
 from madohub_nb.pipeline.events import ChannelChanged
 from madohub_nb.pipeline.inbox import ChannelPermissionAsk
 from madohub_nb.pipeline.tile import Tile
@@ -151,3 +151,49 @@ def test_the_inbox_watches_the_channel_the_hub_attaches_after_the_tiles_start(
     assert [e.state for e in events] == ["attached"]
     assert qwen.name in hub.runtime.inbox._channels
     assert hub.runtime.inbox._channels[qwen.name].channel is qwen.channel
+
+
+def test_qwen_killed_mid_turn_breaks_its_channel_once_and_nothing_is_typed_or_sent_twice(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    """Killed, Qwen writes no ``session_end``: its tile seen exited breaks the channel (one
+    ``broken`` event); the prompt queued behind the running turn fails at once with a row
+    that says nothing was delivered (its pane is dead: no typing), and was never written."""
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    qwen, _ = _qwen(hub, tmp_path, home)
+    started: list[ChannelTurnStarted] = []
+    assert qwen.channel is not None
+    qwen.channel.subscribe(
+        lambda e: started.append(e) if isinstance(e, ChannelTurnStarted) else None
+    )
+    hub.send("qwen", "Long one [[sleep 30]]").result(30)
+    wait_until(lambda: qwen.state == "busy", 10, what="qwen busy")
+    queued = hub.send("qwen", "Queued behind it")  # (waits on the hub's side for the turn)
+    kill_tree(qwen.pane_info().pid)  # the agent dies mid-turn, no session_end line
+    rec = queued.result(30)
+    assert rec.status == "error" and "its TUI is not there to type into" in (rec.error or ""), rec
+    assert "qwen exited" in (rec.error or "") and "nothing was delivered" in (rec.error or "")
+    wait_until(lambda: [e for e in events if e.state == "broken"], 15, what="the break told")
+    (broken,) = [e for e in events if e.state == "broken"]
+    assert broken.tile == "qwen" and broken.why
+    assert qwen.channel is not None and not qwen.channel.alive
+    after = hub.send("qwen", "After it died").result(30)
+    assert after.status == "error" and "nothing was typed" in (after.error or ""), after
+    assert [s.prompt for s in started] == ["Long one [[sleep 30]]"]  # nothing twice
+    (opened,) = hub.runtime.tiles.channels._open.values()
+    in_lines = (Path(opened.endpoint.folder) / "in.jsonl").read_text().splitlines()
+    assert in_lines == ['{"type": "submit", "text": "Long one [[sleep 30]]"}']  # written once
+
+
+def test_qwen_killed_while_it_asks_closes_the_ask_and_nothing_is_sent(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    qwen, _ = _qwen(hub, tmp_path, home)
+    hub.send("qwen", "Make [[ask touch never_made]]").result(30)
+    ask = _ask(hub)
+    kill_tree(qwen.pane_info().pid)
+    wait_until(lambda: not ask.open, 15, what="the ask closed with its agent")
+    assert ask.state == "expired" and "'qwen' exited" in (ask.reason or ""), ask.reason
+    assert hub.inbox == [] and [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []
+    assert not (tmp_path / "proj-qwen" / "never_made").exists()

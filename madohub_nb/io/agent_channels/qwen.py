@@ -300,14 +300,17 @@ class QwenChannel:
         return unsubscribe
 
     async def close(self) -> None:
-        """Stop following OUT (Qwen itself ends with its pane; it has no server)."""
+        """Stop following OUT (Qwen itself ends with its pane; it has no server). A prompt
+        waiting to be written fails now (the hub closes it when the agent exited)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._broken is None:
-            self._broken = "closed"
+            self._broken = "closed (qwen exited, or the hub closed)"
+        if self._changed is not None:
+            self._changed.set()  # (a waiting submit sees it now, not at its next poll)
 
     def _check(self) -> None:
         if self._broken is not None:
