@@ -47,6 +47,8 @@ class Qwen:
         """Submits read from IN, not yet run."""
         self.confirmations: dict[str, bool] = {}
         """``confirmation_response`` lines read from IN: request_id -> allowed."""
+        self.asking: str | None = None
+        """The request id of the dialog shown now."""
 
     def out(self, **msg: object) -> None:
         if self.out_path is None:
@@ -86,7 +88,15 @@ class Qwen:
             if msg.get("type") == "submit":
                 self.pending.append(str(msg.get("text", "")))
             elif msg.get("type") == "confirmation_response":
-                self.confirmations[str(msg.get("request_id"))] = msg.get("allowed") is True
+                rid = str(msg.get("request_id"))
+                if rid != self.asking:  # (as the real one: unknown, or already resolved)
+                    self.out(
+                        type="control_response",
+                        response={"subtype": "error", "request_id": rid,
+                                  "error": "unknown request_id (already resolved, cancelled, or never issued)"},
+                    )  # fmt: skip
+                    continue
+                self.confirmations[rid] = msg.get("allowed") is True
 
     def submits(self) -> list[str]:
         self.read_in()
@@ -109,6 +119,7 @@ class Qwen:
         )  # fmt: skip
         self.out(type="stream_event", event={"type": "message_stop"})
         request_id = str(uuid.uuid4())
+        self.asking = request_id
         self.out(
             type="control_request", request_id=request_id,
             request={
@@ -142,6 +153,7 @@ class Qwen:
                     allowed = True
                 elif "2" in keys or "\x1b" in keys:
                     allowed = False
+        self.asking = None
         self.out(
             type="control_response",
             response={"subtype": "success", "request_id": request_id,

@@ -197,3 +197,27 @@ def test_qwen_killed_while_it_asks_closes_the_ask_and_nothing_is_sent(
     assert ask.state == "expired" and "'qwen' exited" in (ask.reason or ""), ask.reason
     assert hub.inbox == [] and [r for r in log_rows(hub) if r["route_id"] == "inbox"] == []
     assert not (tmp_path / "proj-qwen" / "never_made").exists()
+
+
+def test_an_answer_qwen_refuses_is_an_error_row_saying_why(
+    hub: Any, tmp_path: Path, home: Path
+) -> None:
+    """Qwen acknowledges each ``confirmation_response`` with a ``control_response``; one it
+    cannot take (the ask unknown to it, or answered in its pane a moment before) is an
+    ``error``: the inbox's row says so, and nothing more is sent."""
+    import json
+
+    _qwen(hub, tmp_path, home)
+    (opened,) = hub.runtime.tiles.channels._open.values()
+    ghost = {
+        "type": "control_request", "request_id": "ghost-1",
+        "request": {"subtype": "can_use_tool", "tool_name": "run_shell_command",
+                    "input": {"command": "touch ghost", "description": "Never asked"}},
+    }  # fmt: skip
+    with open(Path(opened.endpoint.folder) / "out.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(ghost) + "\n")  # (an ask Qwen itself does not know)
+    ask = _ask(hub)
+    rec = ask.choose("allow").result(15)
+    assert rec.status == "error" and "refused the answer" in (rec.error or ""), rec.error
+    assert "unknown request_id" in (rec.error or "") and hub.inbox == []
+    assert not (tmp_path / "proj-qwen" / "ghost").exists()
