@@ -258,3 +258,52 @@ def test_real_qwen_approval_answered_in_its_pane_leaves_the_inbox(
         real_hub.inbox == [] and [r for r in log_rows(real_hub) if r["route_id"] == "inbox"] == []
     )
     assert registry_trap.requests == []
+
+
+def test_real_qwen_killed_mid_turn_breaks_its_channel_and_nothing_is_typed_or_sent_twice(
+    registry_trap: RegistryTrap,
+    real_hub: mh.Hub,
+    home: Path,
+    tmp_path: Path,
+    agent_bin: Callable[[str, str], Path],
+    fake_openai: FakeOpenAIResponses,
+) -> None:
+    """The real Qwen killed (SIGKILL) while its turn runs, so it writes no ``session_end``: one
+    ``ChannelChanged`` ``broken`` event, the prompt queued behind the turn fails with a
+    row saying nothing was delivered, and its API saw each prompt once."""
+    from madohub_nb.pipeline.events import ChannelChanged
+
+    events: list[ChannelChanged] = []
+    real_hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}}, "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False}, "ui": {"hideTips": True}, **QWEN_NO_UPDATE_SETTINGS,
+    }))  # fmt: skip
+    cwd = tmp_path / "proj-qwen"
+    cwd.mkdir()
+    env = {
+        "HOME": str(home), "OPENAI_API_KEY": "sk-fake-qwen",
+        "OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_MODEL": "fake-model",
+    }  # fmt: skip
+    qwen = real_hub.tile(
+        "qwen", agent="qwen", command=str(agent_bin("qwen", QWEN_VERSION)), cwd=cwd, env=env
+    )
+    wait_until(lambda: qwen.channel is not None, STARTUP_TIMEOUT_S, what="Qwen's channel open")
+    first = "Think a while [[sleep 8]]"
+    rec = real_hub.send("qwen", first).result(ROUND_TIMEOUT_S)
+    assert (rec.status, rec.delivery_mode) == ("delivered", "channel"), rec.error
+    wait_until(lambda: first in fake_openai.prompts, REPLY_TIMEOUT_S, what="the turn at its API")
+    queued = real_hub.send("qwen", "Queued behind it")
+    pane = qwen.pane_info()
+    assert pane is not None
+    root = psutil.Process(pane.pid)  # SIGKILL (on SIGTERM Qwen still writes session_end)
+    for proc in [root, *root.children(recursive=True)]:
+        proc.kill()
+    rec = queued.result(30)
+    assert rec.status == "error" and "its TUI is not there to type into" in (rec.error or ""), rec
+    wait_until(lambda: [e for e in events if e.state == "broken"], 15, what="the break told")
+    assert [e.state for e in events] == ["attached", "broken"]
+    assert fake_openai.prompts.count(first) == 1 and "Queued behind it" not in fake_openai.prompts
+    real_hub.close()
+    assert registry_trap.requests == []
