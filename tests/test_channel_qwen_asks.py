@@ -221,3 +221,21 @@ def test_an_answer_qwen_refuses_is_an_error_row_saying_why(
     assert rec.status == "error" and "refused the answer" in (rec.error or ""), rec.error
     assert "unknown request_id" in (rec.error or "") and hub.inbox == []
     assert not (tmp_path / "proj-qwen" / "ghost").exists()
+
+
+def test_qwen_reader_keeps_an_answer_qwen_refused_and_does_not_close_the_ask_for_it() -> None:
+    """The real 0.24.4's two ``control_response`` shapes (chunk ``emitControlResponse`` /
+    ``emitControlError``): success resolves the ask, error is kept for the answer waiting."""
+    import json
+
+    from madohub_nb.io.agent_channels.base import ChannelAskResolved
+    from madohub_nb.io.agent_channels.qwen import QwenReader
+
+    reader = QwenReader()
+    refused = reader.line(json.dumps({"type": "control_response", "response": {
+        "subtype": "error", "request_id": "r1",
+        "error": "unknown request_id (already resolved, cancelled, or never issued)"}}), 1.0)  # fmt: skip
+    assert refused == [] and "unknown request_id" in (reader.responses["r1"] or "")
+    taken = reader.line(json.dumps({"type": "control_response", "response": {
+        "subtype": "success", "request_id": "r2", "response": {"allowed": True}}}), 1.0)  # fmt: skip
+    assert taken == [ChannelAskResolved("r2")] and reader.responses["r2"] is None
