@@ -8,7 +8,10 @@ not one program, a remote host); ``channel=True`` there is a :class:`MadohubValu
 saying why. An adopted pane keeps typing: there is no safe way to find the channel of an
 agent the hub did not start (it was not started with the arguments that open one).
 A channel that fails to attach or breaks is a :class:`~.pipeline.events.ChannelChanged`
-event, and the tile's prompts are typed from then on.
+event, and the tile's prompts are typed from then on. An agent that dies without saying so
+on its channel (killed: Qwen Code writes no ``session_end`` then, and its file channel has
+no server to lose) breaks its channel when its tile is seen ``exited``: one ``broken``
+event, and a prompt waiting for the channel fails at once instead of waiting its time out.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import psutil
 
 from .agents.kinds import KINDS
 from .agents.kinds.base import ChannelPlan
+from .engine import spawn
 from .errors import MadohubValueError
 from .hook_plumbing import ends_in_one_program, private_folder, write_private
 from .io.agent_channels.base import (
@@ -34,7 +38,7 @@ from .io.agent_channels.base import (
     ChannelError,
     ChannelEvent,
 )
-from .pipeline.events import ChannelChanged, HubEvent
+from .pipeline.events import ChannelChanged, HubEvent, TileStateChanged
 from .pipeline.tile import Tile
 
 ATTACH_TIMEOUT_S = 30.0
@@ -52,6 +56,8 @@ class TileChannel:
     server_pid: int | None = None
     channel: Channel | None = None
     unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
+    broken: bool = False
+    """Its ``broken`` event was told (once)."""
 
     def drop(self) -> None:
         """End the server (by pid, once) and remove the folder."""
@@ -181,11 +187,33 @@ class ChannelPlumbing:
 
         def on_event(event: ChannelEvent) -> None:
             if isinstance(event, ChannelBroken):
-                self._emit(ChannelChanged(tile.name, "broken", event.reason))
+                self._broke(tile.name, tc, event.reason)
 
         tc.unsubscribe = channel.subscribe(on_event)
         tile.channel = channel
         self._emit(ChannelChanged(tile.name, "attached"))
+
+    def _broke(self, name: str, tc: TileChannel, why: str) -> None:
+        if not tc.broken:
+            tc.broken = True
+            self._emit(ChannelChanged(name, "broken", why))
+
+    def on_event(self, event: HubEvent) -> None:
+        """A hub event (engine loop): a tile seen ``exited`` breaks its channel, if still up."""
+        if not (isinstance(event, TileStateChanged) and event.state == "exited"):
+            return
+        tc = self._open.get(event.name)
+        if tc is None or tc.channel is None or tc.broken or not tc.channel.alive:
+            return
+        self._broke(event.name, tc, "its agent exited (the pane's program ended)")
+        spawn(self._end_channel(tc.channel), name=f"channel {event.name} end")
+
+    @staticmethod
+    async def _end_channel(channel: Channel) -> None:
+        try:
+            await channel.close()  # (a prompt waiting on it fails now; its server ends at close())
+        except Exception:  # noqa: BLE001 (the break was told; closing is best effort)
+            pass
 
     async def close(self) -> None:
         """Close every tile's channel, end its server by pid, remove its folder."""

@@ -72,6 +72,7 @@ class TileRegistry:
         self.channels = ChannelPlumbing(
             session_name=session_name, enabled=channels, on_secret=on_secret, emit=emit
         )
+        events.subscribe(self.channels.on_event)  # (a tile's exit breaks its channel)
         self.worktrees = TileWorktrees()
         self.factory = TileFactory(
             table=self.table, machine=self.machine, hosts=self.host_links, hooks=self.hooks,

@@ -7,6 +7,14 @@ Like the real one, a submit that comes while a turn runs gets no ``user`` line a
 answer is glued to the running turn's (what the hub's Qwen channel must avoid). Typed
 prompts (Enter) run as turns too, reported the same way. ``[[sleep N]]`` in a prompt
 thinks N s (else ``$MADOHUB_STANDIN_THINK_S``); ``[[lines N]]`` answers N lines.
+
+``[[ask CMD]]`` asks to run the shell command CMD first, as the real one does (fixture
+qwen-0.24.4-approval-out.jsonl): an ``assistant`` ``tool_use`` message, its
+``message_stop``, a ``control_request`` ``can_use_tool``, and the dialog on the screen
+(as screens/permission/qwen.txt). It waits for a ``confirmation_response`` line in IN or a
+key in the pane (``1`` allows, ``2`` or Esc denies); either way OUT gets the
+``control_response`` (the real 0.24.4 mirrors a pane's answer there too: its
+``emitControlResponse``), then the tool's result (it runs CMD when allowed) and the answer.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import json
 import os
 import re
 import select
+import subprocess
 import sys
 import termios
 import time
@@ -34,6 +43,12 @@ class Qwen:
         self.history: list[str] = []
         self.draft = ""
         self.session = uuid.uuid4().hex
+        self.pending: list[str] = []
+        """Submits read from IN, not yet run."""
+        self.confirmations: dict[str, bool] = {}
+        """``confirmation_response`` lines read from IN: request_id -> allowed."""
+        self.asking: str | None = None
+        """The request id of the dialog shown now."""
 
     def out(self, **msg: object) -> None:
         if self.out_path is None:
@@ -43,38 +58,134 @@ class Qwen:
         with contextlib.suppress(OSError), open(self.out_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(msg) + "\n")
 
-    def draw(self, busy: bool) -> None:
+    def draw(self, busy: bool, dialog: list[str] | None = None) -> None:
         lines = self.history[-15:]
+        if dialog is not None:  # (the real one shows its dialog in place of the input box)
+            sys.stdout.write("\x1b[2J\x1b[H" + "\r\n".join([*lines, *dialog]))
+            sys.stdout.flush()
+            return
         status = ["  ⠋ Thinking… (1s · esc to cancel)"] if busy else []
         box = [RULE, f"> {self.draft}" if self.draft else f">{PLACEHOLDER}", RULE, "  fake-model"]
         sys.stdout.write("\x1b[2J\x1b[H" + "\r\n".join([*lines, "", *status, *box]))
         sys.stdout.flush()
 
-    def submits(self) -> list[str]:
+    def read_in(self) -> None:
+        """New whole lines of IN: submits queue up, confirmations are kept by request id."""
         if self.in_path is None or not os.path.isfile(self.in_path):
-            return []  # (gone, or not a file: a test broke the channel)
+            return  # (gone, or not a file: a test broke the channel)
         with open(self.in_path, "rb") as f:
             f.seek(self.offset)
             data = f.read()
         end = data.rfind(b"\n") + 1
         self.offset += end
-        texts = []
         for raw in data[:end].splitlines():
             try:
                 msg = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(msg, dict) and msg.get("type") == "submit":
-                texts.append(str(msg.get("text", "")))
+            if not isinstance(msg, dict):
+                continue
+            if msg.get("type") == "submit":
+                self.pending.append(str(msg.get("text", "")))
+            elif msg.get("type") == "confirmation_response":
+                rid = str(msg.get("request_id"))
+                if rid != self.asking:  # (as the real one: unknown, or already resolved)
+                    self.out(
+                        type="control_response",
+                        response={"subtype": "error", "request_id": rid,
+                                  "error": "unknown request_id (already resolved, cancelled, or never issued)"},
+                    )  # fmt: skip
+                    continue
+                self.confirmations[rid] = msg.get("allowed") is True
+
+    def submits(self) -> list[str]:
+        self.read_in()
+        texts, self.pending = self.pending, []
         return texts
+
+    def ask(self, command: str) -> bool:
+        """Ask to run ``command`` as the real one does; True once allowed (IN or the pane)."""
+        call = f"call_fake_{uuid.uuid4().hex[:24]}"
+        args = {"command": command, "description": f"Run {command}", "is_background": False}
+        self.out(
+            type="assistant",
+            message={
+                "type": "message", "role": "assistant", "model": "fake-model",
+                "content": [{"type": "tool_use", "id": call, "name": "run_shell_command",
+                             "input": args}],
+                "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 0},
+            },
+        )  # fmt: skip
+        self.out(type="stream_event", event={"type": "message_stop"})
+        request_id = str(uuid.uuid4())
+        self.asking = request_id
+        self.out(
+            type="control_request", request_id=request_id,
+            request={
+                "subtype": "can_use_tool", "tool_name": "run_shell_command",
+                "tool_use_id": call, "input": args,
+                "permission_suggestions": [
+                    {"type": "allow", "label": "Allow Command", "description": f"Execute: {command}"},
+                    {"type": "deny", "label": "Deny", "description": "Block this command execution"},
+                ],
+                "blocked_path": None,
+            },
+        )  # fmt: skip
+        program = command.split()[0] if command.split() else command
+        self.draw(busy=True, dialog=[
+            f"  ? Shell {command} (Run {command}) ←", "", f"     {command}", "",
+            f"   Allow execution of: '{program}'?", "",
+            "   › 1. Yes, allow once", "     2. No, suggest changes (esc)", "", "",
+            "  ⠏ Waiting for user confirmation...",
+        ])  # fmt: skip
+        fd = sys.stdin.fileno()
+        allowed: bool | None = None
+        while allowed is None:
+            self.read_in()
+            allowed = self.confirmations.pop(request_id, None)
+            if allowed is not None:
+                break
+            ready, _, _ = select.select([fd], [], [], 0.02)
+            if ready:
+                keys = os.read(fd, 4096).decode("utf-8", "replace")
+                if "1" in keys:
+                    allowed = True
+                elif "2" in keys or "\x1b" in keys:
+                    allowed = False
+        self.asking = None
+        self.out(
+            type="control_response",
+            response={"subtype": "success", "request_id": request_id,
+                      "response": {"allowed": allowed}},
+        )  # fmt: skip
+        result = f"Command: {command}\nExit Code: 0"
+        if allowed:
+            subprocess.run(command, shell=True, check=False)  # noqa: S602 (a test's own command)
+        else:
+            result = "User denied the command"
+        self.out(
+            type="user",
+            message={"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call, "is_error": not allowed,
+                 "content": result},
+            ]},
+        )  # fmt: skip
+        self.history.append(f"  {'✓' if allowed else '✗'} Shell {command}")
+        self.draw(busy=True)
+        return allowed
 
     def turn(self, text: str) -> None:
         self.out(type="user", message={"role": "user", "content": [{"type": "text", "text": text}]})
         self.history += [f"  > {line}" for line in text.splitlines()]
         self.draw(busy=True)
+        asked = re.search(r"\[\[ask ([^\]]+)\]\]", text)
+        ran = None if asked is None else self.ask(asked.group(1).strip())
         m = re.search(r"\[\[sleep (\d+(?:\.\d+)?)\]\]", text)
         think = float(m.group(1)) if m else float(os.environ.get("MADOHUB_STANDIN_THINK_S", "0.3"))
         answers = [answer(text)]
+        if asked is not None:
+            answers = [f"{'Ran' if ran else 'Denied'}: {asked.group(1).strip()}"]
         deadline = time.monotonic() + think
         while time.monotonic() < deadline:  # a submit meanwhile: glued to this turn (as observed)
             answers += [answer(t) for t in self.submits()]

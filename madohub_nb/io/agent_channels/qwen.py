@@ -53,6 +53,9 @@ POLL_S: Final = 0.05
 ACK_TIMEOUT_S: Final = 30.0
 """How long a written prompt may take to show as the ``user`` line of its turn."""
 ASK_CHOICES: Final = ("allow", "deny")
+ANSWER_ACK_S: Final = 5.0
+"""How long an answer waits for Qwen's ``control_response`` to it (0.24.4 acknowledges each
+``confirmation_response``: success, or an error for an ask unknown or already resolved)."""
 
 
 @dataclass
@@ -72,6 +75,8 @@ class QwenReader:
     ended: bool = False
     expected: list[tuple[str, str]] = field(default_factory=list)
     """Prompts written to IN and not yet seen as a ``user`` line: (text, prompt_id)."""
+    responses: dict[str, str | None] = field(default_factory=dict)
+    """``control_response`` lines by request id: None (taken) or why Qwen refused it."""
 
     @property
     def busy(self) -> bool:
@@ -102,9 +107,22 @@ class QwenReader:
         if kind == "control_request":
             return self._ask(msg, now)
         if kind == "control_response":
-            rid = msg.get("request_id") or (msg.get("response") or {}).get("request_id")
-            return [ChannelAskResolved(str(rid))] if rid else []
+            return self._response(msg)
         return []
+
+    def _response(self, msg: dict[str, Any]) -> list[ChannelEvent]:
+        """Qwen's word on an ask: answered (in the pane, or the hub's answer taken), or an
+        answer it refused (``subtype`` ``error``: unknown or already resolved); kept in
+        :attr:`responses` for the hub's answer to wait on."""
+        response = msg.get("response") or {}
+        rid = msg.get("request_id") or response.get("request_id")
+        if not rid:
+            return []
+        if response.get("subtype") == "error":
+            self.responses[str(rid)] = str(response.get("error") or "refused")
+            return []
+        self.responses[str(rid)] = None
+        return [ChannelAskResolved(str(rid))]
 
     def _system(self, msg: dict[str, Any]) -> list[ChannelEvent]:
         if msg.get("subtype") == "session_start":
@@ -232,6 +250,10 @@ class QwenChannel:
         self._broken: str | None = None
         self._changed: asyncio.Event | None = None
         self._asks: set[str] = set()
+        self._answering: set[str] = set()
+        self._reading = asyncio.Lock()
+        """One read of OUT at a time (the follower's and an answer's own)."""
+        """Asks the hub's answer is waiting on (their ``control_response`` is its ack)."""
 
     @property
     def alive(self) -> bool:
@@ -282,12 +304,37 @@ class QwenChannel:
         return ChannelAck(prompt_id, self._reader.turn_id, waited, time.time())
 
     async def answer(self, ask_id: str, choice: str) -> None:
+        """Append a ``confirmation_response``, then wait for Qwen's ``control_response`` to
+        it: an answer Qwen refuses (the ask was answered in the pane a moment before, or is
+        unknown) is a :class:`ChannelError` saying so."""
         if choice not in ASK_CHOICES:
             raise ChannelError(f"{NAME}: choice {choice!r}; allowed: {', '.join(ASK_CHOICES)}")
         self._check()
+        await self._read()  # (an answer the pane gave just now is seen before writing)
+        if ask_id not in self._asks:
+            raise ChannelError(
+                f"{NAME}: ask {ask_id} is no longer open (answered in the pane, or unknown); "
+                "nothing was sent"
+            )
+        self._reader.responses.pop(ask_id, None)
+        self._answering.add(ask_id)  # (Qwen's word on it is this answer's, not the pane's)
+        try:
+            await self._answer(ask_id, choice)
+        finally:
+            self._answering.discard(ask_id)
+
+    async def _answer(self, ask_id: str, choice: str) -> None:
         line = {"type": "confirmation_response", "request_id": ask_id, "allowed": choice == "allow"}
         await asyncio.to_thread(_append, self._in, json.dumps(line) + "\n")
-        if ask_id in self._asks:
+        deadline = time.monotonic() + ANSWER_ACK_S
+        while ask_id not in self._reader.responses and time.monotonic() < deadline:
+            if self._broken is not None:
+                break
+            await self._wait_change()
+        refused = self._reader.responses.pop(ask_id, None)
+        if refused is not None:
+            raise ChannelError(f"{NAME}: Qwen Code refused the answer to ask {ask_id}: {refused}")
+        if ask_id in self._asks:  # (taken, or no word from Qwen in time: it was written)
             self._asks.discard(ask_id)
             self._emit(ChannelAskResolved(ask_id, by="hub"))
 
@@ -300,14 +347,17 @@ class QwenChannel:
         return unsubscribe
 
     async def close(self) -> None:
-        """Stop following OUT (Qwen itself ends with its pane; it has no server)."""
+        """Stop following OUT (Qwen itself ends with its pane; it has no server). A prompt
+        waiting to be written fails now (the hub closes it when the agent exited)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._broken is None:
-            self._broken = "closed"
+            self._broken = "closed (qwen exited, or the hub closed)"
+        if self._changed is not None:
+            self._changed.set()  # (a waiting submit sees it now, not at its next poll)
 
     def _check(self) -> None:
         if self._broken is not None:
@@ -331,7 +381,11 @@ class QwenChannel:
             await asyncio.sleep(POLL_S)
 
     async def _read(self) -> None:
-        """New whole lines of OUT, each turned into events."""
+        """New whole lines of OUT, each turned into events (once: one read at a time)."""
+        async with self._reading:
+            await self._read_new()
+
+    async def _read_new(self) -> None:
         try:
             data, self._offset = await asyncio.to_thread(_read_from, self._out, self._offset)
         except FileNotFoundError:
@@ -345,7 +399,7 @@ class QwenChannel:
                 if isinstance(event, ChannelAsk):
                     self._asks.add(event.ask_id)
                 elif isinstance(event, ChannelAskResolved):
-                    if event.ask_id not in self._asks:
+                    if event.ask_id not in self._asks or event.ask_id in self._answering:
                         continue
                     self._asks.discard(event.ask_id)
                 if isinstance(event, ChannelBroken):
