@@ -197,7 +197,9 @@ def test_while_a_channel_is_watched_its_tiles_dialog_is_asked_once(hub: Any, pro
     """The channel's ask takes precedence: the dialog on the tile's screen (and its hooks)
     open no second ask; once the channel is no longer watched, the screen is read again."""
     tile, channel, unwatch = _channel_tile(hub, "w", project)
-    hub.send("w", "please [[bash touch made_by_tool]]").result(30)
+    # The person types it in the pane (a hub.send would go in through the channel).
+    tile.tmux.run("send-keys", "-t", tile.pane_id, "-l", "please [[bash touch made_by_tool]]")
+    tile.tmux.run("send-keys", "-t", tile.pane_id, "Enter")
     wait_until(lambda: tile.state == "waiting", 15, what="the dialog on screen")
     channel.ask("touch made_by_tool")  # (the same request, as the agent's protocol says it)
     ask = _channel_ask(hub)
@@ -245,8 +247,10 @@ def test_an_approval_route_and_its_budget_work_beside_a_channel_ask(hub: Any) ->
     assert (approval.tile, approval.route) == ("reviewer", route.id)
     rec = approval.approve().result(30)
     assert (rec.status, rec.decision, rec.route_id) == ("delivered", "approved", route.id)
-    wait_until(lambda: user_prompts(reviewer), 15, what="the approved prompt delivered")
-    assert user_prompts(reviewer) == [approval.text]
+    # (the reviewer has a channel: the approved prompt goes in through it, never typed)
+    wait_until(lambda: channel.prompts, 15, what="the approved prompt delivered")
+    assert [text for _, text in channel.prompts] == [approval.text] and not user_prompts(reviewer)
+    assert rec.delivery_mode == "channel"
     assert route.state == "active" and route.rounds == 1
     spent = route.spent_tokens
     assert spent > 0, route.budget_spent  # the budget counted the round the approval let by
