@@ -14,8 +14,12 @@ event, and the tile's prompts are typed from then on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import posixpath
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -33,12 +37,16 @@ from .io.agent_channels.base import (
     ChannelEndpoint,
     ChannelError,
     ChannelEvent,
+    ChannelServer,
 )
 from .pipeline.events import ChannelChanged, HubEvent
 from .pipeline.tile import Tile
 
 ATTACH_TIMEOUT_S = 30.0
 """How long an agent may take from its pane's start to its channel being open."""
+SOCKET_NAME = "channel.sock"
+SOCKET_PATH_MAX = 107
+"""The longest path of a unix socket Linux binds (``sun_path`` holds 108 bytes with its NUL)."""
 SERVER_END_S = 3.0
 """How long a channel server gets to exit after SIGTERM before SIGKILL."""
 
@@ -114,6 +122,12 @@ class ChannelPlumbing:
                 )
             return None
         folder = private_folder(f"{self._session_name}-{name}-channel-", secure=False)
+        if (
+            folder is not None
+            and len(os.fsencode(os.path.join(folder, SOCKET_NAME))) > SOCKET_PATH_MAX
+        ):
+            shutil.rmtree(folder, ignore_errors=True)  # (a socket's path is short; a long HOME)
+            folder = short_private_folder()
         if folder is None:
             if channel is True:
                 raise MadohubValueError(
@@ -126,10 +140,12 @@ class ChannelPlumbing:
         password = secrets.token_urlsafe(24)
         self._on_secret(password)  # (the round log redacts it from now on)
         endpoint = ChannelEndpoint(
-            folder, os.path.join(folder, "channel.sock"), _free_port(), password
+            folder, os.path.join(folder, SOCKET_NAME), _free_port(), password
         )
         try:
             plan = kind.channel(endpoint)
+            if plan.server is not None:
+                plan = dataclasses.replace(plan, server=server_of(plan.server, command or ""))
             write_private(plan.layer.files)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -201,6 +217,47 @@ class ChannelPlumbing:
     def server_pids(self) -> list[int]:
         """The pids of the channel servers this hub started (for tests and ``close()``)."""
         return [tc.server_pid for tc in self._open.values() if tc.server_pid is not None]
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def server_of(server: ChannelServer, command: str) -> ChannelServer:
+    """``server`` started by the tile's own program: the command's words up to the one
+    named like the server's ``argv[0]`` (``/opt/bin/codex``, ``env X=1 codex``, a wrapper's
+    ``… /bin/codex``), else its first program, instead of a bare ``codex`` looked up on the
+    hub's PATH. Shell assignments before it (``X=1 codex``) go before it as ``env X=1``.
+
+    The agent's own options after it stay off: they are the TUI's."""
+    words = shlex.split(command)
+    name = server.argv[0]
+    named = [
+        i
+        for i, w in enumerate(words)
+        if posixpath.basename(w) == name and ("/" not in w or shutil.which(w) is not None)
+    ]  # fmt: skip  (a folder named like it, e.g. a config dir, is not the program)
+    if named:
+        program = words[: named[0] + 1]
+    else:
+        lead = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w)), None)
+        program = [] if lead is None else words[: lead + 1]
+    if not program:
+        return server
+    if _ASSIGNMENT.match(program[0]):
+        program = ["env", *program]
+    return ChannelServer((*program, *server.argv[1:]))
+
+
+def short_private_folder() -> str | None:
+    """A fresh 0700 folder under the system's temporary folder, for a socket whose path in
+    the usual place (a long ``$HOME``) would be too long to bind; None if that is too."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mh-ch-")  # (mode 0700, a random name)
+    if len(os.fsencode(os.path.join(folder, SOCKET_NAME))) <= SOCKET_PATH_MAX:
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 def _free_port() -> int:
