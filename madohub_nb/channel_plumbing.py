@@ -58,6 +58,8 @@ class TileChannel:
     endpoint: ChannelEndpoint
     plan: ChannelPlan
     server_pid: int | None = None
+    server_name: str = ""
+    """What the kind calls its server (``codex app-server``), for messages."""
     channel: Channel | None = None
     unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
@@ -144,13 +146,15 @@ class ChannelPlumbing:
         )
         try:
             plan = kind.channel(endpoint)
+            server_name = ""
             if plan.server is not None:
+                server_name = " ".join(plan.server.argv[:2])
                 plan = dataclasses.replace(plan, server=server_of(plan.server, command or ""))
             write_private(plan.layer.files)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        return TileChannel(endpoint, plan)
+        return TileChannel(endpoint, plan, server_name=server_name)
 
     def start(self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None) -> None:
         """Tile ``name``'s channel from now on (ended by :meth:`close`): start the kind's
@@ -182,6 +186,10 @@ class ChannelPlumbing:
                 tile.channel_ready.set_result(None)
 
     async def _attach(self, tile: Tile, tc: TileChannel) -> None:
+        if tc.plan.server is not None:
+            tile.channel_only = (
+                f"its TUI is a client of the server the hub started ({tc.server_name})"
+            )
         try:
             await asyncio.wait_for(
                 asyncio.shield(asyncio.wrap_future(tile.ready)), ATTACH_TIMEOUT_S
@@ -190,6 +198,7 @@ class ChannelPlumbing:
             await channel.attach(ATTACH_TIMEOUT_S)
         except (ChannelError, Exception) as exc:  # noqa: BLE001 (any failure: typed, said once)
             why = str(exc) or type(exc).__name__
+            tile.channel_down = why
             _end_pid(tc.server_pid)
             self._emit(ChannelChanged(tile.name, "failed", why))
             return
@@ -197,6 +206,7 @@ class ChannelPlumbing:
 
         def on_event(event: ChannelEvent) -> None:
             if isinstance(event, ChannelBroken):
+                tile.channel_down = event.reason
                 self._emit(ChannelChanged(tile.name, "broken", event.reason))
 
         tc.unsubscribe = channel.subscribe(on_event)
