@@ -22,7 +22,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -58,6 +58,8 @@ class TileChannel:
     endpoint: ChannelEndpoint
     plan: ChannelPlan
     server_pid: int | None = None
+    server_argv: tuple[str, ...] = ()
+    """The server's command line as started (its layers' words included)."""
     server_name: str = ""
     """What the kind calls its server (``codex app-server``), for messages."""
     channel: Channel | None = None
@@ -156,15 +158,20 @@ class ChannelPlumbing:
             raise
         return TileChannel(endpoint, plan, server_name=server_name)
 
-    def start(self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None) -> None:
+    def start(
+        self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None,
+        layer_args: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         """Tile ``name``'s channel from now on (ended by :meth:`close`): start the kind's
-        server, if it has one, with the pane's environment, before the pane."""
+        server, if it has one, with the pane's environment, before the pane (with the
+        words of the tile's other launch layers, ``layer_args``, when the server takes them)."""
         self._open = {**self._open, name: tc}
         server = tc.plan.server
         if server is None:
             return
+        tc.server_argv = (*server.argv, *(layer_args if server.takes_layer_args else ()))
         proc = subprocess.Popen(  # its own session: ended by pid with its tile, not by a signal to ours
-            list(server.argv), env={**os.environ, **env}, cwd=cwd, stdin=subprocess.DEVNULL,
+            tc.server_argv, env={**os.environ, **env}, cwd=cwd, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         tc.server_pid = proc.pid
@@ -255,7 +262,7 @@ def server_of(server: ChannelServer, command: str) -> ChannelServer:
         return server
     if _ASSIGNMENT.match(program[0]):
         program = ["env", *program]
-    return ChannelServer((*program, *server.argv[1:]))
+    return dataclasses.replace(server, argv=(*program, *server.argv[1:]))
 
 
 def short_private_folder() -> str | None:

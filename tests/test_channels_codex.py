@@ -228,3 +228,21 @@ def test_channel_false_types_into_the_codex_stand_in(hub: mh.Hub, project: Path)
     rec = hub.send("coder", "typed prompt").result(30)
     assert (rec.status, rec.delivery_mode) == ("delivered", "typed"), rec.error
     assert hub.runtime.tiles.channels.server_pids() == []
+
+
+def test_the_app_server_gets_the_mcp_and_notify_overrides_it_runs(
+    hub: mh.Hub, project: Path
+) -> None:
+    """With ``--remote`` the app-server runs Codex's core (its MCP servers, its notify): the
+    tile's MCP and hooks ``-c`` words go to the server too (without them a real Codex
+    through its channel had no hub tools: tests/real_agents/test_real_mcp.py)."""
+    start_standin(hub, "reviewer", cwd=project)
+    codex_tile(hub, "cx", cwd=project, mcp=["reviewer"])
+    argv = hub.runtime.tiles.channels._open["cx"].server_argv
+    assert argv[argv.index("app-server") - 1].endswith("/codex")
+    overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
+    assert f'mcp_servers.madohub.url="{hub.mcp.url}"' in overrides
+    assert any(o.startswith("notify=") for o in overrides), overrides
+    assert "features.daemon_auto_start=false" in overrides
+    token = hub.mcp.token("cx")
+    assert token is not None and token not in " ".join(argv)  # (in its environment only)
