@@ -157,6 +157,8 @@ def test_an_approval_from_the_channel_is_answered_from_the_inbox(
     assert ask.command == "/bin/bash -lc 'touch made_by_tool'"
     assert ask.choices == ("accept", "acceptWithExecpolicyAmendment", "cancel")
     wait_until(lambda: "Would you like to run" in coder.screen(), 10, what="the dialog shown")
+    wait_until(lambda: coder.state == "waiting", 10, what="the tile waiting on its dialog")
+    assert hub.inbox == [ask]  # (asked once: not again from the dialog on the screen)
     rec = ask.choose("accept").result(30)
     assert rec.status == "delivered", rec.error
     wait_until(lambda: turns, 15, what="the turn's end")
