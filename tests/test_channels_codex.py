@@ -248,3 +248,22 @@ def test_the_app_server_gets_the_mcp_and_notify_overrides_it_runs(
     assert "features.daemon_auto_start=false" in overrides
     token = hub.mcp.token("cx")
     assert token is not None and token not in " ".join(argv)  # (in its environment only)
+
+
+def test_an_app_server_that_does_not_start_fails_fast_and_nothing_is_typed(
+    hub: mh.Hub, project: Path
+) -> None:
+    from madohub_nb.demo.standin_codex import NO_SERVER_ENV
+
+    events: list[ChannelChanged] = []
+    hub.events.subscribe(lambda e: events.append(e) if isinstance(e, ChannelChanged) else None)
+    from madohub_nb.demo import standin_command
+
+    env = {NO_SERVER_ENV: "1", "MADOHUB_STANDIN_THINK_S": "0.3"}
+    coder = hub.tile("coder", agent="codex", command=standin_command("codex"), cwd=project, env=env)
+    wait_until(lambda: events, 10, what="the failed attach told (long before 30 s)")
+    assert events[0].state == "failed" and "exited before it listened" in (events[0].why or "")
+    rec = hub.send("coder", "nobody serves this").result(30)
+    assert rec.status == "error" and "nothing was delivered" in (rec.error or ""), rec
+    assert "exited before it listened" in (rec.error or "")
+    assert "nobody serves this" not in coder.screen()

@@ -547,6 +547,8 @@ def read_notify(overrides: list[str] | None) -> list[str]:
 
 
 APPROVAL_QUESTION: Final = "Would you like to run the following command?"
+NO_SERVER_ENV: Final = "MADOHUB_STANDIN_NO_APP_SERVER"
+"""Set: ``codex app-server`` exits at once (a server that fails to start, for tests)."""
 
 
 class RemoteCodexStandin(CodexStandin):
@@ -716,6 +718,9 @@ def app_server(argv: list[str]) -> int:
     parser.add_argument("--listen", required=True, help="unix://PATH")
     parser.add_argument("-c", action="append", default=[], help="(taken, ignored)")
     args = parser.parse_args(argv)
+    if os.environ.get(NO_SERVER_ENV):
+        print(f"codex app-server: not started (${NO_SERVER_ENV})", file=sys.stderr)
+        return 1
     think_s = think_seconds(None) if os.environ.get("MADOHUB_STANDIN_THINK_S") else 0.3
     root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
