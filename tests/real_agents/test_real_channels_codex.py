@@ -6,11 +6,15 @@ a real Claude Code 2.1.332 against ``FakeAnthropic`` is adopted beside it. Claud
 the prompt goes in through the channel (never typed, the person's draft stays in the
 composer); Codex -> Claude: the turn's end, whole answer and usage come from the channel;
 a prompt while busy runs as its own turn; an approval waits in ``hub.inbox`` and is
-answered there; after ``close()`` no process of the server or the TUI is left (by pid).
+answered there; a killed server is an event and error rows (the ``--remote`` TUI stays,
+nothing is typed into it); after ``close()`` no process of the server or the TUI is left (by pid).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from conftest import log_rows, wait_until
 
 import madohub_nb as mh
 from madohub_nb.io.agent_channels.base import ChannelTurn
+from madohub_nb.pipeline.events import ChannelChanged
 from madohub_nb.pipeline.inbox import ChannelPermissionAsk
 from madohub_nb.testing.fake_anthropic import FakeAnthropic
 from madohub_nb.testing.fake_anthropic import prompt_text as fake_anthropic_prompt
@@ -172,6 +177,20 @@ def test_real_codex_routes_both_ways_with_claude_through_its_channel(
         pane_pid = real_hub.runtime.tmux.pane_info(codex.pane_id).pid
         processes = _tree(server_pid) + _tree(pane_pid)
         assert len(_tree(server_pid)) >= 2  # node and its native codex child
+
+        # The server killed: an event, then error rows; the --remote TUI stays, untyped into.
+        events: list[ChannelChanged] = []
+        real_hub.events.subscribe(
+            lambda e: events.append(e) if isinstance(e, ChannelChanged) else None
+        )
+        for pid in _tree(server_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: any(e.state == "broken" for e in events), 30, what="the break told")
+        rec = real_hub.send("codex", "after the server died").result(ROUND_TIMEOUT_S)
+        assert rec.status == "error" and "nothing was delivered" in (rec.error or ""), rec
+        assert not real_hub.runtime.tmux.pane_info(codex.pane_id).dead  # (the TUI stays)
+        assert "after the server died" not in codex.screen()
         real_hub.close()
         wait_until(lambda: not _running(processes), 15, what="every codex process ended")
         assert not codex_daemons(codex_home)
