@@ -17,11 +17,15 @@ event, and a prompt waiting for the channel fails at once instead of waiting its
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import posixpath
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -37,12 +41,16 @@ from .io.agent_channels.base import (
     ChannelEndpoint,
     ChannelError,
     ChannelEvent,
+    ChannelServer,
 )
 from .pipeline.events import ChannelChanged, HubEvent, TileStateChanged
 from .pipeline.tile import Tile
 
 ATTACH_TIMEOUT_S = 30.0
 """How long an agent may take from its pane's start to its channel being open."""
+SOCKET_NAME = "channel.sock"
+SOCKET_PATH_MAX = 107
+"""The longest path of a unix socket Linux binds (``sun_path`` holds 108 bytes with its NUL)."""
 SERVER_END_S = 3.0
 """How long a channel server gets to exit after SIGTERM before SIGKILL."""
 
@@ -54,6 +62,10 @@ class TileChannel:
     endpoint: ChannelEndpoint
     plan: ChannelPlan
     server_pid: int | None = None
+    server_argv: tuple[str, ...] = ()
+    """The server's command line as started (its layers' words included)."""
+    server_name: str = ""
+    """What the kind calls its server (``codex app-server``), for messages."""
     channel: Channel | None = None
     unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
     broken: bool = False
@@ -120,6 +132,12 @@ class ChannelPlumbing:
                 )
             return None
         folder = private_folder(f"{self._session_name}-{name}-channel-", secure=False)
+        if (
+            folder is not None
+            and len(os.fsencode(os.path.join(folder, SOCKET_NAME))) > SOCKET_PATH_MAX
+        ):
+            shutil.rmtree(folder, ignore_errors=True)  # (a socket's path is short; a long HOME)
+            folder = short_private_folder()
         if folder is None:
             if channel is True:
                 raise MadohubValueError(
@@ -132,25 +150,34 @@ class ChannelPlumbing:
         password = secrets.token_urlsafe(24)
         self._on_secret(password)  # (the round log redacts it from now on)
         endpoint = ChannelEndpoint(
-            folder, os.path.join(folder, "channel.sock"), _free_port(), password
+            folder, os.path.join(folder, SOCKET_NAME), _free_port(), password
         )
         try:
             plan = kind.channel(endpoint)
+            server_name = ""
+            if plan.server is not None:
+                server_name = " ".join(plan.server.argv[:2])
+                plan = dataclasses.replace(plan, server=server_of(plan.server, command or ""))
             write_private(plan.layer.files)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        return TileChannel(endpoint, plan)
+        return TileChannel(endpoint, plan, server_name=server_name)
 
-    def start(self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None) -> None:
+    def start(
+        self, name: str, tc: TileChannel, env: Mapping[str, str], cwd: str | None,
+        layer_args: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         """Tile ``name``'s channel from now on (ended by :meth:`close`): start the kind's
-        server, if it has one, with the pane's environment, before the pane."""
+        server, if it has one, with the pane's environment, before the pane (with the
+        words of the tile's other launch layers, ``layer_args``, when the server takes them)."""
         self._open = {**self._open, name: tc}
         server = tc.plan.server
         if server is None:
             return
+        tc.server_argv = (*server.argv, *(layer_args if server.takes_layer_args else ()))
         proc = subprocess.Popen(  # its own session: ended by pid with its tile, not by a signal to ours
-            list(server.argv), env={**os.environ, **env}, cwd=cwd, stdin=subprocess.DEVNULL,
+            tc.server_argv, env={**os.environ, **env}, cwd=cwd, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         tc.server_pid = proc.pid
@@ -172,6 +199,10 @@ class ChannelPlumbing:
                 tile.channel_ready.set_result(None)
 
     async def _attach(self, tile: Tile, tc: TileChannel) -> None:
+        if tc.plan.server is not None:
+            tile.channel_only = (
+                f"its TUI is a client of the server the hub started ({tc.server_name})"
+            )
         try:
             await asyncio.wait_for(
                 asyncio.shield(asyncio.wrap_future(tile.ready)), ATTACH_TIMEOUT_S
@@ -180,6 +211,7 @@ class ChannelPlumbing:
             await channel.attach(ATTACH_TIMEOUT_S)
         except (ChannelError, Exception) as exc:  # noqa: BLE001 (any failure: typed, said once)
             why = str(exc) or type(exc).__name__
+            tile.channel_down = why
             _end_pid(tc.server_pid)
             self._emit(ChannelChanged(tile.name, "failed", why))
             return
@@ -187,6 +219,7 @@ class ChannelPlumbing:
 
         def on_event(event: ChannelEvent) -> None:
             if isinstance(event, ChannelBroken):
+                tile.channel_down = event.reason
                 self._broke(tile.name, tc, event.reason)
 
         tc.unsubscribe = channel.subscribe(on_event)
@@ -229,6 +262,47 @@ class ChannelPlumbing:
     def server_pids(self) -> list[int]:
         """The pids of the channel servers this hub started (for tests and ``close()``)."""
         return [tc.server_pid for tc in self._open.values() if tc.server_pid is not None]
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def server_of(server: ChannelServer, command: str) -> ChannelServer:
+    """``server`` started by the tile's own program: the command's words up to the one
+    named like the server's ``argv[0]`` (``/opt/bin/codex``, ``env X=1 codex``, a wrapper's
+    ``… /bin/codex``), else its first program, instead of a bare ``codex`` looked up on the
+    hub's PATH. Shell assignments before it (``X=1 codex``) go before it as ``env X=1``.
+
+    The agent's own options after it stay off: they are the TUI's."""
+    words = shlex.split(command)
+    name = server.argv[0]
+    named = [
+        i
+        for i, w in enumerate(words)
+        if posixpath.basename(w) == name and ("/" not in w or shutil.which(w) is not None)
+    ]  # fmt: skip  (a folder named like it, e.g. a config dir, is not the program)
+    if named:
+        program = words[: named[0] + 1]
+    else:
+        lead = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w)), None)
+        program = [] if lead is None else words[: lead + 1]
+    if not program:
+        return server
+    if _ASSIGNMENT.match(program[0]):
+        program = ["env", *program]
+    return dataclasses.replace(server, argv=(*program, *server.argv[1:]))
+
+
+def short_private_folder() -> str | None:
+    """A fresh 0700 folder under the system's temporary folder, for a socket whose path in
+    the usual place (a long ``$HOME``) would be too long to bind; None if that is too."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mh-ch-")  # (mode 0700, a random name)
+    if len(os.fsencode(os.path.join(folder, SOCKET_NAME))) <= SOCKET_PATH_MAX:
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 def _free_port() -> int:

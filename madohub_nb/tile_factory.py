@@ -115,7 +115,8 @@ class TileFactory:
         command = launch.command_line()
         try:
             if tc is not None:
-                self._channels.start(name, tc, launch.environment(), launch.workdir)
+                others = [w for la in launch.layers if la is not tc.plan.layer for w in la.args]
+                self._channels.start(name, tc, launch.environment(), launch.workdir, others)
             with self.spawn_lock:  # the first pane also makes the session: one at a time
                 if self._closed():  # (close() raced this call; make no pane it would not kill)
                     raise MadohubError("this hub is closed; make a new one with madohub_nb.Hub()")

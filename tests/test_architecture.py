@@ -76,6 +76,8 @@ TASK_MAKERS_ALLOWED: dict[str, str] = {
     "server and its scripted turns on threads of its own, outside any hub",
     "madohub_nb.testing.fake_codex_app_server": "a test's stand-in codex app-server, a process "
     "of its own (its own asyncio.run), outside any hub",
+    "madohub_nb.demo.standin_codex": "the stand-in Codex TUI, a process of its own outside any "
+    "hub, reads its app-server (codex --remote) on a thread and loop of its own",
 }
 """Modules that may start a task or thread themselves, and why."""
 KEPT_APART: tuple[tuple[str, str, str], ...] = (

@@ -87,7 +87,7 @@ def test_a_hook_before_its_turn_is_on_record_waits_for_the_record_and_its_usage(
 
 
 def test_codex_notify_ends_the_turn(hub: mh.Hub, project: Path) -> None:
-    writer = start_standin(hub, "writer", kind="codex", cwd=project)
+    writer = start_standin(hub, "writer", kind="codex", cwd=project, channel=False)  # (notify)
     reviewer = start_standin(hub, "reviewer", cwd=project, hooks=False)
     assert writer.turn_signal == "hook"
     hub.idle_delay_ms = SLOW_IDLE_MS

@@ -193,7 +193,10 @@ def test_submit_is_pressed_once_a_slow_agent_shows_the_prompt(hub: mh.Hub, proje
     from madohub_nb.demo.standin_tui import READ_LAG_ENV
 
     env = {"MADOHUB_STANDIN_THINK_S": "0.2", READ_LAG_ENV: "1.5"}
-    coder = hub.tile("coder", agent="codex", command=standin_command("codex"), cwd=project, env=env)
+    coder = hub.tile(
+        "coder", agent="codex", command=standin_command("codex"), cwd=project, env=env,
+        channel=False,  # (typed delivery is what this is about: Codex's channel takes no keys)
+    )  # fmt: skip
     wait_until(lambda: coder.state == "idle", 15, what="coder idle")
     rec = hub.send("coder", "Slow prompt one").result(60)
     assert rec.status == "delivered" and rec.meta["submit_verified"], rec.error

@@ -36,7 +36,9 @@ def test_last_response_comes_from_the_transcript(hub: mh.Hub, project: Path) -> 
 
 
 def test_codex_tile_answers_from_its_rollout(hub: mh.Hub, project: Path) -> None:
-    tile = start_standin(hub, "coder", kind="codex", cwd=project)
+    tile = start_standin(
+        hub, "coder", kind="codex", cwd=project, channel=False
+    )  # (typed, its rollout)
     hub.send("coder", "Codex prompt one").result(30)
     found = wait_until(lambda: (r := tile.last_response()) and r.method == "rollout" and r, 15)
     assert found.text == "Done: Codex prompt one"

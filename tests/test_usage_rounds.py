@@ -296,7 +296,7 @@ def test_a_hooked_round_measures_its_turn_when_the_duration_comes_too_late(
 
 
 def test_a_stand_in_codex_round_logs_its_token_counts(priced_hub: mh.Hub, project: Path) -> None:
-    start_standin(priced_hub, "coder", kind="codex", cwd=project)
+    start_standin(priced_hub, "coder", kind="codex", cwd=project, channel=False)  # (its notify)
     start_standin(priced_hub, "reviewer", cwd=project)
     route = priced_hub.connect("coder", "reviewer", dispatch="shadow", cooldown_ms=1000)
     row = one_round(priced_hub, route, "write the parser")

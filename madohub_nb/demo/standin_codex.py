@@ -7,13 +7,24 @@ Enter that follows typed text within 0.3 s inserts a newline instead of
 submitting, so routers must pause before Enter. It writes a rollout file with
 the real record shapes (``fixtures/real/codex/codex_rollout_tui.jsonl``) and
 keeps it open while running, as the real one does. No network.
+
+As the real one, ``codex app-server --listen unix://PATH`` serves the app-server protocol
+(the scripted :mod:`madohub_nb.testing.fake_codex_app_server`; a turn takes
+``$MADOHUB_STANDIN_THINK_S``), and ``codex --remote unix://PATH`` is that server's TUI
+(:class:`RemoteCodexStandin`): it starts the thread, shows its turns (prompts from any
+client), asks the approvals the server asks (``y`` accepts, ``n`` or Escape cancels) and
+stays up, saying so, when the server is gone, as Codex 0.171.0 does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import queue
 import secrets
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -535,14 +546,209 @@ def read_notify(overrides: list[str] | None) -> list[str]:
     return []
 
 
+APPROVAL_QUESTION: Final = "Would you like to run the following command?"
+NO_SERVER_ENV: Final = "MADOHUB_STANDIN_NO_APP_SERVER"
+"""Set: ``codex app-server`` exits at once (a server that fails to start, for tests)."""
+
+
+class RemoteCodexStandin(CodexStandin):
+    """``codex --remote unix://PATH``: the TUI of an app-server, a WebSocket client of it.
+
+    Prompts typed here go in with ``turn/start`` (queued here while a turn runs, sent when
+    it ends); every turn of the thread is shown, whoever sent its prompt."""
+
+    def __init__(self, persona: str, think_s: float, cwd: str, home: Path, socket: str) -> None:
+        super().__init__(persona, think_s, cwd, home)
+        self.socket = socket
+        self.inbox: queue.Queue[dict[str, Any] | str] = queue.Queue()
+        """The server's messages, or why the connection ended."""
+        self.loop = asyncio.new_event_loop()
+        self.ws: Any = None
+        self.thread_id: str | None = None
+        self.asking: dict[str, Any] | None = None
+        """The approval request shown (its id, its command), until answered."""
+        self.gone = False
+        self.next_id = 0
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    # the connection (its own thread and loop) ------------------------------------------
+    def start(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._connect(), self.loop)
+
+    async def _connect(self) -> None:
+        from ..io.agent_channels.websocket import UnixWebSocket
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.ws = await UnixWebSocket.connect(self.socket)
+                break
+            except Exception as exc:  # noqa: BLE001 (the server is still starting)
+                if time.monotonic() > deadline:
+                    self.inbox.put(f"no app-server on {self.socket}: {exc}")
+                    return
+                await asyncio.sleep(0.05)
+        await self._send({"id": self._id(), "method": "initialize", "params": {"clientInfo": {"name": "codex-tui"}}})  # fmt: skip
+        await self._send({"method": "initialized"})
+        await self._send({"id": "start", "method": "thread/start", "params": {}})
+        try:
+            while True:
+                self.inbox.put(json.loads(await self.ws.recv()))
+        except Exception as exc:  # noqa: BLE001 (closed: the server is gone)
+            self.inbox.put(str(exc) or type(exc).__name__)
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.send(json.dumps(message))
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send ``message`` to the server (from the TUI's thread)."""
+        if self.ws is not None and not self.gone:
+            asyncio.run_coroutine_threadsafe(self._send(message), self.loop)
+
+    # the TUI ---------------------------------------------------------------------------
+    def deadline(self, now: float) -> float | None:
+        return now + 0.05  # (messages are read between keys)
+
+    def on_tick(self, now: float) -> None:
+        while True:
+            try:
+                message = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(message, str):
+                self.gone = True
+                self.state, self.turn = "idle", None
+                self.history.append(("note", f"Disconnected from the app-server ({message})."))
+            else:
+                self.on_message(message, now)
+        super().on_tick(now)
+
+    def on_message(self, message: dict[str, Any], now: float) -> None:
+        """One message from the server."""
+        method, params = message.get("method"), message.get("params") or {}
+        if message.get("id") == "start":
+            self.thread_id = ((message.get("result") or {}).get("thread") or {}).get("id")
+        elif method == "turn/started":
+            self.turns += 1
+            turn = _Turn("", now, float("inf"), str(params["turn"]["id"]), time.time())
+            self.begin_turn(turn, now)
+        elif method == "item/completed":
+            item = params.get("item") or {}
+            if item.get("type") == "userMessage":
+                text = "".join(str(c.get("text", "")) for c in item.get("content") or [])
+                self.history.append(("prompt", text))
+            elif item.get("type") == "agentMessage":
+                self.history.append(("answer", str(item.get("text", ""))))
+        elif method == "turn/completed" and self.turn is not None:
+            secs = now - self.turn.started
+            self.history.append(("worked", f"Worked for {_worked_for(secs)} • {datetime.now():%H:%M}"))  # fmt: skip
+            self.turn, self.state = None, "idle"
+            if self.queued:
+                self._turn_start(self.take_queued())
+        elif method == "item/commandExecution/requestApproval":
+            self.asking = {"id": message.get("id"), "command": params.get("command", "")}
+        elif method == "serverRequest/resolved" and self.asking is not None:
+            if params.get("requestId") == self.asking["id"]:
+                self.asking = None
+
+    def on_key(self, key: Key, now: float) -> None:
+        if self.asking is not None and key.name in ("text", "escape"):
+            answer = {"y": "accept", "n": "cancel"}.get(key.text, "cancel" if key.name == "escape" else None)  # fmt: skip
+            if answer is not None:
+                self.send({"id": self.asking["id"], "result": {"decision": answer}})
+                self.asking = None
+            return
+        if key.name in ("escape", "ctrl_c") and self.state == "busy":
+            return  # (interrupting a remote turn: not played)
+        super().on_key(key, now)
+
+    def on_enter(self, now: float) -> None:
+        if self.input.is_blank():
+            return
+        if now - self.last_typed < PASTE_BURST_S:
+            self.input.insert("\n")
+            return
+        prompt = self.input.text.strip()
+        self.input.clear()
+        if self.state == "busy":
+            self.queued.append(prompt)
+        else:
+            self._turn_start(prompt)
+
+    def _turn_start(self, prompt: str) -> None:
+        self.send({"id": self._id(), "method": "turn/start", "params": {
+            "threadId": self.thread_id, "input": [{"type": "text", "text": prompt}]}})  # fmt: skip
+
+    def on_turn_due(self, now: float) -> None:
+        """(The server ends turns.)"""
+
+    def frame(self) -> list[str]:
+        rows = super().frame()
+        if self.asking is None:
+            return rows
+        cols, lines = self.painter.size()
+        dialog = [
+            "", f"  {APPROVAL_QUESTION}", "", f"  $ {self.asking['command']}", "",
+            "› 1. Yes, proceed (y)", "  2. No, and tell Codex what to do differently (esc)", "",
+            "  Press enter to confirm or esc to cancel",
+        ]  # fmt: skip
+        top = rows[: max(lines - len(dialog), 0)]
+        return top[-max(lines - len(dialog), 0) :] + dialog if lines > len(dialog) else dialog
+
+    def stop(self) -> None:
+        super().stop()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def app_server(argv: list[str]) -> int:
+    """``codex app-server --listen unix://PATH``: the scripted stand-in server, a program
+    of its own (:mod:`madohub_nb.testing.fake_codex_app_server`) this process becomes."""
+    import argparse
+    import os
+    import sys
+
+    from .standin_tui import think_seconds
+
+    parser = argparse.ArgumentParser(prog="codex app-server")
+    parser.add_argument("--listen", required=True, help="unix://PATH")
+    parser.add_argument("-c", action="append", default=[], help="(taken, ignored)")
+    args = parser.parse_args(argv)
+    if os.environ.get(NO_SERVER_ENV):
+        print(f"codex app-server: not started (${NO_SERVER_ENV})", file=sys.stderr)
+        return 1
+    think_s = think_seconds(None) if os.environ.get("MADOHUB_STANDIN_THINK_S") else 0.3
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+    server = "madohub_nb.testing.fake_codex_app_server"
+    os.execv(sys.executable, [
+        sys.executable, "-m", server, "app-server", "--listen", args.listen, "--tui-thread",
+        "--think-s", str(think_s),
+    ])  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the stand-in Codex CLI in this terminal."""
+    """Run the stand-in Codex CLI in this terminal (or its app-server: ``app-server``)."""
+    import sys
+
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["app-server"]:
+        return app_server(words[1:])
     parser = build_parser("codex")
     parser.add_argument(
         "-c", dest="config", action="append", metavar="KEY=VALUE",
         help="a config override, as the real one takes it (notify=[...] is run per turn)",
     )  # fmt: skip
+    parser.add_argument("--remote", metavar="unix://PATH", help="be the TUI of this app-server")
     run = launch("codex", argv, parser)
+    if run.args.remote:
+        socket = str(run.args.remote).removeprefix("unix://")
+        return RemoteCodexStandin(run.persona, run.think_s, run.cwd, codex_home(), socket).run()
     notify = read_notify(run.args.config)
     return CodexStandin(run.persona, run.think_s, run.cwd, home=codex_home(), notify=notify).run()
 

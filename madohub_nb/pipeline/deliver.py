@@ -284,6 +284,13 @@ class Deliverer:
             await self._started(tile)
             channel_error = None
             channel = await _live_channel(tile) if delivery is not Delivery.LEGACY else None
+            if channel is None and tile.channel_only is not None and tile.channel_ready is not None:
+                raise DeliveryError(
+                    f"target {tile.name!r}: its channel is not open "
+                    f"({tile.channel_down or 'not attached'}), and {tile.channel_only}: "
+                    "typed there, the prompt would reach no agent; nothing was delivered. "
+                    "Start the tile again (or with channel=False)"
+                )
             if channel is not None:
                 if before_typing is not None:
                     await asyncio.to_thread(before_typing)
@@ -298,6 +305,11 @@ class Deliverer:
                     ) from exc
                 except ChannelError as exc:
                     channel_error = f"{channel.name}: {exc}"
+                    if tile.channel_only is not None:
+                        raise DeliveryError(
+                            f"target {tile.name!r}: its channel failed ({channel_error}), and "
+                            f"{tile.channel_only}: not typed; nothing was delivered"
+                        ) from exc
                     # Typed instead, below, only while the agent's TUI holds its pane (the
                     # foreground checks of typed delivery); else the round fails here.
                     info = await asyncio.to_thread(tile.pane_info)

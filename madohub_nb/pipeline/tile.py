@@ -261,6 +261,11 @@ class Tile:
         self.channel_ready: concurrent.futures.Future[None] | None = None
         """Done once the channel the hub opens for this new pane attached or failed (None:
         none is opened); a delivery waits for it, so an early prompt is not typed."""
+        self.channel_only: str | None = None
+        """Why this pane's prompts cannot be typed without its channel (its TUI is a client
+        of the channel's server, e.g. ``codex --remote``), or None: typing is the fallback."""
+        self.channel_down: str | None = None
+        """Why the channel the hub opened for this pane failed or broke, or None."""
         self.last_signal: str | None = None
         """Which evidence the last state read came from (``status``, ``transcript``,
         ``screen``, ``quiet``); None before the first read."""

@@ -4,7 +4,8 @@ messages as Codex 0.171.0 (``tests/fixtures/codex_app_server/``), with scripted 
 Run it as a process (``python -m madohub_nb.testing.fake_codex_app_server --listen
 unix://PATH``) so a test can kill it by pid. What it does, as the real one did:
 
-- a thread (the "TUI's") appears ``--thread-after-s`` after start (``thread/started``);
+- a thread (the "TUI's") appears ``--thread-after-s`` after start (``thread/started``), or
+  when a client (the stand-in TUI, ``codex --remote``) asks ``thread/start``;
   ``thread/resume`` fails with -32600 "no rollout found" until its first turn ran;
 - ``thread/queue/add`` starts a turn on an idle thread, queues it on a busy one;
   ``turn/start`` on a busy thread steers the running turn (its text joins that turn);
@@ -104,8 +105,11 @@ class Turn:
 class FakeCodexAppServer:
     """The server's state: one thread, its turns and queue, the connected clients."""
 
-    def __init__(self, thread_after_s: float) -> None:
+    def __init__(self, thread_after_s: float | None, think_s: float = 0.0) -> None:
         self.thread_after_s = thread_after_s
+        """None: the thread appears at a client's ``thread/start`` only."""
+        self.think_s = think_s
+        """How long a turn without ``[[sleep N]]`` takes."""
         self.thread_id: str | None = None
         self.clients: list[Client] = []
         self.turns: list[Turn] = []
@@ -185,6 +189,11 @@ class FakeCodexAppServer:
                 "platformFamily": "unix",
                 "platformOs": "linux",
             }
+        if method == "thread/start":  # the TUI's own thread: it gets all its events
+            client.subscribed = True
+            if self.thread_id is None:
+                await self._new_thread()
+            return {"thread": self._thread_view()}
         if method == "thread/loaded/list":
             return {"data": [self.thread_id] if self.thread_id else [], "nextCursor": None}
         self._check_thread(params)
@@ -272,8 +281,7 @@ class FakeCodexAppServer:
         await self._item("item/started", turn, user)
         await self._item("item/completed", turn, user)
         sleep = _SLEEP.search(turn.prompt)
-        if sleep:
-            await asyncio.sleep(float(sleep.group(1)))
+        await asyncio.sleep(float(sleep.group(1)) if sleep else self.think_s)
         decision = None
         if "PERM" in turn.prompt:
             decision = await self._ask(turn)
@@ -333,7 +341,13 @@ class FakeCodexAppServer:
                 await client.send(message)
 
     async def make_thread(self) -> None:
+        if self.thread_after_s is None:
+            return
         await asyncio.sleep(self.thread_after_s)
+        if self.thread_id is None:
+            await self._new_thread()
+
+    async def _new_thread(self) -> None:
         self.thread_id = str(uuid.uuid4())
         await self._broadcast({"method": "thread/started", "params": {"thread": {"id": self.thread_id, "ephemeral": False}}}, subscribed=False)  # fmt: skip
 
@@ -355,8 +369,9 @@ def _text(items: list[dict[str, Any]]) -> str:
     return "".join(str(i.get("text", "")) for i in items if i.get("type") == "text")
 
 
-async def main(socket_path: str, thread_after_s: float) -> None:
-    fake = FakeCodexAppServer(thread_after_s)
+async def main(socket_path: str, thread_after_s: float | None, think_s: float = 0.0) -> None:
+    """Serve on ``socket_path`` until killed."""
+    fake = FakeCodexAppServer(thread_after_s, think_s)
     server = await asyncio.start_unix_server(fake.serve, socket_path, limit=1 << 24)
     asyncio.ensure_future(fake.make_thread())
     async with server:
@@ -368,8 +383,13 @@ if __name__ == "__main__":
     parser.add_argument("app_server", nargs="?", help="(as `codex app-server`)")
     parser.add_argument("--listen", required=True, help="unix://PATH")
     parser.add_argument("--thread-after-s", type=float, default=0.3)
+    parser.add_argument(
+        "--tui-thread", action="store_true",
+        help="no thread of its own: the TUI's thread/start makes it (the stand-in codex --remote)",
+    )  # fmt: skip
+    parser.add_argument("--think-s", type=float, default=0.0, help="a turn without [[sleep N]]")
     parser.add_argument("-c", action="append", default=[], help="(ignored, as codex -c)")
     args = parser.parse_args()
     path = args.listen.removeprefix("unix://")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main(path, args.thread_after_s))
+        asyncio.run(main(path, None if args.tui_thread else args.thread_after_s, args.think_s))

@@ -120,6 +120,7 @@ def test_real_codex_tile_made_by_the_hub_routes_on_notify_to_real_claude(
         coder = slow_hub.tile(
             "coder", agent="codex", command=_command(exe), cwd=cwd,
             env=codex_env(home, codex_home), hooks=True,
+            channel=False,  # (its notify is what this is about; the channel: test_real_channels_codex)
         )  # fmt: skip
         assert coder.turn_signal == "hook"
         cl = real_claude_pane()

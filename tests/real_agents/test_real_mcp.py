@@ -185,8 +185,8 @@ def test_a_real_claude_lead_asks_a_real_codex_reviewer_and_gets_its_answer(
     fake_anthropic: FakeAnthropic,
     fake_openai: FakeOpenAIResponses,
 ) -> None:
-    """Claude Code 2.1.332 (``auto`` mode) calls ``mcp__madohub__ask``; the hub types the
-    question into the real Codex, waits for its whole turn (its rollout) and returns the
+    """Claude Code 2.1.332 (``auto`` mode) calls ``mcp__madohub__ask``; the hub hands the
+    question to the real Codex (its channel), waits for its whole turn and returns the
     answer, which the lead's next API request carries as the tool result."""
     version = CLAUDE_VERSIONS[-1]
     lead_cwd, codex_cwd = _project(tmp_path, "lead"), _project(tmp_path, "reviewer")
@@ -214,12 +214,13 @@ def test_a_real_claude_lead_asks_a_real_codex_reviewer_and_gets_its_answer(
             return any(tool_result(r["body"]) == expected for r in _posts(fake_anthropic))
 
         wait_until(result_seen, TIMEOUT_S, what="Codex's answer as the lead's tool result")
-        assert fake_openai.prompts == [ASK_TEXT]  # typed into Codex once, whole
+        assert fake_openai.prompts == [ASK_TEXT]  # into Codex once, whole
         wait_until(lambda: len(_mcp(hub)) == 2, 20, what="the ask's rows")
         asked, answered = _mcp(hub)
         assert (asked["route_id"], asked["prompt"]) == ("mcp:lead->reviewer", ASK_TEXT)
         assert (answered["source"], answered["extracted"]) == ("reviewer", expected)
-        assert answered["extraction_method"] == "hook"  # Codex's notify hook, not the screen
+        # Codex's channel (issue 39: on by default for a tile the hub starts), not the screen
+        assert answered["extraction_method"] == "channel"
     finally:
         hub.close()
         end_codex_daemons(codex_home)

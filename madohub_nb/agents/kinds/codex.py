@@ -178,7 +178,9 @@ def channel(endpoint: ChannelEndpoint) -> ChannelPlan:
             args=("--remote", url, *NO_DAEMON),
             how=f"codex --remote {url}: the TUI of the hub's codex app-server",
         ),
-        server=ChannelServer(("codex", "app-server", "--listen", url, *NO_DAEMON)),
+        server=ChannelServer(
+            ("codex", "app-server", "--listen", url, *NO_DAEMON), takes_layer_args=True
+        ),
         open=lambda server_pid: CodexChannel(socket, server_pid=server_pid),
     )
 

@@ -163,3 +163,7 @@ class ChannelServer:
     environment; ended by pid with its tile."""
 
     argv: Sequence[str]
+    takes_layer_args: bool = False
+    """The server runs the agent's core (its MCP servers, its notify program), so the words
+    the tile's other launch layers add (MCP, hooks) go after ``argv`` too (Codex: the
+    ``-c`` overrides; its ``--remote`` TUI only shows what the server does)."""

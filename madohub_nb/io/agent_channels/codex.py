@@ -286,7 +286,7 @@ class CodexChannel:
                 return await UnixWebSocket.connect(self.socket_path)
             except ChannelError as exc:
                 last = exc
-            if self.server_pid is not None and not psutil.pid_exists(self.server_pid):
+            if self.server_pid is not None and _exited(self.server_pid):
                 raise ChannelError(
                     f"the codex app-server (pid {self.server_pid}) exited before it listened "
                     f"on {self.socket_path!r}: see its output in the tile's log"
@@ -626,6 +626,16 @@ class _RpcError(ChannelError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"codex app-server error {code}: {message}")
         self.code, self.message = code, message
+
+
+def _exited(pid: int) -> bool:
+    """``pid`` has ended: gone, or a zombie (the hub started it and has not reaped it yet,
+    so the pid still exists: a server that died at start-up is told at once, not after
+    the attach's whole timeout)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _int(value: Any) -> int | None:
