@@ -38,7 +38,7 @@ TILE_VALUES: dict[str, Any] = {
     "agent": "claude", "command": "claude --model x", "cwd": "/tmp", "env": {"A": "1", "B_2": "x y"},
     "ready_quiet_ms": 1500, "ready_pattern": r"\$ $", "completion_pattern": "DONE",
     "host": "box", "hooks": False, "worktree": "madohub/w-1", "mcp": ["r1", "r2"],
-    "allow_shell": True, "mcp_max_rounds": 3, "mcp_cooldown_ms": 2500,
+    "allow_shell": True, "mcp_max_rounds": 3, "mcp_cooldown_ms": 2500, "channel": False,
 }  # fmt: skip
 ROUTE_VALUES: dict[str, Any] = {
     "trigger": "on-keyword", "transform": "full-output", "template": 'Say "hi":\n\t{output}\\',
