@@ -48,6 +48,7 @@ from _common import (  # noqa: E402
     REPO,
     CouldNotMeasure,
     Report,
+    Stopwatch,
     elapsed_ms,
     kill_tree,
     private_tmux,
@@ -216,9 +217,9 @@ def measure(
     what: str,
     lines: int,
     reps: dict[str, int],
-) -> float:
+) -> dict[str, float]:
     """Median latency through the channel and typed (and pasted, when ``reps`` has
-    ``paste``) for one prompt size; prints them; returns typed's median over the channel's."""
+    ``paste``) for one prompt size; prints them; returns the medians (ms) by way in."""
     figures: dict[str, list[tuple[float, float, float | None]]] = {k: [] for k in reps}
     for key, n in reps.items():
         agent = channel if key == "channel" else typed
@@ -234,17 +235,38 @@ def measure(
     report.info(
         f"{what}: channel send → turn started median {med['channel']:.1f} ms "
         f"(max {max(x[0] for x in figures['channel']):.1f}, n={reps['channel']}), the hub's "
-        f"ack median {statistics.median(acks):.1f} ms; typed median {med['typed']:.1f} ms "
-        f"(n={reps['typed']}); hub CPU per delivery: channel {cpu['channel']:.1f} ms, typed "
-        f"{cpu['typed']:.1f} ms ({cpu['typed'] / max(cpu['channel'], 0.01):.0f}×)"
+        f"ack median {statistics.median(acks):.1f} ms; hub CPU per delivery {cpu['channel']:.1f} ms"
     )
+    if "typed" in reps:
+        report.info(
+            f"{what}: typed send → turn started median {med['typed']:.1f} ms (n={reps['typed']}); "
+            f"hub CPU per delivery {cpu['typed']:.1f} ms "
+            f"({cpu['typed'] / max(cpu['channel'], 0.01):.0f}× the channel's)"
+        )
     if "paste" in reps:
         report.info(
             f"{what}, for information: paste delivery (one bracketed paste, channel=False tile) "
             f"send → turn started median {med['paste']:.1f} ms (n={reps['paste']}), "
             f"{med['paste'] / med['channel']:.1f}× the channel's; hub CPU {cpu['paste']:.1f} ms"
         )
-    return med["typed"] / med["channel"] if med["channel"] > 0 else float("inf")
+    return med
+
+
+def capped_typed(hub: Any, agent: Agent, text: str, tag: str, cap_s: float) -> tuple[float, bool]:
+    """One typed delivery of ``text``: (ms from ``hub.send`` to the agent's turn started, True),
+    or (the ms waited, False) when its turn had not started after ``cap_s`` (the real Qwen
+    Code redraws its whole draft at each typed line: 1,000 lines take many minutes). The
+    delivery is left to the hub's close."""
+    count = len(agent.turns())
+    wall0 = time.time()
+    hub.send(agent.name, text)
+    watch = Stopwatch()
+    while watch.s("typed, capped") < cap_s:
+        turns = agent.turns()
+        if len(turns) > count and tag in turns[count]["text"]:
+            return elapsed_ms(wall0, float(turns[count]["at"]), "typed send → turn"), True
+        time.sleep(0.5)
+    return watch.ms("typed, capped"), False
 
 
 def under_load(hub: Any, agent: Agent, count: int, first: int) -> dict[str, int]:
@@ -311,14 +333,9 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 else "agent: the Qwen Code stand-in (tests/standin_qwen.py), both tiles"
             )
             measure(hub, report, channel, typed, "10 lines", 10, small)
-            speedup = measure(hub, report, channel, typed, "100 KB", 1000, large)
-            report.target(
-                "100 KB prompt, send → agent's turn started: channel against typed",
-                f"{speedup:.0f}× faster",
-                f"≥ {SPEEDUP_TARGET:.0f}×",
-                "typed delivery to the same agent (channel=False tile), same run",
-                speedup >= SPEEDUP_TARGET,
-            )
+            if args.real:
+                del large["typed"]  # (capped, at the end: see capped_typed)
+            large_ms = measure(hub, report, channel, typed, "100 KB", 1000, large)
             loops = [
                 subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(BUSY_LOOPS)
@@ -327,6 +344,29 @@ def main(args: argparse.Namespace, report: Report) -> None:
                 "channel": under_load(hub, channel, load_n, 0),
                 "typed": under_load(hub, typed, load_n, 1000),
             }
+            for p in loops:
+                kill_tree(p.pid)
+            finished = True
+            if args.real:
+                tag = "[100 KB typed 0]"
+                typed_ms, finished = capped_typed(
+                    hub, typed, prompt(1000, 100, tag), tag, args.typed_cap_s
+                )
+                large_ms["typed"] = typed_ms
+                report.info(
+                    f"100 KB: typed send → turn started {typed_ms:.0f} ms (n=1)"
+                    if finished
+                    else f"100 KB: typed had not started its turn after {typed_ms:.0f} ms "
+                    f"(cut at --typed-cap-s {args.typed_cap_s:.0f}): the figure below is at least"
+                )
+            speedup = large_ms["typed"] / large_ms["channel"]
+            report.target(
+                "100 KB prompt, send → agent's turn started: channel against typed",
+                f"{'' if finished else '≥ '}{speedup:.0f}× faster",
+                f"≥ {SPEEDUP_TARGET:.0f}×",
+                "typed delivery to the same agent (channel=False tile), same run",
+                speedup >= SPEEDUP_TARGET,
+            )
         finally:
             for p in loops:
                 kill_tree(p.pid)
@@ -353,6 +393,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--real", action="store_true",
         help="the real Qwen Code 0.24.4 (installed by the real-agent tier) instead of the stand-in",
+    )  # fmt: skip
+    p.add_argument(
+        "--typed-cap-s", type=float, default=300.0,
+        help="with --real: how long the one typed 100 KB delivery is waited for (default 300)",
     )  # fmt: skip
     return p
 
