@@ -2,7 +2,13 @@
 hub's CPU per delivery, through Qwen Code's channel against typed delivery to the same agent,
 in the same run; then 50 deliveries each way beside three busy loops: lost or doubled prompts.
 
-Run: ``.venv/bin/python benchmarks/bench_channels.py [--quick]``.
+Run: ``.venv/bin/python benchmarks/bench_channels.py [--quick] [--real [--typed-cap-s S]]``.
+
+``--real``: the real Qwen Code 0.24.4 (from the real-agent tier's cache) instead of the
+stand-in, each tile against a fake OpenAI API of its own on 127.0.0.1; "its turn started" is
+then its API request with the prompt arriving there (its side requests, prompt suggestions
+and memory, left out). Its one typed 100 KB delivery runs last and is waited for up to
+``--typed-cap-s`` (its TUI redraws the whole draft at every typed line); no paste there.
 
 The agent is the Qwen Code stand-in (``tests/standin_qwen.py``, run as a program called
 ``qwen``: its screen and its ``--input-file``/``--json-file`` channel as the real Qwen Code
@@ -335,6 +341,7 @@ def main(args: argparse.Namespace, report: Report) -> None:
             measure(hub, report, channel, typed, "10 lines", 10, small)
             if args.real:
                 del large["typed"]  # (capped, at the end: see capped_typed)
+                del large["paste"]  # (a 100 KB paste started no turn of the real Qwen in 300 s)
             large_ms = measure(hub, report, channel, typed, "100 KB", 1000, large)
             loops = [
                 subprocess.Popen([sys.executable, "-c", "while True: pass"])
