@@ -11,7 +11,7 @@ thinks N s (else ``$MADOHUB_STANDIN_THINK_S``); ``[[lines N]]`` answers N lines.
 ``{"at": <wall time>, "text": <prompt>, "how": "channel"|"typed"}`` (the benchmark's clock
 and count of what the agent received, the same for both ways in). The box shows the
 draft's last lines only, as a real composer scrolls (a 100 KB typed draft is not redrawn
-whole at every key).
+whole at every key), and takes bracketed pastes (it asks for them, as the real one does).
 """
 
 from __future__ import annotations
