@@ -15,6 +15,11 @@ qwen-0.24.4-approval-out.jsonl): an ``assistant`` ``tool_use`` message, its
 key in the pane (``1`` allows, ``2`` or Esc denies); either way OUT gets the
 ``control_response`` (the real 0.24.4 mirrors a pane's answer there too: its
 ``emitControlResponse``), then the tool's result (it runs CMD when allowed) and the answer.
+``$STANDIN_QWEN_TURNS``: a file each turn's start is appended to as a JSON line
+``{"at": <wall time>, "text": <prompt>, "how": "channel"|"typed"}`` (the benchmark's clock
+and count of what the agent received, the same for both ways in). The box shows the
+draft's last lines only, as a real composer scrolls (a 100 KB typed draft is not redrawn
+whole at every key), and takes bracketed pastes (it asks for them, as the real one does).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ import tty
 import uuid
 
 RULE = "─" * 60
+DRAFT_LINES = 8
+"""How many of the draft's last lines the box shows."""
+PASTE_MARK = re.compile(rb"(\x1b\[20[01]~)")
 PLACEHOLDER = "  Type your message or @path/to/file"
 
 
@@ -65,7 +73,8 @@ class Qwen:
             sys.stdout.flush()
             return
         status = ["  ⠋ Thinking… (1s · esc to cancel)"] if busy else []
-        box = [RULE, f"> {self.draft}" if self.draft else f">{PLACEHOLDER}", RULE, "  fake-model"]
+        shown = "\r\n".join(self.draft.split("\n")[-DRAFT_LINES:])
+        box = [RULE, f"> {shown}" if self.draft else f">{PLACEHOLDER}", RULE, "  fake-model"]
         sys.stdout.write("\x1b[2J\x1b[H" + "\r\n".join([*lines, "", *status, *box]))
         sys.stdout.flush()
 
@@ -175,7 +184,12 @@ class Qwen:
         self.draw(busy=True)
         return allowed
 
-    def turn(self, text: str) -> None:
+    def turn(self, text: str, how: str) -> None:
+        stamp = os.environ.get("STANDIN_QWEN_TURNS")
+        if stamp:
+            record = json.dumps({"at": time.time(), "text": text, "how": how}) + "\n"
+            with open(stamp, "a", encoding="utf-8") as f:
+                f.write(record)  # (one write: a reader never sees half a line)
         self.out(type="user", message={"role": "user", "content": [{"type": "text", "text": text}]})
         self.history += [f"  > {line}" for line in text.splitlines()]
         self.draw(busy=True)
@@ -209,26 +223,41 @@ class Qwen:
         fd = sys.stdin.fileno()
         old = termios.tcgetattr(fd)
         tty.setraw(fd)
+        pending, in_paste = b"", False
+        sys.stdout.write("\x1b[?2004h")  # bracketed paste, as the real one asks for
         try:
             self.draw(busy=False)
             while True:
                 for text in self.submits():
-                    self.turn(text)
+                    self.turn(text, "channel")
                 ready, _, _ = select.select([fd], [], [], 0.05)
                 if not ready:
                     continue
-                for ch in os.read(fd, 4096).decode("utf-8", "replace"):
-                    if ch == "\r" and self.draft.strip():
-                        text, self.draft = self.draft, ""
-                        self.turn(text)
-                    elif ch in ("\x7f", "\b"):
-                        self.draft = self.draft[:-1]
-                    elif ch == "\x03":
-                        return
-                    elif ch == "\n":
-                        self.draft += "\n"
-                    elif ch.isprintable():
-                        self.draft += ch
+                data, pending = pending + os.read(fd, 65536), b""
+                cut = data.rfind(b"\x1b")
+                if cut != -1 and len(data) - cut < 6:
+                    data, pending = data[:cut], data[cut:]  # maybe half a paste marker
+                draft = self.draft  # (a local grows in place: a 100 KB draft stays linear)
+                for piece in PASTE_MARK.split(data):
+                    if piece in (b"\x1b[200~", b"\x1b[201~"):
+                        in_paste = piece == b"\x1b[200~"
+                        continue
+                    for ch in piece.decode("utf-8", "replace"):
+                        if ch == "\r" and in_paste:
+                            draft += "\n"  # (tmux pastes a line break as CR)
+                        elif ch == "\r" and draft.strip():
+                            text, draft = draft, ""
+                            self.draft = ""
+                            self.turn(text, "typed")
+                        elif ch in ("\x7f", "\b"):
+                            draft = draft[:-1]
+                        elif ch == "\x03":
+                            return
+                        elif ch == "\n":
+                            draft += "\n"
+                        elif ch.isprintable():
+                            draft += ch
+                self.draft = draft
                 self.draw(busy=False)
         finally:
             termios.tcsetattr(fd, termios.TCSADRAIN, old)
