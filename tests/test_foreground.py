@@ -307,6 +307,11 @@ def test_shell_tile_reader_is_the_shell_in_the_foreground(hub: mh.Hub) -> None:
     # sleep holds the terminal once bash has given it the foreground (just after the fork)
     wait_until(lambda: check_reader(reader) is not None, 10, what="sleep in the foreground")
     # A shell tile running a program acts as a terminal tile (issue 12): the program reads.
+    # (Between bash's fork and the exec, the foreground is a child still named bash: a shell
+    # reader, as it should read; under load that moment lasts, so wait for the exec.)
+    wait_until(
+        lambda: "the program 'sleep'" in getattr(tile.reader(), "what", ""), 10, what="sleep reads"
+    )
     now = tile.reader()
     assert isinstance(now, Reader) and "the program 'sleep'" in now.what
     for child in psutil.Process(pid).children():
