@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -770,8 +771,21 @@ def real_aider_pane(
         tmux_socket, [str(exe)], kind="aider", version=AIDER_VERSION, cwd=cwd, home=home,
         env={"HOME": str(home)},
     )  # fmt: skip
+    # The pane starts `env HOME=… aider`: until env has exec'd, the pane runs `env`, which no
+    # agent detection can name (a loaded CI caught that moment).
+    wait_until(
+        lambda: _current_command(tmux_socket, pane.pane_id) not in ("", "env"),
+        STARTUP_TIMEOUT_S,
+        what="aider started (env exec'd)",
+    )
     yield pane
     pane.stop()
+
+
+def _current_command(socket: str, pane_id: str) -> str:
+    argv = ["tmux", "-L", socket, "display-message", "-p", "-t", pane_id]
+    out = subprocess.run([*argv, "#{pane_current_command}"], capture_output=True, text=True)
+    return out.stdout.strip()
 
 
 def test_aider_routes_both_ways_with_claude(
