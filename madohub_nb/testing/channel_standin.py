@@ -21,6 +21,7 @@ from ..io.agent_channels.base import (
     ChannelBroken,
     ChannelError,
     ChannelEvent,
+    ChannelListeners,
     ChannelTurn,
     ChannelTurnStarted,
 )
@@ -38,7 +39,7 @@ class StandinChannel:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._listeners: list[Callable[[ChannelEvent], None]] = []
+        self._listeners = ChannelListeners()
         self._pending: dict[str, ChannelAsk] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -84,13 +85,7 @@ class StandinChannel:
 
     def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with each event, on the loop; returns the unsubscribe call."""
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     async def close(self) -> None:
         """No more events; later calls are refused."""
@@ -145,5 +140,4 @@ class StandinChannel:
             raise ChannelError(f"the {self.name} broke: {self._broken}")
 
     def _report(self, event: ChannelEvent) -> None:
-        for listener in list(self._listeners):
-            listener(event)
+        self._listeners.emit(event)

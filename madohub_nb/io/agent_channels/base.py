@@ -10,11 +10,14 @@ Events arrive on the engine loop, in the order the agent sent them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...errors import MadohubError
+
+log = logging.getLogger(__name__)
 
 
 class ChannelError(MadohubError):
@@ -94,6 +97,36 @@ class ChannelBroken:
 
 
 ChannelEvent = ChannelTurnStarted | ChannelTurn | ChannelAsk | ChannelAskResolved | ChannelBroken
+
+
+class ChannelListeners:
+    """Who hears a channel's events: each listener is called in turn, and one that raises is
+    logged and passed over (the channel's reader and the other listeners go on)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[ChannelEvent], None]] = []
+
+    def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with each event; returns the unsubscribe call."""
+        self._listeners = [*self._listeners, listener]
+
+        def unsubscribe() -> None:
+            self._listeners = [x for x in self._listeners if x is not listener]
+
+        return unsubscribe
+
+    def emit(self, event: ChannelEvent) -> None:
+        for listener in self._listeners:  # (a copy: a listener may unsubscribe meanwhile)
+            try:
+                listener(event)
+            except Exception:
+                log.exception("a channel listener failed on %r", event)
+
+    def clear(self) -> None:
+        self._listeners = []
+
+    def __len__(self) -> int:
+        return len(self._listeners)
 
 
 @dataclass(frozen=True)

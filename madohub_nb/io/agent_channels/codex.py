@@ -48,6 +48,7 @@ from .base import (
     ChannelBroken,
     ChannelError,
     ChannelEvent,
+    ChannelListeners,
     ChannelTurn,
     ChannelTurnStarted,
 )
@@ -171,7 +172,7 @@ class CodexChannel:
         self._resuming: asyncio.Task[None] | None = None
         self._next_id = 0
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._listeners: list[Callable[[ChannelEvent], None]] = []
+        self._listeners = ChannelListeners()
         self._turns: dict[str, _Turn] = {}
         self._usage: dict[str, Mapping[str, Any]] = {}
         self._done: set[str] = set()
@@ -192,8 +193,7 @@ class CodexChannel:
 
     def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
         """Call ``listener`` with each event; returns the unsubscribe call."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        return self._listeners.subscribe(listener)
 
     async def attach(self, timeout_s: float) -> None:
         """Connect (the server may still be starting), introduce ourselves, find the TUI's
@@ -561,11 +561,7 @@ class CodexChannel:
 
     # --- breaking, emitting ---------------------------------------------------------------
     def _emit(self, event: ChannelEvent) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(event)
-            except Exception:
-                log.exception("codex channel: a listener failed on %r", event)
+        self._listeners.emit(event)
 
     def _break(self, reason: str) -> None:
         if self._broken is not None or self._closing:

@@ -42,6 +42,7 @@ from .base import (
     ChannelBroken,
     ChannelError,
     ChannelEvent,
+    ChannelListeners,
     ChannelTurn,
     ChannelTurnStarted,
     ChannelUnsure,
@@ -156,7 +157,7 @@ class OpenCodeChannel:
         self._client: httpx2.AsyncClient | None = None
         self._stream_task: asyncio.Task[None] | None = None
         self._connected: asyncio.Future[None] | None = None
-        self._listeners: list[Callable[[ChannelEvent], None]] = []
+        self._listeners = ChannelListeners()
         self._alive = False
         self._closing = False
         self._broken: str | None = None
@@ -279,13 +280,7 @@ class OpenCodeChannel:
             raise
 
     def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
-        self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     async def close(self) -> None:
         """Stop listening. The server is the TUI's own: it ends with the pane."""
@@ -597,5 +592,4 @@ class OpenCodeChannel:
         self._emit(ChannelBroken(reason))
 
     def _emit(self, event: ChannelEvent) -> None:
-        for listener in list(self._listeners):
-            listener(event)
+        self._listeners.emit(event)

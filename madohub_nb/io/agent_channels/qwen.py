@@ -40,6 +40,7 @@ from .base import (
     ChannelBroken,
     ChannelError,
     ChannelEvent,
+    ChannelListeners,
     ChannelTurn,
     ChannelTurnStarted,
     ChannelUnsure,
@@ -243,7 +244,7 @@ class QwenChannel:
         self._in = os.path.join(folder, IN_NAME)
         self._out = os.path.join(folder, OUT_NAME)
         self._reader = QwenReader()
-        self._listeners: list[Callable[[ChannelEvent], None]] = []
+        self._listeners = ChannelListeners()
         self._task: asyncio.Task[None] | None = None
         self._offset = 0
         self._partial = b""
@@ -339,12 +340,7 @@ class QwenChannel:
             self._emit(ChannelAskResolved(ask_id, by="hub"))
 
     def subscribe(self, listener: Callable[[ChannelEvent], None]) -> Callable[[], None]:
-        self._listeners = [*self._listeners, listener]
-
-        def unsubscribe() -> None:
-            self._listeners = [x for x in self._listeners if x is not listener]
-
-        return unsubscribe
+        return self._listeners.subscribe(listener)
 
     async def close(self) -> None:
         """Stop following OUT (Qwen itself ends with its pane; it has no server). A prompt
@@ -413,8 +409,7 @@ class QwenChannel:
         self._emit(ChannelBroken(reason))
 
     def _emit(self, event: ChannelEvent) -> None:
-        for listener in self._listeners:
-            listener(event)
+        self._listeners.emit(event)
 
 
 def _append(path: str, line: str) -> None:
