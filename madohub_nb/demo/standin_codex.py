@@ -667,18 +667,9 @@ class RemoteCodexStandin(CodexStandin):
             return  # (interrupting a remote turn: not played)
         super().on_key(key, now)
 
-    def on_enter(self, now: float) -> None:
-        if self.input.is_blank():
-            return
-        if now - self.last_typed < PASTE_BURST_S:
-            self.input.insert("\n")
-            return
-        prompt = self.input.text.strip()
-        self.input.clear()
-        if self.state == "busy":
-            self.queued.append(prompt)
-        else:
-            self._turn_start(prompt)
+    def _submit(self, prompt: str, now: float) -> None:
+        """A prompt the person submits (Enter as the local TUI takes it) goes to the server."""
+        self._turn_start(prompt)
 
     def _turn_start(self, prompt: str) -> None:
         self.send({"id": self._id(), "method": "turn/start", "params": {
