@@ -212,7 +212,8 @@ class ChannelPlumbing:
         except (ChannelError, Exception) as exc:  # noqa: BLE001 (any failure: typed, said once)
             why = str(exc) or type(exc).__name__
             tile.channel_down = why
-            _end_pid(tc.server_pid)
+            # (SIGTERM, then up to twice SERVER_END_S of waiting: never on the engine loop)
+            await asyncio.to_thread(_end_pid, tc.server_pid)
             self._emit(ChannelChanged(tile.name, "failed", why))
             return
         tc.channel = channel
